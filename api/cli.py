@@ -1,0 +1,65 @@
+"""The `mqindex` command line: one sub-command per module, imported only when used.
+
+Each command module exposes `add_arguments(parser)` and `run(args) -> int`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import logging
+import sys
+
+# command -> (module, one-line help). A command appears once its module exists.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "serve": ("api.serve_cli", "start broker + index + HTTP on one process"),
+    "produce": ("api.client_cli", "produce a message through a server"),
+    "consume": ("api.client_cli", "read a partition from an offset"),
+    "query": ("api.client_cli", "find messages by key"),
+    "get": ("api.client_cli", "fetch one message by id"),
+    "inspect-index": ("index_file.inspect_cli", "dump an index file (native or RocketMQ format)"),
+    "inspect-object": ("broker.inspect_cli", "dump a stream object's data blocks and index block"),
+    "import-rocketmq": ("index_service.import_cli", "register a directory of RocketMQ tiered index files"),
+    "spark-build": ("index_service.spark_cli", "batch-build compacted indexes from the broker's objects"),
+    "bench": ("bench.cli", "run benchmarks against their peers"),
+}
+
+
+def available() -> dict[str, tuple[str, str]]:
+    return {name: spec for name, spec in COMMANDS.items() if importlib.util.find_spec(spec[0]) is not None}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mqindex", description="Find messages by key or id on object storage.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (module, help_text) in available().items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        mod = importlib.import_module(module)
+        add = getattr(mod, f"add_{name.replace('-', '_')}_arguments", None) or mod.add_arguments
+        add(p)
+        p.set_defaults(_module=module, _name=name)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    mod = importlib.import_module(args._module)
+    run = getattr(mod, f"run_{args._name.replace('-', '_')}", None) or mod.run
+    try:
+        return int(run(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # noqa: BLE001 - one clear line for the user, not a traceback
+        if args.verbose:
+            raise
+        print(f"mqindex {args._name}: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

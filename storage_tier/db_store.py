@@ -1,0 +1,324 @@
+"""BlobStore in a relational database (SQLite embedded, PostgreSQL shared).
+
+A blob is a row in `mqindex_blobs` (key, size, chunk size) plus its bytes in fixed-size rows of
+`mqindex_blob_chunks`, so a ranged read selects only the chunks it overlaps. Multipart uploads stage
+their chunks in `mqindex_upload_chunks` and are moved under the key in one transaction on complete.
+Each thread gets its own connection.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from storage_tier.blob_store import BlobStore, MultipartWriter, resolve_range
+from storage_tier.errors import BlobNotFound
+from storage_tier.retry import RetryPolicy
+
+DEFAULT_CHUNK = 1024 * 1024
+
+
+class _Dialect:
+    """What differs between SQLite and PostgreSQL: connecting, placeholders, types, transient faults."""
+
+    name: str
+    blob_type: str
+    key_type: str
+
+    def connect(self) -> Any: ...
+
+    def is_transient(self, exc: BaseException) -> bool: ...
+
+    def sql(self, text: str) -> str:
+        return text
+
+
+class _SQLite(_Dialect):
+    name = "sqlite"
+    blob_type = "BLOB"
+    key_type = "TEXT"
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("PRAGMA busy_timeout=30000")
+        return conn
+
+    def is_transient(self, exc: BaseException) -> bool:
+        return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+
+
+class _Postgres(_Dialect):
+    name = "postgresql"
+    blob_type = "BYTEA"
+    key_type = 'TEXT COLLATE "C"'
+
+    def __init__(self, dsn: str, schema: str | None) -> None:
+        self.dsn = dsn
+        self.schema = schema
+
+    def connect(self) -> Any:
+        import psycopg
+
+        conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=5)
+        if self.schema:
+            conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+            conn.execute(f'SET search_path TO "{self.schema}"')
+        return conn
+
+    def is_transient(self, exc: BaseException) -> bool:
+        import psycopg
+
+        return isinstance(exc, (psycopg.OperationalError, psycopg.errors.SerializationFailure,
+                                psycopg.errors.DeadlockDetected))
+
+    def sql(self, text: str) -> str:
+        return text.replace("?", "%s")
+
+
+class DBStore(BlobStore):
+    def __init__(self, url: str, dialect: _Dialect, chunk_size: int = DEFAULT_CHUNK,
+                 retry: RetryPolicy | None = None) -> None:
+        super().__init__(url, retry)
+        self.dialect = dialect
+        self.name = dialect.name
+        self.chunk_size = chunk_size
+        self._local = threading.local()
+        self._conns: list[Any] = []
+        self._conns_lock = threading.Lock()
+        self._schema_lock = threading.Lock()
+        self._create_schema()
+
+    # -- connections and transactions ------------------------------------------------------------
+    def _conn(self) -> Any:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self.dialect.connect()
+            self._local.conn = conn
+            with self._conns_lock:
+                self._conns.append(conn)
+        return conn
+
+    def _drop_conn(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
+            with self._conns_lock:
+                if conn in self._conns:
+                    self._conns.remove(conn)
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 - the connection is already broken
+                pass
+
+    @contextmanager
+    def _tx(self) -> Iterator[Callable[..., Any]]:
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE" if self.name == "sqlite" else "BEGIN")
+        try:
+            yield lambda q, params=(): conn.execute(self.dialect.sql(q), params)
+            conn.execute("COMMIT")
+        except BaseException:
+            try:
+                conn.execute("ROLLBACK")
+            except Exception:  # noqa: BLE001 - a lost connection has nothing to roll back
+                self._drop_conn()
+            raise
+
+    def _run(self, kind: str, op: str, key: str | None, body: Callable[[Callable[..., Any]], Any],
+             bytes_in: int = 0) -> Any:
+        def attempt() -> Any:
+            self.meter.record(kind, bytes_in=bytes_in)
+            try:
+                with self._tx() as q:
+                    return body(q)
+            except Exception as exc:
+                if self.dialect.is_transient(exc):
+                    self._drop_conn() if self.name == "postgresql" else None
+                raise
+
+        return self.retry.run(attempt, backend=self.name, key=key, op=op, is_transient=self.dialect.is_transient)
+
+    def _create_schema(self) -> None:
+        kt, bt = self.dialect.key_type, self.dialect.blob_type
+        stmts = [
+            f"CREATE TABLE IF NOT EXISTS mqindex_blobs (key {kt} PRIMARY KEY, size BIGINT NOT NULL, "
+            f"chunk_size INTEGER NOT NULL)",
+            f"CREATE TABLE IF NOT EXISTS mqindex_blob_chunks (key {kt} NOT NULL, idx INTEGER NOT NULL, "
+            f"data {bt} NOT NULL, PRIMARY KEY (key, idx))",
+            f"CREATE TABLE IF NOT EXISTS mqindex_upload_chunks (upload_id {kt} NOT NULL, idx INTEGER NOT NULL, "
+            f"data {bt} NOT NULL, PRIMARY KEY (upload_id, idx))",
+        ]
+
+        def create(q: Callable[..., Any]) -> None:
+            for s in stmts:
+                q(s)
+
+        with self._schema_lock:
+            self.retry.run(lambda: self._schema_tx(create), backend=self.name, key=None, op="create schema",
+                           is_transient=self.dialect.is_transient)
+
+    def _schema_tx(self, body: Callable[[Callable[..., Any]], None]) -> None:
+        try:
+            with self._tx() as q:
+                body(q)
+        except Exception as exc:
+            # two processes creating the same tables at once: the loser sees a unique violation
+            if "already exists" in str(exc) or "duplicate key" in str(exc):
+                return
+            raise
+
+    def close(self) -> None:
+        with self._conns_lock:
+            conns, self._conns = self._conns, []
+        for c in conns:
+            try:
+                c.close()
+            except Exception:  # noqa: BLE001
+                pass
+        self._local = threading.local()
+
+    # -- primitives --------------------------------------------------------------------------------
+    def _write_chunks(self, q: Callable[..., Any], table: str, col: str, owner: str, data: bytes,
+                      first_idx: int = 0) -> int:
+        cs = self.chunk_size
+        n = 0
+        for i in range(0, len(data), cs):
+            q(f"INSERT INTO {table} ({col}, idx, data) VALUES (?, ?, ?)", (owner, first_idx + n, data[i : i + cs]))
+            n += 1
+        return n
+
+    def _put(self, key: str, data: bytes) -> None:
+        def body(q: Callable[..., Any]) -> None:
+            q("DELETE FROM mqindex_blob_chunks WHERE key = ?", (key,))
+            q("DELETE FROM mqindex_blobs WHERE key = ?", (key,))
+            q("INSERT INTO mqindex_blobs (key, size, chunk_size) VALUES (?, ?, ?)", (key, len(data), self.chunk_size))
+            self._write_chunks(q, "mqindex_blob_chunks", "key", key, data)
+
+        self._run("PUT", "put", key, body, bytes_in=len(data))
+
+    def _get(self, key: str, start: int, end: int | None) -> bytes:
+        def body(q: Callable[..., Any]) -> bytes:
+            row = q("SELECT size, chunk_size FROM mqindex_blobs WHERE key = ?", (key,)).fetchone()
+            if row is None:
+                raise BlobNotFound(self.name, key)
+            size, cs = int(row[0]), int(row[1])
+            lo, hi = resolve_range(self.name, key, size, start, end)
+            if hi <= lo:
+                return b""
+            first, last = lo // cs, (hi - 1) // cs
+            rows = q("SELECT data FROM mqindex_blob_chunks WHERE key = ? AND idx >= ? AND idx <= ? ORDER BY idx",
+                     (key, first, last)).fetchall()
+            joined = b"".join(bytes(r[0]) for r in rows)
+            off = lo - first * cs
+            return joined[off : off + (hi - lo)]
+
+        data: bytes = self._run("GET", "get", key, body)
+        self.meter.add_bytes(bytes_out=len(data))
+        return data
+
+    def _size(self, key: str) -> int:
+        def body(q: Callable[..., Any]) -> int:
+            row = q("SELECT size FROM mqindex_blobs WHERE key = ?", (key,)).fetchone()
+            if row is None:
+                raise BlobNotFound(self.name, key)
+            return int(row[0])
+
+        return int(self._run("HEAD", "size", key, body))
+
+    def _delete(self, keys: list[str]) -> None:
+        def body(q: Callable[..., Any]) -> None:
+            for k in keys:
+                q("DELETE FROM mqindex_blob_chunks WHERE key = ?", (k,))
+                q("DELETE FROM mqindex_blobs WHERE key = ?", (k,))
+
+        self._run("DELETE", "delete", keys[0], body)
+
+    def _list(self, prefix: str) -> Iterable[str]:
+        def body(q: Callable[..., Any]) -> list[str]:
+            if not prefix:
+                rows = q("SELECT key FROM mqindex_blobs").fetchall()
+            else:
+                # a range scan on the primary key: [prefix, prefix with its last character bumped)
+                upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+                rows = q("SELECT key FROM mqindex_blobs WHERE key >= ? AND key < ?", (prefix, upper)).fetchall()
+            return [r[0] for r in rows]
+
+        return self._run("LIST", "list", prefix, body)
+
+    def _multipart(self, key: str) -> MultipartWriter:
+        return _DBMultipart(self, key)
+
+
+class _DBMultipart(MultipartWriter):
+    store: DBStore
+
+    def __init__(self, store: DBStore, key: str) -> None:
+        super().__init__(store, key)
+        self.upload_id = uuid.uuid4().hex
+        self.buffer = bytearray()
+        self.chunks = 0
+        self.size = 0
+
+    def _stage(self, final: bool) -> None:
+        cs = self.store.chunk_size
+        cut = len(self.buffer) if final else (len(self.buffer) // cs) * cs
+        if cut == 0:
+            return
+        data = bytes(self.buffer[:cut])
+        del self.buffer[:cut]
+
+        def body(q: Callable[..., Any]) -> None:
+            self.chunks += self.store._write_chunks(q, "mqindex_upload_chunks", "upload_id", self.upload_id,
+                                                    data, self.chunks)
+
+        self.store._run("PUT", "upload_part", self.key, body, bytes_in=len(data))
+
+    def _write_part(self, data: bytes) -> None:
+        self.buffer += data
+        self.size += len(data)
+        self._stage(final=False)
+
+    def _copy_part(self, src_key: str, start: int, end: int | None) -> None:
+        # a read-and-write: the database has no cheaper way to copy a byte range
+        self._write_part(self.store.get(src_key, start, end))
+        self.store.meter.record("COPY")
+
+    def _complete(self) -> None:
+        self._stage(final=True)
+        s = self.store
+
+        def body(q: Callable[..., Any]) -> None:
+            q("DELETE FROM mqindex_blob_chunks WHERE key = ?", (self.key,))
+            q("DELETE FROM mqindex_blobs WHERE key = ?", (self.key,))
+            q("INSERT INTO mqindex_blobs (key, size, chunk_size) VALUES (?, ?, ?)", (self.key, self.size, s.chunk_size))
+            q("INSERT INTO mqindex_blob_chunks (key, idx, data) SELECT ?, idx, data FROM mqindex_upload_chunks "
+              "WHERE upload_id = ?", (self.key, self.upload_id))
+            q("DELETE FROM mqindex_upload_chunks WHERE upload_id = ?", (self.upload_id,))
+
+        try:
+            s._run("PUT", "complete_multipart_upload", self.key, body)
+        except Exception:
+            self._abort()
+            raise
+
+    def _abort(self) -> None:
+        self.store._run("DELETE", "abort_multipart_upload", self.key,
+                        lambda q: q("DELETE FROM mqindex_upload_chunks WHERE upload_id = ?", (self.upload_id,)))
+
+
+def sqlite_store(url: str, path: str, chunk_size: int = DEFAULT_CHUNK, retry: RetryPolicy | None = None) -> DBStore:
+    return DBStore(url, _SQLite(path), chunk_size, retry)
+
+
+def postgres_store(url: str, dsn: str, schema: str | None = None, chunk_size: int = DEFAULT_CHUNK,
+                   retry: RetryPolicy | None = None) -> DBStore:
+    return DBStore(url, _Postgres(dsn, schema), chunk_size, retry)

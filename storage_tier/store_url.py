@@ -1,0 +1,99 @@
+"""open_store(url): map a store URL to its backend.
+
+    file:///abs/dir  file://./rel/dir                  local directory
+    s3://bucket/prefix?endpoint=http://127.0.0.1:8333 S3 (also region, access_key, secret_key, create_bucket=1)
+    sqlite:///path/db.sqlite                          SQLite database
+    postgresql://user@host:5432/db?schema=name        PostgreSQL database (schema optional)
+
+Every URL takes `retry_seconds=N` (the bound on retrying transient faults) and database URLs take
+`chunk_size=BYTES`.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
+
+from storage_tier.blob_store import BlobStore
+from storage_tier.errors import UnsupportedStoreURL
+from storage_tier.retry import RetryPolicy
+
+
+def _params(query: str) -> dict[str, str]:
+    return {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
+
+
+def _int(url: str, params: dict[str, str], name: str, default: int) -> int:
+    try:
+        return int(params.pop(name, default))
+    except ValueError:
+        raise UnsupportedStoreURL(f"{url}: {name} must be an integer") from None
+
+
+def open_store(url: str) -> BlobStore:
+    parts = urlsplit(url)
+    params = _params(parts.query)
+    try:
+        retry = RetryPolicy(deadline_s=float(params.pop("retry_seconds", 30)))
+    except ValueError:
+        raise UnsupportedStoreURL(f"{url}: retry_seconds must be a number") from None
+    scheme = parts.scheme.lower()
+
+    if scheme == "file":
+        from storage_tier.local_store import LocalStore
+
+        path = parts.netloc + parts.path if parts.netloc in (".", "..") else parts.path
+        if not path:
+            raise UnsupportedStoreURL(f"{url}: a file URL needs a directory (file:///abs/dir or file://./rel)")
+        _reject_unknown(url, params)
+        return LocalStore(url, path, retry)
+
+    if scheme == "s3":
+        from storage_tier.s3_store import S3Store
+
+        if not parts.netloc:
+            raise UnsupportedStoreURL(f"{url}: an s3 URL needs a bucket (s3://bucket/prefix)")
+        store = S3Store(
+            url,
+            bucket=parts.netloc,
+            prefix=parts.path.lstrip("/"),
+            endpoint=params.pop("endpoint", None),
+            region=params.pop("region", "us-east-1"),
+            access_key=params.pop("access_key", None),
+            secret_key=params.pop("secret_key", None),
+            retry=retry,
+            create_bucket=params.pop("create_bucket", "0") in ("1", "true", "yes"),
+        )
+        _reject_unknown(url, params)
+        return store
+
+    if scheme == "sqlite":
+        from storage_tier.db_store import DEFAULT_CHUNK, sqlite_store
+
+        chunk = _int(url, params, "chunk_size", DEFAULT_CHUNK)
+        path = parts.path
+        if parts.netloc in (".", ".."):
+            path = parts.netloc + path
+        elif path.startswith("//"):
+            path = path[1:]
+        if not path or path == "/":
+            raise UnsupportedStoreURL(f"{url}: a sqlite URL needs a file path (sqlite:///path/db.sqlite)")
+        _reject_unknown(url, params)
+        return sqlite_store(url, path, chunk, retry)
+
+    if scheme in ("postgresql", "postgres"):
+        from storage_tier.db_store import DEFAULT_CHUNK, postgres_store
+
+        chunk = _int(url, params, "chunk_size", DEFAULT_CHUNK)
+        schema = params.pop("schema", None)
+        dsn = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(params), ""))
+        return postgres_store(url, dsn, schema, chunk, retry)
+
+    raise UnsupportedStoreURL(
+        f"unsupported store URL {url!r}: use file:///dir, s3://bucket/prefix?endpoint=..., "
+        "sqlite:///path or postgresql://user@host:port/db"
+    )
+
+
+def _reject_unknown(url: str, params: dict[str, str]) -> None:
+    if params:
+        raise UnsupportedStoreURL(f"{url}: unknown parameter(s) {', '.join(sorted(params))}")
