@@ -131,7 +131,7 @@ class BlobStore(abc.ABC):
     def multipart(self, key: str) -> MultipartWriter:
         return self._multipart(check_key(self.name, key))
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - most backends hold nothing to release
         """Release connections; the store's data is unaffected."""
 
     def __enter__(self) -> BlobStore:

@@ -35,12 +35,8 @@ def _code(exc: bce.ClientError) -> str:
 def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, bce.ClientError):
         return _code(exc) in _TRANSIENT_CODES or _status(exc) >= 500
-    return isinstance(
-        exc,
-        (bce.EndpointConnectionError, bce.ConnectTimeoutError, bce.ReadTimeoutError,
-         bce.ConnectionClosedError, bce.ProxyConnectionError, bce.ResponseStreamingError,
-         ConnectionError, TimeoutError),
-    ) or (isinstance(exc, bce.HTTPClientError))
+    # HTTPClientError covers connection refused/reset, timeouts and closed connections
+    return isinstance(exc, (bce.HTTPClientError, bce.EndpointConnectionError, ConnectionError, TimeoutError))
 
 
 def _not_found(exc: BaseException) -> bool:

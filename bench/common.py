@@ -1,0 +1,90 @@
+"""Shared pieces of every benchmark: timing, percentiles, progress lines and the printed table.
+
+Benchmarks compare against a peer measured in the same run and print ratios, since the machines
+they run on are shared and noisy.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("mqindex.bench")
+
+
+def percentile(samples: Sequence[float], p: float) -> float:
+    """The p-th percentile (0-100) by nearest rank; NaN for no samples."""
+    if not samples:
+        return float("nan")
+    s = sorted(samples)
+    k = max(0, min(len(s) - 1, int(round(p / 100.0 * len(s) + 0.5)) - 1))
+    return s[k]
+
+
+class Timer:
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.elapsed = 0.0
+
+    def stop(self) -> float:
+        self.elapsed = time.perf_counter() - self.start
+        return self.elapsed
+
+
+@contextmanager
+def timed() -> Any:
+    t = Timer()
+    yield t
+    t.stop()
+
+
+def progress(what: str, done: int, total: int, started: float) -> None:
+    """One structured progress line on stderr (benchmarks are long-running work)."""
+    rate = done / max(time.perf_counter() - started, 1e-9)
+    print(f"[bench] {what}: {done}/{total} ({100.0 * done / max(total, 1):.0f}%), {rate:,.0f}/s",
+          file=sys.stderr, flush=True)
+
+
+def fmt(v: Any) -> str:
+    if isinstance(v, float):
+        if v != v:  # NaN
+            return "-"
+        if abs(v) >= 100:
+            return f"{v:,.0f}"
+        if abs(v) >= 1:
+            return f"{v:.2f}"
+        return f"{v:.4f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def table(title: str, headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A Markdown table (pastes straight into docs/BENCHMARKS.md)."""
+    rows = [[fmt(c) for c in r] for r in rows]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    lines = [f"### {title}", "",
+             "| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |",
+             "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+    lines += ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def emit(text: str) -> None:
+    print(text, flush=True)
+
+
+def save_results(name: str, results: dict[str, Any]) -> Path:
+    """Write the raw figures as JSON under bench-results/ (or MQINDEX_BENCH_OUT) for later comparison."""
+    out = Path(os.environ.get("MQINDEX_BENCH_OUT", "bench-results"))
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{name}.json"
+    path.write_text(json.dumps(results, indent=2, default=str))
+    return path
