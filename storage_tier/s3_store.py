@@ -36,7 +36,7 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, bce.ClientError):
         return _code(exc) in _TRANSIENT_CODES or _status(exc) >= 500
     # HTTPClientError covers connection refused/reset, timeouts and closed connections
-    return isinstance(exc, (bce.HTTPClientError, bce.EndpointConnectionError, ConnectionError, TimeoutError))
+    return isinstance(exc, (bce.HTTPClientError, bce.ConnectionError, ConnectionError, TimeoutError))
 
 
 def _not_found(exc: BaseException) -> bool:
