@@ -1,0 +1,51 @@
+"""Exceptions raised by the broker package, one type per failure kind callers handle."""
+
+from __future__ import annotations
+
+
+class BrokerError(Exception):
+    """Base of every broker error."""
+
+
+class ObjectFormatError(BrokerError):
+    """An object in the store is not a valid S3Stream object: names the object key and the failed check."""
+
+    def __init__(self, key: str, check: str, detail: str = "") -> None:
+        self.key = key
+        self.check = check
+        msg = f"object {key!r}: {check}"
+        if detail:
+            msg += f" ({detail})"
+        super().__init__(msg)
+
+
+class RecordFormatError(BrokerError, ValueError):
+    """Bytes that should hold a Kafka RecordBatch v2 do not."""
+
+
+class MessageIdError(BrokerError, ValueError):
+    """A message id that is not 32 hex characters, or a field out of range when encoding one."""
+
+
+class WalError(BrokerError):
+    """The write-ahead log cannot accept or return records (closed, full, I/O failure)."""
+
+
+class MetadataError(BrokerError):
+    """The controller metadata refused a request."""
+
+
+class Fenced(MetadataError):
+    """A stale epoch (stream epoch or node epoch) tried to change the metadata; nothing was applied."""
+
+
+class StreamNotFound(MetadataError, KeyError):
+    """No stream with that id exists (or it was deleted)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "stream not found"
+
+
+class InvalidRequest(MetadataError, ValueError):
+    """A request the metadata cannot apply: a stream still opened elsewhere, a gap in a commit, an
+    offset below the stream start, an object not in the expected state."""

@@ -1,0 +1,199 @@
+"""AutoMQ S3Stream object format: byte layouts of stream records, data blocks, index entries and the footer.
+
+All integers are big-endian. An object is
+
+    DataBlock*  IndexBlock  Footer
+
+- stream record: magic 0x22 (1), streamId (8), epoch (8), baseOffset (8), count (4), payload length (4), payload
+- data block: magic 0x5A (1), flag 0x02 (1), record count (4), data length (4), then the records
+- index entry (36 bytes), sorted by (streamId, startOffset): streamId (8), startOffset (8),
+  endOffsetDelta (4), recordCount (4), blockPosition (8), blockSize (4)
+- footer (48 bytes): index start position (8), index length (4), 28 zero bytes, magic 0x88e241b785f4cff7 (8)
+
+`recordCount` in a block header and an index entry counts stream records (not Kafka records); `blockSize`
+includes the 10-byte block header. The pure encode/decode functions live here; object_writer.py and
+object_reader.py do the I/O.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from broker.errors import ObjectFormatError
+
+RECORD_MAGIC = 0x22
+BLOCK_MAGIC = 0x5A
+BLOCK_FLAG = 0x02
+FOOTER_MAGIC = 0x88E241B785F4CFF7
+
+RECORD_HEADER = struct.Struct(">bqqqii")  # magic, streamId, epoch, baseOffset, count, payload length
+BLOCK_HEADER = struct.Struct(">bbii")  # magic, flag, record count, data length
+INDEX_ENTRY = struct.Struct(">qqiiqi")  # streamId, startOffset, endOffsetDelta, recordCount, position, size
+FOOTER = struct.Struct(">qi28xQ")  # index position, index length, 28 zero bytes, magic
+
+RECORD_HEADER_SIZE = RECORD_HEADER.size  # 33
+BLOCK_HEADER_SIZE = BLOCK_HEADER.size  # 10
+INDEX_ENTRY_SIZE = INDEX_ENTRY.size  # 36
+FOOTER_SIZE = FOOTER.size  # 48
+
+#: a data block is closed once its records reach this many bytes (AutoMQ s3.object.block.size)
+DEFAULT_BLOCK_SIZE = 1 << 20
+
+_INT32_MAX = (1 << 31) - 1
+_INT64_MAX = (1 << 63) - 1
+
+assert (RECORD_HEADER_SIZE, BLOCK_HEADER_SIZE, INDEX_ENTRY_SIZE, FOOTER_SIZE) == (33, 10, 36, 48)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamRecord:
+    """One StreamRecordBatch: `count` offsets [base_offset, base_offset + count) of one stream."""
+
+    stream_id: int
+    epoch: int
+    base_offset: int
+    count: int
+    payload: bytes
+
+    @property
+    def last_offset(self) -> int:
+        """The offset after this record (exclusive end)."""
+        return self.base_offset + self.count
+
+    @property
+    def encoded_size(self) -> int:
+        return RECORD_HEADER_SIZE + len(self.payload)
+
+    def encode(self) -> bytes:
+        return encode_record(self)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexEntry:
+    """One DataBlockIndex: where the block holding [start_offset, end_offset) of a stream lives."""
+
+    stream_id: int
+    start_offset: int
+    end_offset: int
+    record_count: int
+    position: int
+    size: int
+
+    def encode(self) -> bytes:
+        return INDEX_ENTRY.pack(self.stream_id, self.start_offset, self.end_offset - self.start_offset,
+                                self.record_count, self.position, self.size)
+
+
+@dataclass(frozen=True, slots=True)
+class Footer:
+    index_position: int
+    index_length: int
+
+    def encode(self) -> bytes:
+        return FOOTER.pack(self.index_position, self.index_length, FOOTER_MAGIC)
+
+
+def object_key(object_id: int, namespace: str) -> str:
+    """reverse(hex8(objectId)) + "/" + namespace + "/" + objectId, e.g. 1 -> 10000000/_kafka_c/1."""
+    if object_id < 0 or object_id > 0xFFFFFFFF_FFFFFFFF:
+        raise ValueError(f"object id {object_id} out of range")
+    return f"{f'{object_id:08x}'[::-1]}/{namespace}/{object_id}"
+
+
+def namespace_for_cluster(cluster: str) -> str:
+    return f"_kafka_{cluster}"
+
+
+def encode_record(rec: StreamRecord) -> bytes:
+    if not (0 <= rec.stream_id <= _INT64_MAX and 0 <= rec.base_offset <= _INT64_MAX):
+        raise ValueError(f"stream id / offset out of range in {rec.stream_id}:{rec.base_offset}")
+    if not (0 < rec.count <= _INT32_MAX) or len(rec.payload) > _INT32_MAX:
+        raise ValueError(f"record count {rec.count} or payload size {len(rec.payload)} out of range")
+    return RECORD_HEADER.pack(RECORD_MAGIC, rec.stream_id, rec.epoch, rec.base_offset, rec.count,
+                              len(rec.payload)) + rec.payload
+
+
+def encode_block_header(record_count: int, data_length: int) -> bytes:
+    return BLOCK_HEADER.pack(BLOCK_MAGIC, BLOCK_FLAG, record_count, data_length)
+
+
+def decode_footer(key: str, data: bytes, object_size: int) -> Footer:
+    """Parse and check the 48-byte footer of an object of `object_size` bytes."""
+    if object_size < FOOTER_SIZE or len(data) != FOOTER_SIZE:
+        raise ObjectFormatError(key, "truncated footer",
+                                f"object is {object_size} bytes, a footer needs {FOOTER_SIZE}")
+    pos, length, magic = FOOTER.unpack(data)
+    if magic != FOOTER_MAGIC:
+        raise ObjectFormatError(key, "bad footer magic", f"0x{magic:016x} != 0x{FOOTER_MAGIC:016x}")
+    if any(data[12:40]):
+        raise ObjectFormatError(key, "bad footer", "reserved bytes are not zero")
+    if length < 0 or length % INDEX_ENTRY_SIZE:
+        raise ObjectFormatError(key, "bad index length", f"{length} is not a multiple of {INDEX_ENTRY_SIZE}")
+    if pos < 0 or pos + length != object_size - FOOTER_SIZE:
+        raise ObjectFormatError(key, "bad index position",
+                                f"index [{pos}, {pos + length}) does not end at the footer "
+                                f"({object_size - FOOTER_SIZE})")
+    return Footer(pos, length)
+
+
+def decode_index(key: str, data: bytes, footer: Footer) -> list[IndexEntry]:
+    """Parse the index block and check it: sorted, blocks inside the data region, no overlaps."""
+    if len(data) != footer.index_length:
+        raise ObjectFormatError(key, "truncated index", f"{len(data)} of {footer.index_length} bytes")
+    entries: list[IndexEntry] = []
+    prev: IndexEntry | None = None
+    for i, (sid, start, delta, count, pos, size) in enumerate(INDEX_ENTRY.iter_unpack(data)):
+        e = IndexEntry(sid, start, start + delta, count, pos, size)
+        if delta < 0 or count < 0 or size < BLOCK_HEADER_SIZE or pos < 0 or pos + size > footer.index_position:
+            raise ObjectFormatError(key, "bad index entry", f"entry {i}: {e}")
+        if prev is not None:
+            if (sid, start) < (prev.stream_id, prev.start_offset):
+                raise ObjectFormatError(key, "index not sorted", f"entry {i}: {e} after {prev}")
+            if pos < prev.position + prev.size:
+                raise ObjectFormatError(key, "overlapping blocks", f"entry {i}: {e} overlaps {prev}")
+        entries.append(e)
+        prev = e
+    return entries
+
+
+def decode_block(key: str, data: bytes | memoryview, entry: IndexEntry | None = None) -> list[StreamRecord]:
+    """Parse one data block (header + records); checks it against its index entry when given."""
+    where = f"block at {entry.position}" if entry is not None else "block"
+    mv = memoryview(data)
+    if len(mv) < BLOCK_HEADER_SIZE:
+        raise ObjectFormatError(key, "bad block", f"{where}: {len(mv)} bytes, shorter than a block header")
+    magic, flag, count, length = BLOCK_HEADER.unpack_from(mv, 0)
+    if magic != BLOCK_MAGIC or flag != BLOCK_FLAG:
+        raise ObjectFormatError(key, "bad block magic", f"{where}: magic 0x{magic & 0xFF:02x} flag 0x{flag & 0xFF:02x}")
+    if length != len(mv) - BLOCK_HEADER_SIZE or count < 0:
+        raise ObjectFormatError(key, "bad block length",
+                                f"{where}: header says {length} data bytes, "
+                                f"the block has {len(mv) - BLOCK_HEADER_SIZE}")
+    if entry is not None and count != entry.record_count:
+        raise ObjectFormatError(key, "bad block", f"{where}: {count} records, index says {entry.record_count}")
+    records: list[StreamRecord] = []
+    pos = BLOCK_HEADER_SIZE
+    end = len(mv)
+    for i in range(count):
+        if pos + RECORD_HEADER_SIZE > end:
+            raise ObjectFormatError(key, "bad record", f"{where}: record {i} header runs past the block end")
+        rmagic, sid, epoch, base, rcount, plen = RECORD_HEADER.unpack_from(mv, pos)
+        if rmagic != RECORD_MAGIC:
+            raise ObjectFormatError(key, "bad record magic", f"{where}: record {i} magic 0x{rmagic & 0xFF:02x}")
+        if plen < 0 or rcount <= 0 or pos + RECORD_HEADER_SIZE + plen > end:
+            raise ObjectFormatError(key, "bad record", f"{where}: record {i} count {rcount} payload {plen} bytes "
+                                                       f"does not fit the block")
+        body = pos + RECORD_HEADER_SIZE
+        records.append(StreamRecord(sid, epoch, base, rcount, bytes(mv[body:body + plen])))
+        pos = body + plen
+    if pos != end:
+        raise ObjectFormatError(key, "bad block", f"{where}: {end - pos} trailing bytes after {count} records")
+    if entry is not None and records:
+        first, last = records[0], records[-1]
+        if (first.stream_id != entry.stream_id or last.stream_id != entry.stream_id
+                or first.base_offset != entry.start_offset or last.last_offset != entry.end_offset):
+            raise ObjectFormatError(key, "block does not match its index entry",
+                                    f"{where}: records {first.stream_id}:[{first.base_offset}, {last.last_offset}) "
+                                    f"vs index {entry.stream_id}:[{entry.start_offset}, {entry.end_offset})")
+    return records

@@ -1,0 +1,171 @@
+"""Streaming writer of one S3Stream object (stream object or stream set object) to a BlobStore.
+
+Records are appended in (streamId, baseOffset) order; a data block holds one stream's contiguous records
+and closes at about `block_size` bytes of records, on a change of stream, or on an offset gap. Closed
+blocks are buffered and shipped as multipart parts once `part_size` bytes are pending, so memory stays
+bounded for big objects; a small object is written with a single PUT. `close()` appends the index block
+and the footer and returns an `ObjectInfo`; `abort()` (or an exception inside a `with`) leaves nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from broker.object_format import (
+    BLOCK_HEADER_SIZE,
+    DEFAULT_BLOCK_SIZE,
+    Footer,
+    IndexEntry,
+    StreamRecord,
+    encode_block_header,
+    encode_record,
+)
+from storage_tier import BlobStore, MultipartWriter
+
+#: pending bytes that trigger a multipart part (S3 needs >= 5 MiB per part except the last)
+DEFAULT_PART_SIZE = 8 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class StreamRange:
+    """[start_offset, end_offset) of one stream inside an object."""
+
+    stream_id: int
+    start_offset: int
+    end_offset: int
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    key: str
+    size: int
+    index: list[IndexEntry]
+    ranges: list[StreamRange] = field(default_factory=list)
+
+
+class ObjectWriter:
+    def __init__(self, store: BlobStore, key: str, *, block_size: int = DEFAULT_BLOCK_SIZE,
+                 part_size: int = DEFAULT_PART_SIZE) -> None:
+        if block_size <= 0 or part_size <= 0:
+            raise ValueError("block_size and part_size must be positive")
+        self.store = store
+        self.key = key
+        self.block_size = block_size
+        self.part_size = part_size
+        self._pending = bytearray()  # closed blocks not yet shipped
+        self._shipped = 0  # bytes already written as parts
+        self._mpu: MultipartWriter | None = None
+        self._index: list[IndexEntry] = []
+        self._ranges: list[StreamRange] = []
+        # the open block
+        self._block = bytearray()
+        self._block_records = 0
+        self._block_stream = -1
+        self._block_start = 0
+        self._block_end = 0
+        self._last: tuple[int, int] | None = None  # (stream id, end offset) of the last record
+        self._closed = False
+
+    @property
+    def position(self) -> int:
+        """Bytes of closed blocks so far (the position of the next block)."""
+        return self._shipped + len(self._pending)
+
+    @property
+    def size_estimate(self) -> int:
+        return self.position + len(self._block) + BLOCK_HEADER_SIZE
+
+    def write(self, rec: StreamRecord) -> None:
+        if self._closed:
+            raise ValueError(f"object writer for {self.key!r} is closed")
+        if self._last is not None:
+            sid, end = self._last
+            if rec.stream_id < sid or (rec.stream_id == sid and rec.base_offset < end):
+                raise ValueError(f"records must come in (streamId, offset) order: {rec.stream_id}:{rec.base_offset} "
+                                 f"after {sid}:[..., {end})")
+        contiguous = self._block_records > 0 and rec.stream_id == self._block_stream \
+            and rec.base_offset == self._block_end
+        if self._block_records and not contiguous:
+            self._close_block()
+        if not self._block_records:
+            self._block_stream = rec.stream_id
+            self._block_start = rec.base_offset
+        self._block += encode_record(rec)
+        self._block_records += 1
+        self._block_end = rec.last_offset
+        self._last = (rec.stream_id, rec.last_offset)
+        # the stream ranges of the object: extend the last one when contiguous
+        r = self._ranges[-1] if self._ranges else None
+        if r is not None and r.stream_id == rec.stream_id and r.end_offset == rec.base_offset:
+            self._ranges[-1] = StreamRange(r.stream_id, r.start_offset, rec.last_offset)
+        else:
+            self._ranges.append(StreamRange(rec.stream_id, rec.base_offset, rec.last_offset))
+        if len(self._block) >= self.block_size:
+            self._close_block()
+
+    def _close_block(self) -> None:
+        if not self._block_records:
+            return
+        size = BLOCK_HEADER_SIZE + len(self._block)
+        self._index.append(IndexEntry(self._block_stream, self._block_start, self._block_end,
+                                      self._block_records, self.position, size))
+        self._pending += encode_block_header(self._block_records, len(self._block))
+        self._pending += self._block
+        self._block = bytearray()
+        self._block_records = 0
+        if len(self._pending) >= self.part_size:
+            self._ship()
+
+    def _ship(self) -> None:
+        if self._mpu is None:
+            self._mpu = self.store.multipart(self.key)
+        self._mpu.write_part(bytes(self._pending))
+        self._shipped += len(self._pending)
+        self._pending = bytearray()
+
+    def close(self) -> ObjectInfo:
+        """Write the index block and footer and make the object visible."""
+        if self._closed:
+            raise ValueError(f"object writer for {self.key!r} is closed")
+        try:
+            self._close_block()
+            index_pos = self.position
+            index = b"".join(e.encode() for e in self._index)
+            self._pending += index
+            self._pending += Footer(index_pos, len(index)).encode()
+            size = self._shipped + len(self._pending)
+            if self._mpu is None:
+                self.store.put(self.key, bytes(self._pending))
+            else:
+                self._ship()
+                self._mpu.complete()
+            self._closed = True
+            return ObjectInfo(self.key, size, list(self._index), list(self._ranges))
+        except BaseException:
+            self.abort()
+            raise
+
+    def abort(self) -> None:
+        self._closed = True
+        self._pending = bytearray()
+        if self._mpu is not None:
+            self._mpu.abort()
+
+    def __enter__(self) -> ObjectWriter:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is not None:
+            self.abort()
+
+
+def write_object(store: BlobStore, key: str, records: list[StreamRecord], **kwargs: int) -> ObjectInfo:
+    """Write a whole object from records already in (streamId, offset) order."""
+    w = ObjectWriter(store, key, **kwargs)
+    try:
+        for r in records:
+            w.write(r)
+    except BaseException:
+        w.abort()
+        raise
+    return w.close()
