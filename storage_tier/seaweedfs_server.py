@@ -148,6 +148,11 @@ class SeaweedFS:
         self.stop()
         raise SeaweedFSError(f"SeaweedFS S3 at {self.endpoint} not ready after {timeout:.0f}s: {last}")
 
+    def restart(self, bucket: str | None = "mqindex", timeout: float = 90.0) -> None:
+        """Start again on the same ports and data directory (after stop())."""
+        self.stop()
+        self.start(bucket=bucket, timeout=timeout)
+
     def pause(self) -> None:
         """Freeze the server (SIGSTOP): requests hang until resume()."""
         assert self.proc is not None
@@ -176,3 +181,28 @@ class SeaweedFS:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m storage_tier.seaweedfs_server [DIR] [--port P] [--bucket B]`: a local S3 until Ctrl-C."""
+    import argparse
+
+    p = argparse.ArgumentParser(description="run a local SeaweedFS S3 server on loopback")
+    p.add_argument("dir", nargs="?", default="./data/seaweedfs")
+    p.add_argument("--port", type=int, default=None, help="S3 port (default: a free one)")
+    p.add_argument("--bucket", default="mqindex")
+    args = p.parse_args(argv)
+    server = SeaweedFS(args.dir, s3_port=args.port).start(bucket=args.bucket)
+    print(f"SeaweedFS S3 ready: {server.store_url(args.bucket)}  (Ctrl-C stops it)", flush=True)
+    try:
+        assert server.proc is not None
+        server.proc.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
