@@ -1,0 +1,189 @@
+"""Kafka records as the broker stores them: RecordBatch v2 bytes built and parsed with kafka-python's codec.
+
+A produced batch is built with offsets relative to 0 and stamped with its base offset when the broker
+assigns it (`with_base_offset`, outside the CRC so the bytes stay valid). `parse_batches` walks a buffer
+of concatenated batches, checks each CRC and yields `KafkaBatch` (header fields + records).
+`index_keys` gives the keys a record is indexed under: its key, every key in header `KEYS` (space
+separated) and header `UNIQ_KEY`.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from kafka.errors import KafkaError
+from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+
+from broker.errors import RecordFormatError
+
+HEADER_KEYS = "KEYS"
+HEADER_UNIQ_KEY = "UNIQ_KEY"
+
+_HEADER = DefaultRecordBatch.HEADER_STRUCT  # 61 bytes
+BATCH_HEADER_SIZE = _HEADER.size
+_MAX_BATCH = (1 << 31) - 1
+COMPRESSION = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+@dataclass(frozen=True)
+class ProducerRecord:
+    """What a producer sends: key, value, headers (name, bytes), timestamp (ms; None = now)."""
+
+    value: bytes | None
+    key: bytes | None = None
+    headers: Sequence[tuple[str, bytes | None]] = ()
+    timestamp_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class Record:
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+
+    def header(self, name: str) -> bytes | None:
+        for k, v in self.headers:
+            if k == name:
+                return v
+        return None
+
+
+@dataclass(frozen=True)
+class BatchHeader:
+    base_offset: int
+    length: int  # bytes after the length field
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    first_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def size(self) -> int:
+        return self.length + 12
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> str:
+        code = self.attributes & 0x07
+        return next((n for n, c in COMPRESSION.items() if c == code), f"unknown({code})")
+
+    @property
+    def timestamp_type(self) -> str:
+        return "LOG_APPEND_TIME" if self.attributes & 0x08 else "CREATE_TIME"
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & 0x10)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & 0x20)
+
+
+@dataclass(frozen=True)
+class KafkaBatch:
+    header: BatchHeader
+    records: list[Record]
+    raw: bytes
+
+
+def build_batch(records: Sequence[ProducerRecord], base_offset: int = 0, compression: str = "none") -> bytes:
+    """RecordBatch v2 bytes holding `records` at offsets base_offset, base_offset + 1, ..."""
+    if not records:
+        raise RecordFormatError("a record batch needs at least one record")
+    if compression not in COMPRESSION:
+        raise RecordFormatError(f"unknown compression {compression!r}; use one of {sorted(COMPRESSION)}")
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=COMPRESSION[compression], is_transactional=False,
+                                  producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=_MAX_BATCH)
+    for i, r in enumerate(records):
+        try:
+            headers = [(k, v) for k, v in r.headers]
+            meta = b.append(i, r.timestamp_ms, r.key, r.value, headers)
+        except (TypeError, AttributeError) as exc:
+            raise RecordFormatError(f"record {i}: key and value must be bytes or None, header names str, "
+                                    f"header values bytes or None ({exc})") from None
+        if meta is None:
+            raise RecordFormatError(f"record {i} does not fit in one batch")
+    return with_base_offset(bytes(b.build()), base_offset)
+
+
+def with_base_offset(batch: bytes, base_offset: int) -> bytes:
+    """The same batch with its base offset set (the CRC does not cover it)."""
+    if not 0 <= base_offset < 1 << 63:
+        raise RecordFormatError(f"base offset {base_offset} out of range")
+    if len(batch) < BATCH_HEADER_SIZE:
+        raise RecordFormatError(f"record batch of {len(batch)} bytes is shorter than "
+                                f"its {BATCH_HEADER_SIZE}-byte header")
+    return struct.pack(">q", base_offset) + batch[8:]
+
+
+def parse_header(data: bytes | memoryview, pos: int = 0) -> BatchHeader:
+    if len(data) - pos < BATCH_HEADER_SIZE:
+        raise RecordFormatError(f"record batch at byte {pos}: {len(data) - pos} bytes, "
+                                f"shorter than the {BATCH_HEADER_SIZE}-byte header")
+    h = BatchHeader(*_HEADER.unpack_from(data, pos))
+    if h.magic != 2:
+        raise RecordFormatError(f"record batch at byte {pos}: magic {h.magic}, only v2 (magic 2) is supported")
+    if h.length < BATCH_HEADER_SIZE - 12 or pos + h.size > len(data):
+        raise RecordFormatError(f"record batch at byte {pos}: length {h.length} runs past the {len(data)} bytes given")
+    if h.records_count < 0 or h.last_offset_delta < 0:
+        raise RecordFormatError(f"record batch at byte {pos}: negative record count or offset delta")
+    return h
+
+
+def parse_batches(data: bytes | memoryview, check_crc: bool = True) -> Iterator[KafkaBatch]:
+    """Every batch in a buffer of concatenated RecordBatch v2 bytes, CRC-checked."""
+    mv = memoryview(data)
+    pos = 0
+    while pos < len(mv):
+        h = parse_header(mv, pos)
+        raw = bytes(mv[pos:pos + h.size])
+        try:
+            batch = DefaultRecordBatch(raw)
+            if check_crc and not batch.validate_crc():
+                raise RecordFormatError(f"record batch at byte {pos} (base offset {h.base_offset}): CRC mismatch")
+            recs = [Record(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in batch]
+        except RecordFormatError:
+            raise
+        except (KafkaError, struct.error, IndexError, ValueError, UnicodeDecodeError) as exc:
+            raise RecordFormatError(f"record batch at byte {pos} (base offset {h.base_offset}): "
+                                    f"cannot decode records ({type(exc).__name__}: {exc})") from None
+        if len(recs) != h.records_count:
+            raise RecordFormatError(f"record batch at byte {pos}: {len(recs)} records, header says {h.records_count}")
+        yield KafkaBatch(h, recs, raw)
+        pos += h.size
+
+
+def index_keys(record: Record | ProducerRecord) -> list[str]:
+    """Keys the record is indexed under, de-duplicated in order: key, each of header KEYS, header UNIQ_KEY."""
+    out: list[str] = []
+
+    def add(raw: bytes | None) -> None:
+        if raw:
+            k = raw.decode("utf-8", errors="replace")
+            if k and k not in out:
+                out.append(k)
+
+    add(record.key)
+    for name, value in record.headers:
+        if name == HEADER_KEYS and value:
+            for part in value.split(b" "):
+                add(part)
+    for name, value in record.headers:
+        if name == HEADER_UNIQ_KEY:
+            add(value)
+    return out

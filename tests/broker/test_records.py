@@ -1,0 +1,106 @@
+"""Kafka RecordBatch v2 build/parse through kafka-python, index keys, message ids."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.record.memory_records import MemoryRecords
+
+from broker.errors import MessageIdError, RecordFormatError
+from broker.message_id import MessageId, decode_message_id, encode_message_id
+from broker.records import (
+    ProducerRecord,
+    build_batch,
+    index_keys,
+    parse_batches,
+    with_base_offset,
+)
+
+header_lists = st.lists(st.tuples(st.text(max_size=8), st.one_of(st.none(), st.binary(max_size=20))), max_size=4)
+producer_records = st.builds(
+    ProducerRecord,
+    value=st.one_of(st.none(), st.binary(max_size=200)),
+    key=st.one_of(st.none(), st.binary(max_size=30)),
+    headers=header_lists,
+    timestamp_ms=st.integers(0, 2**41),
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(recs=st.lists(producer_records, min_size=1, max_size=12), base=st.integers(0, 2**62),
+       compression=st.sampled_from(["none", "gzip"]))
+def test_batch_round_trip(recs: list[ProducerRecord], base: int, compression: str) -> None:
+    raw = build_batch(recs, base_offset=base, compression=compression)
+    (batch,) = list(parse_batches(raw))
+    h = batch.header
+    assert (h.base_offset, h.records_count, h.next_offset, h.magic) == (base, len(recs), base + len(recs), 2)
+    assert h.size == len(raw) and batch.raw == raw
+    assert h.first_timestamp == recs[0].timestamp_ms and h.max_timestamp == max(r.timestamp_ms for r in recs)
+    for i, (p, r) in enumerate(zip(recs, batch.records, strict=True)):
+        assert (r.offset, r.key, r.value, r.timestamp_ms) == (base + i, p.key, p.value, p.timestamp_ms)
+        assert r.headers == [(k, v) for k, v in p.headers]
+
+
+def test_kafka_python_reads_our_bytes_as_memory_records() -> None:
+    a = build_batch([ProducerRecord(b"v1", b"k1"), ProducerRecord(b"v2")], base_offset=100)
+    b = build_batch([ProducerRecord(b"v3", headers=[("h", b"x")])], base_offset=102)
+    mr = MemoryRecords(a + b)
+    offsets = [rec.offset for batch in mr for rec in batch]
+    assert offsets == [100, 101, 102]
+    assert [bt.header.base_offset for bt in parse_batches(a + b)] == [100, 102]
+
+
+def test_rebasing_keeps_crc_valid() -> None:
+    raw = build_batch([ProducerRecord(b"x")])
+    moved = with_base_offset(raw, 77)
+    (batch,) = parse_batches(moved)
+    assert batch.records[0].offset == 77 and batch.header.crc == next(iter(parse_batches(raw))).header.crc
+
+
+def test_corrupt_batches_raise_record_format_error() -> None:
+    raw = build_batch([ProducerRecord(b"value", b"key")])
+    flipped = raw[:-1] + bytes([raw[-1] ^ 0xFF])
+    with pytest.raises(RecordFormatError, match="CRC"):
+        list(parse_batches(flipped))
+    with pytest.raises(RecordFormatError, match="shorter"):
+        list(parse_batches(raw[:30]))
+    with pytest.raises(RecordFormatError, match="runs past"):
+        list(parse_batches(raw[:-3]))
+    with pytest.raises(RecordFormatError, match="magic"):
+        list(parse_batches(raw[:16] + b"\x01" + raw[17:]))
+    with pytest.raises(RecordFormatError, match="at least one"):
+        build_batch([])
+    with pytest.raises(RecordFormatError, match="bytes or None"):
+        build_batch([ProducerRecord("text")])  # type: ignore[arg-type]
+
+
+def test_index_keys() -> None:
+    r = ProducerRecord(b"v", key=b"order-1",
+                       headers=[("KEYS", b"user-7  order-1 sku-3"), ("UNIQ_KEY", b"u-123"), ("other", b"zzz")])
+    assert index_keys(r) == ["order-1", "user-7", "sku-3", "u-123"]
+    assert index_keys(ProducerRecord(b"v")) == []
+    (batch,) = parse_batches(build_batch([r]))
+    assert index_keys(batch.records[0]) == ["order-1", "user-7", "sku-3", "u-123"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(t=st.integers(0, 2**32 - 1), p=st.integers(0, 2**32 - 1), o=st.integers(0, 2**63 - 1))
+def test_message_id_round_trip(t: int, p: int, o: int) -> None:
+    mid = encode_message_id(t, p, o)
+    assert len(mid) == 32 and mid == mid.lower()
+    assert decode_message_id(mid) == MessageId(t, p, o) == decode_message_id(mid.upper())
+    assert str(MessageId(t, p, o)) == mid
+
+
+def test_message_id_layout_and_errors() -> None:
+    assert encode_message_id(1, 2, 3) == "00000001" "00000002" "0000000000000003"
+    for bad, why in [("abc", "32 hex"), ("g" * 32, "non-hex"), ("0" * 31 + " ", "non-hex"),
+                     ("0" * 16 + "8" + "0" * 15, "offset"), ("0" * 33, "32 hex")]:
+        with pytest.raises(MessageIdError, match=why):
+            decode_message_id(bad)
+    with pytest.raises(MessageIdError, match="must be a string"):
+        decode_message_id(12)  # type: ignore[arg-type]
+    for args in [(-1, 0, 0), (2**32, 0, 0), (0, 0, 2**63), (0, True, 0)]:
+        with pytest.raises(MessageIdError):
+            encode_message_id(*args)
