@@ -1,0 +1,354 @@
+"""Write-ahead log on local disk: group commit with fsync before the ack, trim point, recovery scan.
+
+Layout: a directory of segment files named by the logical offset of their first byte
+(`00000000000000000000.wal`, ...) and a `trim` file holding the trim point. Each record is a 24-byte
+header followed by its body, AutoMQ-style, all big-endian:
+
+    magic 0x87654321 (4) | body length (4) | body offset (8) | body CRC32 (4) | header CRC32 (4)
+
+`body offset` is the record's logical WAL offset (where its header starts); the CRCs are zlib's CRC-32
+(the same polynomial as Java's java.util.zip.CRC32 that AutoMQ uses); the header CRC covers the first
+20 header bytes. A record never spans segments.
+
+Group commit: producers call `append(body)` (or `append_async`) from any thread; one writer thread takes
+every pending body, writes them with one write per segment, fsyncs, and only then completes the appends.
+Recovery (`Wal.open`) scans from the trim point and stops at the first invalid record (bad magic, a
+length running past the file, a body offset that is not the record's position, a CRC mismatch): that
+torn tail is truncated and later segments are removed, so the WAL holds exactly the acknowledged records.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+import threading
+import zlib
+from collections.abc import Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker.errors import WalError
+
+MAGIC = 0x87654321
+HEADER = struct.Struct(">IIqII")  # magic, body length, body offset, body crc, header crc
+HEADER_SIZE = HEADER.size  # 24
+_PRE_CRC = struct.Struct(">IIqI")  # the 20 bytes the header CRC covers
+SEGMENT_SUFFIX = ".wal"
+_SEGMENT_RE = re.compile(r"^(\d{20})\.wal$")
+DEFAULT_SEGMENT_SIZE = 64 << 20
+DEFAULT_MAX_BODY = 16 << 20
+DEFAULT_MAX_BATCH = 4 << 20
+
+assert HEADER_SIZE == 24
+
+
+def _crc(data: bytes | memoryview) -> int:
+    return zlib.crc32(data) & 0xFFFFFFFF
+
+
+def encode_record(offset: int, body: bytes) -> bytes:
+    pre = _PRE_CRC.pack(MAGIC, len(body), offset, _crc(body))
+    return pre + struct.pack(">I", _crc(pre)) + body
+
+
+@dataclass(frozen=True, slots=True)
+class WalRecord:
+    offset: int  # logical offset of the record's header
+    body: bytes
+
+    @property
+    def next_offset(self) -> int:
+        return self.offset + HEADER_SIZE + len(self.body)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    offset: int
+    next_offset: int
+
+
+def _write_all(fd: int, data: bytes | bytearray) -> None:
+    mv = memoryview(data)
+    while mv:
+        n = os.write(fd, mv)
+        mv = mv[n:]
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _segments(directory: Path) -> list[tuple[int, Path]]:
+    out = []
+    for p in directory.iterdir():
+        m = _SEGMENT_RE.match(p.name)
+        if m:
+            out.append((int(m.group(1)), p))
+    return sorted(out)
+
+
+def _segment_path(directory: Path, start: int) -> Path:
+    return directory / f"{start:020d}{SEGMENT_SUFFIX}"
+
+
+def _read_trim(directory: Path) -> int:
+    p = directory / "trim"
+    if not p.exists():
+        return 0
+    data = p.read_bytes()
+    if len(data) != 12 or _crc(data[:8]) != struct.unpack(">I", data[8:])[0]:
+        raise WalError(f"WAL {directory}: trim file is corrupt ({len(data)} bytes)")
+    return struct.unpack(">q", data[:8])[0]
+
+
+def _scan_segment(data: bytes, seg_start: int, from_offset: int, max_body: int) -> tuple[list[WalRecord], int, str]:
+    """Valid records of one segment from `from_offset`; returns (records, end offset, why it stopped)."""
+    records: list[WalRecord] = []
+    pos = from_offset - seg_start
+    mv = memoryview(data)
+    while True:
+        if pos == len(data):
+            return records, seg_start + pos, ""
+        if pos + HEADER_SIZE > len(data):
+            return records, seg_start + pos, "torn header"
+        magic, length, body_offset, body_crc, header_crc = HEADER.unpack_from(mv, pos)
+        if magic != MAGIC:
+            return records, seg_start + pos, f"bad magic 0x{magic:08x}"
+        if _crc(mv[pos:pos + 20]) != header_crc:
+            return records, seg_start + pos, "header CRC mismatch"
+        if body_offset != seg_start + pos:
+            return records, seg_start + pos, f"body offset {body_offset} is not the record position {seg_start + pos}"
+        if length > max_body or pos + HEADER_SIZE + length > len(data):
+            return records, seg_start + pos, f"body length {length} runs past the segment"
+        body = mv[pos + HEADER_SIZE:pos + HEADER_SIZE + length]
+        if _crc(body) != body_crc:
+            return records, seg_start + pos, "body CRC mismatch"
+        records.append(WalRecord(seg_start + pos, bytes(body)))
+        pos += HEADER_SIZE + length
+
+
+@dataclass
+class RecoveryReport:
+    trim_offset: int
+    end_offset: int
+    records: int
+    truncated_bytes: int
+    stop_reason: str  # "" when the log ended cleanly
+
+
+def scan(directory: str | os.PathLike[str], max_body: int = DEFAULT_MAX_BODY) -> tuple[list[WalRecord], RecoveryReport]:
+    """Read-only recovery scan: the valid records from the trim point and where (and why) the scan stopped."""
+    d = Path(directory)
+    trim = _read_trim(d) if d.exists() else 0
+    records: list[WalRecord] = []
+    pos = trim
+    reason = ""
+    truncated = 0
+    for start, path in _segments(d) if d.exists() else []:
+        size = path.stat().st_size
+        if reason or start > pos:
+            reason = reason or f"segment {path.name} starts at {start}, expected {pos}"
+            truncated += size
+            continue
+        if start + size <= pos and start != pos:
+            continue  # wholly before the point already reached (trimmed or scanned)
+        recs, end, why = _scan_segment(path.read_bytes(), start, pos, max_body)
+        records.extend(recs)
+        pos = end
+        if why:
+            reason = f"{path.name} at offset {end}: {why}"
+            truncated += start + size - end
+    return records, RecoveryReport(trim, pos, len(records), truncated, reason)
+
+
+class _Pending:
+    __slots__ = ("body", "future")
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.future: Future[AppendResult] = Future()
+
+
+class Wal:
+    """`Wal.open(dir)` recovers and starts the group-commit writer; `recovered` holds the records found."""
+
+    def __init__(self, directory: Path, segment_size: int, max_body: int, max_batch: int,
+                 recovered: list[WalRecord], report: RecoveryReport) -> None:
+        self.directory = directory
+        self.segment_size = segment_size
+        self.max_body = max_body
+        self.max_batch = max_batch
+        self.recovered = recovered
+        self.report = report
+        self._trim = report.trim_offset
+        self._next = report.end_offset
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._queue: list[_Pending] = []
+        self._closing = False
+        self._failed: BaseException | None = None
+        segs = _segments(directory)
+        if segs and segs[-1][0] <= self._next:
+            self._seg_start, path = segs[-1]
+        else:
+            self._seg_start, path = self._next, _segment_path(directory, self._next)
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        _fsync_dir(directory)
+        self.fsyncs = 0  # how many group commits ran (tests and metrics read it)
+        self._writer = threading.Thread(target=self._run, name=f"wal-writer-{directory.name}", daemon=True)
+        self._writer.start()
+
+    @classmethod
+    def open(cls, directory: str | os.PathLike[str], *, segment_size: int = DEFAULT_SEGMENT_SIZE,
+             max_body: int = DEFAULT_MAX_BODY, max_batch: int = DEFAULT_MAX_BATCH) -> Wal:
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        records, report = scan(d, max_body)
+        end = report.end_offset
+        # cut the torn tail: truncate the segment holding the end, drop every later segment
+        segs = _segments(d)
+        for i, (start, path) in enumerate(segs):
+            size = path.stat().st_size
+            is_last_kept = i + 1 == len(segs) or segs[i + 1][0] > end
+            if start > end:
+                path.unlink()
+            elif start + size > end:
+                with open(path, "r+b") as f:
+                    f.truncate(end - start)
+                    f.flush()
+                    os.fsync(f.fileno())
+            elif start + size <= report.trim_offset and not is_last_kept:
+                path.unlink()  # wholly below the trim point
+        _fsync_dir(d)
+        return cls(d, segment_size, max_body, max_batch, records, report)
+
+    # -- appends ---------------------------------------------------------------------------------
+    def append_async(self, body: bytes) -> Future[AppendResult]:
+        if len(body) > self.max_body:
+            raise WalError(f"WAL record of {len(body)} bytes exceeds the {self.max_body}-byte limit")
+        p = _Pending(bytes(body))
+        with self._cond:
+            if self._failed is not None:
+                raise WalError(f"WAL {self.directory} failed earlier: {self._failed}")
+            if self._closing:
+                raise WalError(f"WAL {self.directory} is closed")
+            self._queue.append(p)
+            self._cond.notify()
+        return p.future
+
+    def append(self, body: bytes, timeout: float | None = None) -> AppendResult:
+        """Append and return once the record is fsynced."""
+        return self.append_async(body).result(timeout)
+
+    @property
+    def next_offset(self) -> int:
+        with self._lock:
+            return self._next
+
+    @property
+    def trim_offset(self) -> int:
+        return self._trim
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._closing:
+                    self._cond.wait()
+                if not self._queue and self._closing:
+                    return
+                batch: list[_Pending] = []
+                size = 0
+                while self._queue and (not batch or size + len(self._queue[0].body) <= self.max_batch):
+                    p = self._queue.pop(0)
+                    batch.append(p)
+                    size += len(p.body) + HEADER_SIZE
+            try:
+                results = self._write_batch(batch)
+            except BaseException as exc:  # noqa: BLE001 - every waiter must learn of the failure
+                err = WalError(f"WAL {self.directory}: write failed: {exc}")
+                with self._cond:
+                    self._failed = err
+                    rest, self._queue = self._queue, []
+                for p in batch + rest:
+                    p.future.set_exception(err)
+                return
+            for p, r in zip(batch, results, strict=True):
+                p.future.set_result(r)
+
+    def _write_batch(self, batch: list[_Pending]) -> list[AppendResult]:
+        results: list[AppendResult] = []
+        buf = bytearray()
+        dirty: list[int] = []
+        offset = self._next
+        for p in batch:
+            rec_size = HEADER_SIZE + len(p.body)
+            if offset - self._seg_start + rec_size > self.segment_size and offset > self._seg_start:
+                if buf:
+                    os.lseek(self._fd, 0, os.SEEK_END)
+                    _write_all(self._fd, buf)
+                    buf = bytearray()
+                dirty.append(self._fd)
+                with self._lock:
+                    self._seg_start = offset
+                self._fd = os.open(_segment_path(self.directory, offset), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                _fsync_dir(self.directory)
+            buf += encode_record(offset, p.body)
+            results.append(AppendResult(offset, offset + rec_size))
+            offset += rec_size
+        if buf:
+            os.lseek(self._fd, 0, os.SEEK_END)
+            _write_all(self._fd, buf)
+        for fd in dirty:
+            os.fsync(fd)
+            os.close(fd)
+        os.fsync(self._fd)
+        self.fsyncs += 1
+        with self._lock:
+            self._next = offset
+        return results
+
+    # -- trim ------------------------------------------------------------------------------------
+    def trim(self, offset: int) -> None:
+        """Records below `offset` (a record boundary from an AppendResult) are no longer needed."""
+        with self._lock:
+            if offset < self._trim or offset > self._next:
+                raise WalError(f"trim offset {offset} outside [{self._trim}, {self._next}]")
+            seg_start = self._seg_start
+        tmp = self.directory / "trim.tmp"
+        with open(tmp, "wb") as f:
+            f.write(struct.pack(">q", offset) + struct.pack(">I", _crc(struct.pack(">q", offset))))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.directory / "trim")
+        _fsync_dir(self.directory)
+        self._trim = offset
+        for start, path in _segments(self.directory):
+            if start < seg_start and start + path.stat().st_size <= offset:
+                path.unlink()
+        _fsync_dir(self.directory)
+
+    def close(self) -> None:
+        """Finish every pending append, then stop the writer."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._writer.join()
+        try:
+            os.close(self._fd)
+        except OSError:
+            pass
+
+    def __enter__(self) -> Wal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[WalRecord]:
+        return iter(scan(self.directory, self.max_body)[0])
