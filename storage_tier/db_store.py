@@ -28,6 +28,8 @@ class _Dialect:
     name: str
     blob_type: str
     key_type: str
+    greatest: str  # SQL's two-argument max/min
+    least: str
 
     def connect(self) -> Any: ...
 
@@ -41,6 +43,8 @@ class _SQLite(_Dialect):
     name = "sqlite"
     blob_type = "BLOB"
     key_type = "TEXT"
+    greatest = "max"
+    least = "min"
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -60,6 +64,8 @@ class _Postgres(_Dialect):
     name = "postgresql"
     blob_type = "BYTEA"
     key_type = 'TEXT COLLATE "C"'
+    greatest = "greatest"
+    least = "least"
 
     def __init__(self, dsn: str, schema: str | None) -> None:
         self.dsn = dsn
@@ -206,22 +212,40 @@ class DBStore(BlobStore):
         self._run("PUT", "put", key, body, bytes_in=len(data))
 
     def _get(self, key: str, start: int, end: int | None) -> bytes:
-        def body(q: Callable[..., Any]) -> bytes:
-            row = q("SELECT size, chunk_size FROM mqindex_blobs WHERE key = ?", (key,)).fetchone()
-            if row is None:
-                raise BlobNotFound(self.name, key)
-            size, cs = int(row[0]), int(row[1])
-            lo, hi = resolve_range(self.name, key, size, start, end)
-            if hi <= lo:
-                return b""
-            first, last = lo // cs, (hi - 1) // cs
-            rows = q("SELECT data FROM mqindex_blob_chunks WHERE key = ? AND idx >= ? AND idx <= ? ORDER BY idx",
-                     (key, first, last)).fetchall()
-            joined = b"".join(bytes(r[0]) for r in rows)
-            off = lo - first * cs
-            return joined[off : off + (hi - lo)]
+        if start < 0 or (end is not None and end < start):
+            resolve_range(self.name, key, start, start, end)  # raises InvalidRange
+        hi = (1 << 62) if end is None else end
+        mx, mn = self.dialect.greatest, self.dialect.least
+        # One statement, so one snapshot and one round trip: the blob's size and, for each chunk the range
+        # overlaps, only the overlapping bytes (sliced by the server, not shipped whole).
+        sql = (
+            f"WITH b AS (SELECT size, chunk_size FROM mqindex_blobs WHERE key = ?) "
+            f"SELECT b.size, c.idx, substr(c.data, CAST({mx}(? - c.idx * b.chunk_size, 0) + 1 AS INTEGER), "
+            f"CAST({mx}({mn}({mn}(?, b.size), (c.idx + 1) * b.chunk_size) - {mx}(?, c.idx * b.chunk_size), 0) "
+            f"AS INTEGER)) "
+            f"FROM b LEFT JOIN mqindex_blob_chunks c ON c.key = ? AND c.idx >= ? / b.chunk_size "
+            f"AND c.idx * b.chunk_size < {mn}(?, b.size) ORDER BY c.idx"
+        )
+        params = (key, start, hi, start, key, start, hi)
 
-        data: bytes = self._run("GET", "get", key, body)
+        def attempt() -> bytes:
+            self.meter.record("GET")
+            rows = self._conn().execute(self.dialect.sql(sql), params).fetchall()
+            if not rows:
+                raise BlobNotFound(self.name, key)
+            resolve_range(self.name, key, int(rows[0][0]), start, end)
+            return b"".join(bytes(r[2]) for r in rows if r[1] is not None)
+
+        def retry_attempt() -> bytes:
+            try:
+                return attempt()
+            except Exception as exc:
+                if self.dialect.is_transient(exc) and self.name == "postgresql":
+                    self._drop_conn()
+                raise
+
+        data: bytes = self.retry.run(retry_attempt, backend=self.name, key=key, op="get",
+                                     is_transient=self.dialect.is_transient)
         self.meter.add_bytes(bytes_out=len(data))
         return data
 
