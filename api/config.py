@@ -1,0 +1,92 @@
+"""Server configuration: defaults < config file (TOML) < MQINDEX_* environment variables < command-line flags.
+
+The embedded defaults need no other service: data in ./data, a local-disk object store under it,
+SQLite metadata, 127.0.0.1:8080.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass
+class Settings:
+    data_dir: str = "./data"
+    host: str = "127.0.0.1"
+    port: int = 8080
+    store: str = ""  # object store URL; default file://<data_dir>/objects
+    metadata: str = ""  # metadata database URL; default sqlite:///<data_dir>/metadata.sqlite
+    tokens: dict[str, list[str]] = field(default_factory=dict)  # bearer token -> scopes (read, produce, admin)
+
+    def resolved(self) -> Settings:
+        data = Path(self.data_dir).resolve()
+        return Settings(
+            data_dir=str(data),
+            host=self.host,
+            port=self.port,
+            store=self.store or f"file://{data}/objects",
+            metadata=self.metadata or f"sqlite:///{data}/metadata.sqlite",
+            tokens=dict(self.tokens),
+        )
+
+
+_NAMES = {f.name for f in fields(Settings)}
+SCOPES = {"read", "produce", "admin"}
+
+
+def _coerce(name: str, value: Any) -> Any:
+    if name == "port":
+        try:
+            port = int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"port must be an integer, got {value!r}") from None
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"port must be 0-65535, got {port}")
+        return port
+    if name == "tokens":
+        if isinstance(value, str):  # MQINDEX_TOKENS="tok1=read,produce;tok2=admin"
+            out: dict[str, list[str]] = {}
+            for item in filter(None, (p.strip() for p in value.split(";"))):
+                tok, _, scopes = item.partition("=")
+                out[tok.strip()] = [s.strip() for s in scopes.split(",") if s.strip()]
+            value = out
+        if not isinstance(value, dict):
+            raise ConfigError("tokens must map a token to a list of scopes")
+        for tok, scopes in value.items():
+            bad = set(scopes) - SCOPES
+            if not tok or bad:
+                raise ConfigError(f"token {tok[:4]}...: unknown scopes {sorted(bad)}; use read, produce, admin")
+        return {str(k): list(v) for k, v in value.items()}
+    if not isinstance(value, str):
+        raise ConfigError(f"{name} must be a string")
+    return value
+
+
+def load_settings(config_file: str | None = None, env: dict[str, str] | None = None,
+                  **flags: Any) -> Settings:
+    values: dict[str, Any] = {}
+    if config_file:
+        try:
+            with open(config_file, "rb") as f:
+                doc = tomllib.load(f)
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"config file {config_file}: {exc}") from None
+        unknown = set(doc) - _NAMES
+        if unknown:
+            raise ConfigError(f"config file {config_file}: unknown setting(s) {sorted(unknown)}")
+        values.update(doc)
+    env = os.environ if env is None else env
+    for name in _NAMES:
+        key = f"MQINDEX_{name.upper()}"
+        if key in env:
+            values[name] = env[key]
+    values.update({k: v for k, v in flags.items() if v is not None})
+    return Settings(**{k: _coerce(k, v) for k, v in values.items()})

@@ -1,0 +1,46 @@
+"""`mqindex serve`: one process serving HTTP on the embedded defaults (or flags, config file, MQINDEX_*)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+from pathlib import Path
+
+from api.config import load_settings
+
+log = logging.getLogger("mqindex.serve")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", help="TOML file with data_dir, host, port, store, metadata, tokens")
+    p.add_argument("--data-dir", dest="data_dir", help="data directory (default ./data)")
+    p.add_argument("--host", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default 8080)")
+    p.add_argument("--store", help="object store URL (default file://DATA_DIR/objects)")
+    p.add_argument("--metadata", help="metadata database URL (default sqlite:///DATA_DIR/metadata.sqlite)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from api.app import create_app
+    from storage_tier import open_store
+
+    settings = load_settings(args.config, data_dir=args.data_dir, host=args.host, port=args.port,
+                             store=args.store, metadata=args.metadata).resolved()
+    Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
+    store = open_store(settings.store)
+    app = create_app(settings, store)
+    log.info("serving", extra={"host": settings.host, "port": settings.port, "store": settings.store,
+                               "metadata": settings.metadata, "data_dir": settings.data_dir})
+    # uvicorn handles SIGTERM/SIGINT: it stops accepting and finishes in-flight requests, then re-raises
+    # the signal to the handler that was there before it. Ours records it, so the process goes on to
+    # close what it holds and exits 0 instead of dying by the signal.
+    stopped_by: list[int] = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, frame: stopped_by.append(signum))
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info")
+    store.close()
+    log.info("stopped", extra={"signal": stopped_by[0] if stopped_by else None})
+    return 0
