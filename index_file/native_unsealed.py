@@ -1,0 +1,609 @@
+"""The native unsealed (WRITING) index file: hash slots + head-inserted item chains, batch writes,
+concurrent readers, crash recovery from content, sealing.
+
+Layout (little-endian; byte by byte in docs/FORMAT.md):
+  header      64 B  @0    magic "MQXU", version, geometry, begin_ms, CRC32C
+  checkpoints 2x64 B @64  (A/B, the valid one with the highest seq wins): state, item count,
+                          CRC32C of the committed items, CRC32C of the slots (sealed), min/max time
+  slots       4 B each    head item index + 1 (0 = empty), padded to 8 bytes
+  items       40 B each   fp u64, offset i64, store_time_ms i64, queue_id i32, size i32,
+                          next u32 (index + 1 of the next older item of the slot, 0 = end),
+                          check u32 (a per-item check word over the other fields and the index)
+
+Write protocol, per chunk of at most CHUNK_ITEMS items: items are written, then the slot heads,
+then the other checkpoint copy (seq + 1, count, running CRC32C of the item section), then the count
+readers use is published. A reader therefore sees whole batches only, and a crash leaves at most one
+chunk torn. Recovery (`NativeIndexWriter.open`) verifies the committed items against the
+checkpoint's CRC32C, then accepts items beyond it while their check words hold (the content
+counts, not a stale header), clears the torn tail and rebuilds the slots from the items.
+
+Sealing writes a SEALED checkpoint carrying the CRC32C of the slots and truncates the unused item
+space, so every byte of a sealed file is covered by a checksum.
+"""
+
+from __future__ import annotations
+
+import itertools
+import mmap
+import os
+import struct
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import crc32c
+import numpy as np
+import xxhash
+
+from index_file.errors import FormatError, IndexStateError
+from index_file.model import AppendResult, IndexEntry, IndexHit, check_range, finish_hits
+from index_file.source import ByteSource, open_source
+
+MAGIC = b"MQXU"
+VERSION = 1
+HEADER_SIZE = 64
+CKPT_SIZE = 64
+SLOTS_OFFSET = HEADER_SIZE + 2 * CKPT_SIZE  # 192
+ITEM_SIZE = 40
+STATE_WRITING = 1
+STATE_SEALED = 2
+CHUNK_ITEMS = 65536  # items written between two checkpoints; recovery clears at most this many
+
+_HEADER = struct.Struct("<4sHHIIqHH32sI")
+_CKPT = struct.Struct("<QIIIIqq20sI")
+_ITEM = struct.Struct("<QqqiiII")
+_U32 = struct.Struct("<I")
+assert _HEADER.size == HEADER_SIZE and _CKPT.size == CKPT_SIZE and _ITEM.size == ITEM_SIZE
+
+ITEM_DTYPE = np.dtype([("fp", "<u8"), ("offset", "<i8"), ("time", "<i8"), ("queue", "<i4"), ("size", "<i4"),
+                       ("next", "<u4"), ("check", "<u4")])
+assert ITEM_DTYPE.itemsize == ITEM_SIZE
+
+_xxh3 = xxhash.xxh3_64_intdigest
+_M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+_K = [np.uint64(k) for k in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93,
+                             0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53)]
+_CHECK_SALT = np.uint64(0x4D5158554E53454C)  # keeps an all-zero item at index 0 from checking
+
+
+def slots_bytes(slot_count: int) -> int:
+    return (slot_count * 4 + 7) // 8 * 8
+
+
+def items_offset(slot_count: int) -> int:
+    return SLOTS_OFFSET + slots_bytes(slot_count)
+
+
+def file_size(slot_count: int, items: int) -> int:
+    return items_offset(slot_count) + items * ITEM_SIZE
+
+
+def item_checks(items: np.ndarray, first_index: int) -> np.ndarray:
+    """The per-item check word (u32) of consecutive items starting at item `first_index`.
+
+    A 64-bit mix of every field and the item's index, folded to 32 bits; vectorised so batches are
+    cheap to seal. Including the index means an item copied or left over at another position fails.
+    """
+    with np.errstate(over="ignore"):
+        idx = np.arange(first_index, first_index + len(items), dtype=np.uint64)
+        qs = (items["queue"].astype(np.uint32).astype(np.uint64) << np.uint64(32)) | \
+            items["size"].astype(np.uint32).astype(np.uint64)
+        nx = (items["next"].astype(np.uint64) << np.uint64(32)) | idx
+        h = items["fp"] ^ _CHECK_SALT
+        h = h ^ (items["offset"].view(np.uint64) * _K[0])
+        h = (h * _K[1]) ^ (items["time"].view(np.uint64) * _K[2])
+        h = (h * _K[3]) ^ (qs * _K[4])
+        h = (h * _K[5]) ^ (nx * _K[0])
+        h ^= h >> np.uint64(33)
+        h *= _K[4]
+        h ^= h >> np.uint64(33)
+        h *= _K[5]
+        h ^= h >> np.uint64(33)
+    return (h & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+
+
+@dataclass(frozen=True)
+class NativeHeader:
+    slot_count: int
+    max_items: int
+    begin_ms: int
+
+    def pack(self) -> bytes:
+        body = _HEADER.pack(MAGIC, VERSION, HEADER_SIZE, self.slot_count, self.max_items, self.begin_ms,
+                            ITEM_SIZE, 0, bytes(32), 0)
+        return body[:60] + _U32.pack(crc32c.crc32c(body[:60]))
+
+    @classmethod
+    def parse(cls, name: str, data: bytes | memoryview) -> NativeHeader:
+        if len(data) < HEADER_SIZE:
+            raise FormatError(name, "truncated", f"{len(data)} bytes is shorter than the {HEADER_SIZE}-byte header")
+        magic, version, hsize, slots, max_items, begin, isize, _r, _pad, crc = _HEADER.unpack_from(data, 0)
+        if magic != MAGIC:
+            raise FormatError(name, "magic", f"{bytes(magic)!r} is not the native unsealed magic {MAGIC!r}")
+        if crc32c.crc32c(bytes(data[:60])) != crc:
+            raise FormatError(name, "header crc32c", "the header's checksum does not match its bytes")
+        if version != VERSION or hsize != HEADER_SIZE or isize != ITEM_SIZE:
+            raise FormatError(name, "version", f"version {version}, header {hsize} B, item {isize} B not supported")
+        if slots <= 0 or max_items <= 0:
+            raise FormatError(name, "geometry", f"{slots} slots, {max_items} items")
+        return cls(slots, max_items, begin)
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    seq: int
+    state: int
+    count: int
+    items_crc: int
+    slots_crc: int
+    min_ms: int
+    max_ms: int
+
+    def pack(self) -> bytes:
+        body = _CKPT.pack(self.seq, self.state, self.count, self.items_crc, self.slots_crc, self.min_ms,
+                          self.max_ms, bytes(20), 0)
+        return body[:60] + _U32.pack(crc32c.crc32c(body[:60]))
+
+    @classmethod
+    def parse(cls, data: bytes | memoryview) -> Checkpoint | None:
+        """The checkpoint in these 64 bytes, or None when it was never written or fails its CRC."""
+        seq, state, count, icrc, scrc, mn, mx, _pad, crc = _CKPT.unpack_from(data, 0)
+        if seq == 0 or crc32c.crc32c(bytes(data[:60])) != crc or state not in (STATE_WRITING, STATE_SEALED):
+            return None
+        return cls(seq, state, count, icrc, scrc, mn, mx)
+
+
+def read_checkpoint(name: str, data: bytes | memoryview) -> Checkpoint:
+    found = [c for c in (Checkpoint.parse(data[HEADER_SIZE:HEADER_SIZE + CKPT_SIZE]),
+                         Checkpoint.parse(data[HEADER_SIZE + CKPT_SIZE:SLOTS_OFFSET])) if c is not None]
+    if not found:
+        raise FormatError(name, "checkpoint crc32c", "neither checkpoint copy is valid")
+    return max(found, key=lambda c: c.seq)
+
+
+def walk_chain(name: str, buf: object, items_off: int, limit: int, max_items: int, head: int, fp: int,
+               topic: str, key: str, lo: int, hi: int) -> list[IndexHit]:
+    """Follow a slot chain in `buf` (anything struct can unpack from); items >= limit are skipped
+    (a batch being written), every pointer is range-checked so a bad file cannot loop or overrun."""
+    hits: list[IndexHit] = []
+    unpack = _ITEM.unpack_from
+    prev = max_items + 1
+    cur = head
+    while cur:
+        if cur >= prev:
+            raise FormatError(name, "item chain", f"item {cur - 1} follows item {prev - 1} (must be older)")
+        i = cur - 1
+        if i < limit:
+            ifp, off, t, q, size, nxt, _chk = unpack(buf, items_off + i * ITEM_SIZE)  # type: ignore[arg-type]
+            if ifp == fp and lo <= t <= hi:
+                hits.append(IndexHit(topic, q, off, size, t, key, True))
+        else:  # part of a batch being written: only its link down the chain is used
+            pos = items_off + i * ITEM_SIZE + 32
+            if pos + 4 > len(buf):  # type: ignore[arg-type]
+                raise FormatError(name, "item chain", f"item {i} is beyond the end of the file")
+            nxt = _U32.unpack_from(buf, pos)[0]  # type: ignore[arg-type]
+        prev = cur
+        cur = nxt
+    return hits
+
+
+class NativeIndexWriter:
+    """The one WRITING native index file: `put_batch` from one writer thread, `query` from any
+    number of reader threads at the same time, `seal` when full.
+
+    Create with `NativeIndexWriter.create(path, begin_ms, slots, max_items)`; reopen after a crash
+    with `NativeIndexWriter.open(path)`, which recovers the item count from the content.
+    """
+
+    def __init__(self, path: str, fd: int, header: NativeHeader, ckpt: Checkpoint, writable: bool) -> None:
+        self.path = path
+        self._fd = fd
+        self.header = header
+        self._ckpt = ckpt
+        self._count = ckpt.count
+        self._items_crc = ckpt.items_crc
+        self._min_ms, self._max_ms = ckpt.min_ms, ckpt.max_ms
+        self._write_lock = threading.Lock()
+        self._items_off = items_offset(header.slot_count)
+        self.sealed = ckpt.state == STATE_SEALED
+        self.full = self.sealed or ckpt.count >= header.max_items
+        self.closed = False
+        #: items found beyond the last checkpoint and kept (recovered), and items cut as a torn tail
+        self.recovered_items = 0
+        self.torn_items = 0
+        self._map(writable)
+
+    def _map(self, writable: bool) -> None:
+        access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
+        self._mm = mmap.mmap(self._fd, 0, access=access)
+        slots = self.header.slot_count
+        n_items = (len(self._mm) - self._items_off) // ITEM_SIZE
+        self._slots = np.ndarray((slots,), dtype="<u4", buffer=self._mm, offset=SLOTS_OFFSET)
+        self._items = np.ndarray((n_items,), dtype=ITEM_DTYPE, buffer=self._mm, offset=self._items_off)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    @classmethod
+    def create(cls, path: str | os.PathLike[str], begin_ms: int, slots: int, max_items: int) -> NativeIndexWriter:
+        """A new empty file (sparse; fails if `path` exists)."""
+        if slots <= 0 or max_items <= 0 or max_items >= 1 << 32 or slots >= 1 << 32:
+            raise ValueError("slots and max_items must be in [1, 2**32)")
+        p = os.fspath(path)
+        header = NativeHeader(int(slots), int(max_items), int(begin_ms))
+        ckpt = Checkpoint(1, STATE_WRITING, 0, 0, 0, (1 << 63) - 1, -(1 << 63))
+        fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.ftruncate(fd, file_size(slots, max_items))
+            os.pwrite(fd, header.pack() + ckpt.pack(), 0)
+            return cls(p, fd, header, ckpt, writable=True)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], writable: bool = True) -> NativeIndexWriter:
+        """Open an existing file. A WRITING file is recovered: committed items are verified against
+        the checkpoint CRC32C, items written after it are kept while their check words hold, the torn
+        tail is cleared and the slots are rebuilt. A SEALED file is verified whole and opened read-only.
+        Raises FormatError when the file is foreign, truncated or corrupt."""
+        p = os.fspath(path)
+        fd = os.open(p, os.O_RDWR if writable else os.O_RDONLY)
+        try:
+            size = os.fstat(fd).st_size
+            head = os.pread(fd, SLOTS_OFFSET, 0)
+            header = NativeHeader.parse(p, head)
+            if len(head) < SLOTS_OFFSET:
+                raise FormatError(p, "truncated", f"{size} bytes has no checkpoint section")
+            ckpt = read_checkpoint(p, head)
+            full_size = file_size(header.slot_count, header.max_items)
+            if ckpt.count > header.max_items:
+                raise FormatError(p, "checkpoint count", f"{ckpt.count} items in a file of {header.max_items}")
+            if ckpt.state == STATE_SEALED:
+                if size not in (file_size(header.slot_count, ckpt.count), full_size):
+                    raise FormatError(p, "file size", f"sealed file of {ckpt.count} items has {size} bytes")
+                w = cls(p, fd, header, ckpt, writable=False)
+                w._verify_sealed()
+                return w
+            if size != full_size:
+                raise FormatError(p, "file size", f"{size} bytes, a writing file of this geometry has {full_size}")
+            w = cls(p, fd, header, ckpt, writable=writable)
+            w._recover(writable)
+            return w
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def _verify_sealed(self) -> None:
+        c = self._ckpt
+        if crc32c.crc32c(self._mm[SLOTS_OFFSET:self._items_off]) != c.slots_crc:
+            raise FormatError(self.path, "slots crc32c", "the slot section does not match its checksum")
+        if crc32c.crc32c(self._items[:c.count].data) != c.items_crc:
+            raise FormatError(self.path, "items crc32c", "the item section does not match its checksum")
+
+    def _recover(self, writable: bool) -> None:
+        c = self._ckpt
+        if crc32c.crc32c(self._items[:c.count].data) != c.items_crc:
+            raise FormatError(self.path, "items crc32c",
+                              f"the {c.count} committed items do not match the checkpoint checksum")
+        # items after the checkpoint: keep them while their check words hold
+        count = c.count
+        max_items = self.header.max_items
+        while count < max_items:
+            window = self._items[count:min(max_items, count + CHUNK_ITEMS)]
+            nonzero = window.view(np.uint8).reshape(-1, ITEM_SIZE).any(axis=1)
+            ok = (item_checks(window, count) == window["check"]) & nonzero
+            nxt = window["next"].astype(np.int64)
+            ok &= nxt <= np.arange(count, count + len(window))  # chains only point at older items
+            bad = np.flatnonzero(~ok)
+            count += int(bad[0]) if len(bad) else len(window)
+            if len(bad):
+                break
+        self.recovered_items = count - c.count
+        if not writable:
+            self._count = count
+            return
+        # clear what a torn chunk may have left behind (the writer never runs ahead more than a chunk)
+        end = min(max_items, count + CHUNK_ITEMS)
+        tail = self._items[count:end]
+        self.torn_items = int(np.count_nonzero(tail.view(np.uint8).reshape(-1, ITEM_SIZE).any(axis=1)))
+        tail[...] = np.zeros(1, dtype=ITEM_DTYPE)
+        # rebuild slot heads: for every slot, its newest item
+        self._slots[:] = 0
+        items = self._items[:count]
+        if count:
+            slot_of = items["fp"] % np.uint64(self.header.slot_count)
+            rev = slot_of[::-1]
+            uniq, first_in_rev = np.unique(rev, return_index=True)
+            self._slots[uniq.astype(np.int64)] = (count - first_in_rev).astype(np.uint32)
+            times = items["time"][c.count:]
+            if len(times):
+                self._min_ms = min(self._min_ms, int(times.min()))
+                self._max_ms = max(self._max_ms, int(times.max()))
+            self._items_crc = crc32c.crc32c(items[c.count:].data, c.items_crc)
+        self._count = count
+        self._write_checkpoint(STATE_WRITING)
+        self.full = count >= max_items
+
+    def _write_checkpoint(self, state: int, slots_crc: int = 0) -> None:
+        seq = self._ckpt.seq + 1
+        ckpt = Checkpoint(seq, state, self._count, self._items_crc, slots_crc, self._min_ms, self._max_ms)
+        pos = HEADER_SIZE + (seq % 2) * CKPT_SIZE  # alternate copies: a torn write leaves the other one
+        self._mm[pos:pos + CKPT_SIZE] = ckpt.pack()
+        self._ckpt = ckpt
+
+    def sync(self) -> None:
+        """Flush written pages to disk (durability across power loss; a killed process loses nothing
+        written to the mapping anyway)."""
+        if not self.closed:
+            self._mm.flush()
+
+    def seal(self) -> None:
+        """No more writes: a SEALED checkpoint with the slot checksum, the unused item space cut off,
+        the file flushed and remapped read-only. Queries keep working."""
+        with self._write_lock:
+            self._require_open()
+            if self.sealed:
+                return
+            slots_crc = crc32c.crc32c(self._mm[SLOTS_OFFSET:self._items_off])
+            self._write_checkpoint(STATE_SEALED, slots_crc)
+            self._mm.flush()
+            os.ftruncate(self._fd, file_size(self.header.slot_count, self._count))
+            os.fsync(self._fd)
+            # readers in flight keep the old mapping alive; they only touch bytes below the new end
+            self._map(writable=False)
+            self.sealed = True
+            self.full = True
+
+    def close(self) -> None:
+        """Release the mapping (callers stop querying first). A writing file stays recoverable."""
+        with self._write_lock:
+            if self.closed:
+                return
+            self.closed = True
+            if not self.sealed:
+                self._mm.flush()
+            mm = self._mm
+            del self._slots, self._items
+            try:
+                mm.close()
+            except BufferError:
+                pass  # a reader still holds a view; the mapping goes with it
+            os.close(self._fd)
+
+    def __enter__(self) -> NativeIndexWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _require_open(self) -> None:
+        if self.closed:
+            raise IndexStateError(f"{self.path}: index file is closed")
+
+    # -- state -----------------------------------------------------------------------------------
+    @property
+    def item_count(self) -> int:
+        return self._count
+
+    @property
+    def begin_ms(self) -> int:
+        return self.header.begin_ms
+
+    @property
+    def min_time_ms(self) -> int | None:
+        return self._min_ms if self._count else None
+
+    @property
+    def max_time_ms(self) -> int | None:
+        return self._max_ms if self._count else None
+
+    @property
+    def slot_count(self) -> int:
+        return self.header.slot_count
+
+    @property
+    def max_items(self) -> int:
+        return self.header.max_items
+
+    def used_slots(self) -> int:
+        return int(np.count_nonzero(self._slots))
+
+    # -- writes ----------------------------------------------------------------------------------
+    def put(self, entry: IndexEntry | Sequence[object]) -> AppendResult:
+        return AppendResult.SUCCESS if self.put_batch([entry]) == 1 else AppendResult.FULL
+
+    def put_batch(self, entries: Iterable[IndexEntry | Sequence[object]]) -> int:
+        """Store entries (IndexEntry or 6-tuples) in order; returns how many were stored. An entry
+        is stored with all its keys or not at all; when one does not fit the file is full
+        (`self.full`), the rest of the batch is not stored and the caller moves on to a new file."""
+        with self._write_lock:
+            self._require_open()
+            if self.sealed:
+                raise IndexStateError(f"{self.path}: index file is sealed")
+            done = 0
+            it = iter(entries)
+            while not self.full:
+                chunk = list(itertools.islice(it, CHUNK_ITEMS // 4))
+                if not chunk:
+                    break
+                done += self._put_chunk(chunk)
+            return done
+
+    def _put_chunk(self, chunk: list[IndexEntry | Sequence[object]]) -> int:
+        fps: list[int] = []
+        counts: list[int] = []
+        xxh = _xxh3
+        for e in chunk:
+            topic, _q, _o, _s, _t, keys = e  # type: ignore[misc]
+            if type(keys) is str:
+                fps.append(xxh(f"{topic}#{keys}".encode()))
+                counts.append(1)
+            elif len(keys) == 1:  # type: ignore[arg-type]
+                fps.append(xxh(f"{topic}#{keys[0]}".encode()))  # type: ignore[index]
+                counts.append(1)
+            else:
+                seen: list[int] = []
+                for k in keys:  # type: ignore[attr-defined]
+                    f = xxh(f"{topic}#{k}".encode())
+                    if f not in seen:  # a key listed twice is stored once
+                        seen.append(f)
+                fps.extend(seen)
+                counts.append(len(seen))
+        room = self.header.max_items - self._count
+        ends = np.cumsum(counts)
+        accepted = int(np.searchsorted(ends, room, side="right"))
+        if accepted < len(chunk):
+            self.full = True
+        if accepted == 0:
+            return 0
+        n = int(ends[accepted - 1])
+        try:
+            cols = np.array([e[1:5] for e in chunk[:accepted]], dtype=np.int64).reshape(accepted, 4)
+        except (OverflowError, ValueError, TypeError) as exc:
+            raise ValueError(f"bad entry field (queue_id, offset, size, store_time_ms must be integers): {exc}") \
+                from None
+        for col, what in ((0, "queue_id"), (2, "size")):
+            c = cols[:, col]
+            if c.min() < -(1 << 31) or c.max() >= 1 << 31:
+                raise ValueError(f"{what} out of the int32 range in this batch")
+        batch = np.zeros(n, dtype=ITEM_DTYPE)
+        batch["fp"] = np.array(fps[:n], dtype=np.uint64)
+        if n == accepted:
+            per_item = cols
+        else:
+            per_item = np.repeat(cols, np.asarray(counts[:accepted]), axis=0)
+        batch["queue"] = per_item[:, 0]
+        batch["offset"] = per_item[:, 1]
+        batch["size"] = per_item[:, 2]
+        batch["time"] = per_item[:, 3]
+        for i in range(0, n, CHUNK_ITEMS):  # at most CHUNK_ITEMS between checkpoints
+            self._append(batch[i:i + CHUNK_ITEMS])
+        return accepted
+
+    def _append(self, batch: np.ndarray) -> None:
+        n = len(batch)
+        start = self._count
+        S = self.header.slot_count
+        slot_of = (batch["fp"] % np.uint64(S)).astype(np.int64)
+        # head insertion, vectorised: within the batch an item points at the previous item of its
+        # slot; the first item of a slot in the batch points at the slot's current head
+        order = np.argsort(slot_of, kind="stable")
+        s_sorted = slot_of[order]
+        first = np.ones(n, dtype=bool)
+        first[1:] = s_sorted[1:] != s_sorted[:-1]
+        last = np.ones(n, dtype=bool)
+        last[:-1] = first[1:]
+        nxt_sorted = np.empty(n, dtype=np.uint32)
+        nxt_sorted[first] = self._slots[s_sorted[first]]
+        prev_pos = np.flatnonzero(~first)
+        nxt_sorted[prev_pos] = (start + order[prev_pos - 1] + 1).astype(np.uint32)
+        nxt = np.empty(n, dtype=np.uint32)
+        nxt[order] = nxt_sorted
+        batch["next"] = nxt
+        batch["check"] = item_checks(batch, start)
+        self._items[start:start + n] = batch  # 1. the items
+        self._slots[s_sorted[last]] = (start + order[last] + 1).astype(np.uint32)  # 2. the slot heads
+        self._items_crc = crc32c.crc32c(batch.data, self._items_crc)
+        self._min_ms = min(self._min_ms, int(batch["time"].min()))
+        self._max_ms = max(self._max_ms, int(batch["time"].max()))
+        self._count = start + n  # 3. the count readers use (checkpointed below)
+        self._write_checkpoint(STATE_WRITING)
+        if self._count >= self.header.max_items:
+            self.full = True
+
+    # -- reads -----------------------------------------------------------------------------------
+    def query(self, topic: str, key: str, max_count: int = 64, begin_ms: int = 0,
+              end_ms: int | None = None) -> list[IndexHit]:
+        """Hits for exactly `key` in `topic` with store time in [begin_ms, end_ms], newest first,
+        exactly min(max_count, matches). Safe while another thread writes."""
+        lo, hi = check_range(begin_ms, end_ms, max_count)
+        limit = self._count  # snapshot first: everything below it is whole
+        mm = self._mm
+        if max_count == 0 or self.closed:
+            self._require_open()
+            return []
+        fp = _xxh3(f"{topic}#{key}".encode())
+        head = _U32.unpack_from(mm, SLOTS_OFFSET + 4 * (fp % self.header.slot_count))[0]
+        if not head:
+            return []
+        hits = walk_chain(self.path, mm, self._items_off, limit, self.header.max_items, head, fp, topic, key, lo, hi)
+        if len(hits) > 1:
+            return finish_hits(hits, max_count)
+        return hits[:max_count]
+
+    def items(self) -> np.ndarray:
+        """The committed items (a read-only copy), in write order."""
+        return np.array(self._items[:self._count])
+
+
+class NativeUnsealedReader:
+    """Read-only view of a native unsealed file on any ByteSource (local mmap or BlobStore), for
+    inspection. It trusts the last checkpoint and verifies only a SEALED file's checksums when
+    `verify` is set; a WRITING file after a crash must be recovered with NativeIndexWriter.open."""
+
+    def __init__(self, source: ByteSource | str | os.PathLike[str], verify: bool = True) -> None:
+        self.source = open_source(source)
+        self.name = self.source.name
+        head = self.source.read(0, SLOTS_OFFSET)
+        self.header = NativeHeader.parse(self.name, head)
+        self.ckpt = read_checkpoint(self.name, head)
+        self._items_off = items_offset(self.header.slot_count)
+        if self.ckpt.count > self.header.max_items:
+            raise FormatError(self.name, "checkpoint count", f"{self.ckpt.count} of {self.header.max_items}")
+        size = self.source.size()
+        need = file_size(self.header.slot_count, self.ckpt.count)
+        if size < need:
+            raise FormatError(self.name, "truncated", f"{size} bytes, the checkpoint needs {need}")
+        if verify and self.ckpt.state == STATE_SEALED:
+            if crc32c.crc32c(bytes(self.source.read(SLOTS_OFFSET, self._items_off))) != self.ckpt.slots_crc:
+                raise FormatError(self.name, "slots crc32c", "the slot section does not match its checksum")
+            if crc32c.crc32c(bytes(self.source.read(self._items_off, need))) != self.ckpt.items_crc:
+                raise FormatError(self.name, "items crc32c", "the item section does not match its checksum")
+
+    @property
+    def item_count(self) -> int:
+        return self.ckpt.count
+
+    @property
+    def sealed(self) -> bool:
+        return self.ckpt.state == STATE_SEALED
+
+    def query(self, topic: str, key: str, max_count: int = 64, begin_ms: int = 0,
+              end_ms: int | None = None) -> list[IndexHit]:
+        lo, hi = check_range(begin_ms, end_ms, max_count)
+        if max_count == 0:
+            return []
+        fp = _xxh3(f"{topic}#{key}".encode())
+        spos = SLOTS_OFFSET + 4 * (fp % self.header.slot_count)
+        head = _U32.unpack_from(self.source.read(spos, spos + 4), 0)[0]
+        hits: list[IndexHit] = []
+        prev = self.header.max_items + 1
+        while head:
+            if head >= prev:
+                raise FormatError(self.name, "item chain", f"item {head - 1} follows item {prev - 1}")
+            i = head - 1
+            pos = self._items_off + i * ITEM_SIZE
+            if i < self.ckpt.count:
+                ifp, off, t, q, size, nxt, _c = _ITEM.unpack_from(self.source.read(pos, pos + ITEM_SIZE), 0)
+                if ifp == fp and lo <= t <= hi:
+                    hits.append(IndexHit(topic, q, off, size, t, key, True))
+            else:  # written after the checkpoint: the chain continues below it
+                nxt = _U32.unpack_from(self.source.read(pos + 32, pos + 36), 0)[0]
+            prev = head
+            head = nxt
+        return finish_hits(hits, max_count)
+
+    def items(self) -> np.ndarray:
+        raw = self.source.read(self._items_off, self._items_off + self.ckpt.count * ITEM_SIZE)
+        return np.frombuffer(raw, dtype=ITEM_DTYPE, count=self.ckpt.count)
+
+    def slots(self) -> np.ndarray:
+        return np.frombuffer(self.source.read(SLOTS_OFFSET, SLOTS_OFFSET + 4 * self.header.slot_count), dtype="<u4")
+
+    def close(self) -> None:
+        self.source.close()
+
+    def __enter__(self) -> NativeUnsealedReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
