@@ -49,3 +49,7 @@ class StreamNotFound(MetadataError, KeyError):
 class InvalidRequest(MetadataError, ValueError):
     """A request the metadata cannot apply: a stream still opened elsewhere, a gap in a commit, an
     offset below the stream start, an object not in the expected state."""
+
+
+class OffsetOutOfRange(InvalidRequest):
+    """A read below the stream's start offset (trimmed data) or of a stream that has no such offset."""

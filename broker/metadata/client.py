@@ -1,0 +1,343 @@
+"""MetadataClient: one broker's handle on the controller metadata (streams, nodes, objects, KV).
+
+Every mutating call runs one transaction on the metadata log: take the log's write lock, catch the
+in-memory image up with every record other brokers appended, check the request against that image
+(stream epochs, node epochs, object states), append the resulting records, commit, and apply them
+locally. A stale open, commit, trim or close raises `Fenced` and appends nothing.
+
+Stream rules: create -> CLOSED at epoch -1; `open_stream(id, epoch)` with epoch > current on a CLOSED
+stream starts a new range [end, end) owned by this node; the same epoch from the same node is
+idempotent, from another node fenced; a lower epoch is fenced; a higher epoch on an OPENED stream is
+refused (`InvalidRequest`) until the owner closes it; close is idempotent.
+Objects: `prepare_objects` -> upload -> `commit_objects` (stream ranges + stream objects, atomically)
+-> MARK_DESTROYED (trim, delete, expiry) -> deleted from the store by `cleanup_objects`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from broker.errors import Fenced, InvalidRequest, StreamNotFound
+from broker.metadata.image import (
+    CLOSED,
+    COMMITTED,
+    MARK_DESTROYED,
+    OPENED,
+    PREPARED,
+    MetadataImage,
+    ObjectLookup,
+    Record,
+    StreamMeta,
+)
+from broker.metadata.log_store import LockedLog, open_log
+from broker.object_format import object_key
+from storage_tier import BlobStore
+
+DEFAULT_OBJECT_TTL_MS = 10 * 60 * 1000
+
+
+@dataclass(frozen=True)
+class CommitRange:
+    """[start, end) of a stream, uploaded at stream epoch `epoch`."""
+
+    stream_id: int
+    epoch: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class StreamSetObjectCommit:
+    object_id: int
+    size: int
+    ranges: Sequence[CommitRange]
+
+
+@dataclass(frozen=True)
+class StreamObjectCommit:
+    object_id: int
+    size: int
+    range: CommitRange
+
+
+@dataclass
+class CleanupResult:
+    expired: list[int] = field(default_factory=list)  # prepared objects past expiry, marked destroyed
+    deleted: list[int] = field(default_factory=list)  # objects removed from the store and the metadata
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class MetadataClient:
+    """`MetadataClient(url, node_id, namespace)`; call `register_node()` before stream or object changes."""
+
+    def __init__(self, url: str, node_id: int, namespace: str = "_kafka_mqindex") -> None:
+        self.url = url
+        self.node_id = node_id
+        self.namespace = namespace
+        self.log = open_log(url)
+        self.image = MetadataImage()
+        self.node_epoch: int | None = None
+        self._lock = threading.RLock()
+        self.catch_up()
+
+    def close(self) -> None:
+        self.log.close()
+
+    def __enter__(self) -> MetadataClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- log plumbing ----------------------------------------------------------------------------
+    def catch_up(self) -> int:
+        """Apply every record appended since the image's offset; returns the image offset."""
+        with self._lock:
+            for offset, rec in self.log.read_since(self.image.offset):
+                self.image.apply(offset, rec)
+            return self.image.offset
+
+    def _txn(self, build) -> object:  # type: ignore[no-untyped-def]
+        """Run `build(image) -> (records, result)` under the log lock on a caught-up image."""
+        with self._lock:
+            with self.log.locked() as txn:
+                self._catch_up_in(txn)
+                records, result = build(self.image)
+                first = self.image.offset + 1
+                if records:
+                    txn.append(first, records)
+            for i, rec in enumerate(records):
+                self.image.apply(first + i, rec)
+            return result
+
+    def _catch_up_in(self, txn: LockedLog) -> None:
+        for offset, rec in txn.read_since(self.image.offset):
+            self.image.apply(offset, rec)
+
+    def _check_node(self, image: MetadataImage) -> None:
+        if self.node_epoch is None:
+            raise InvalidRequest(f"node {self.node_id} must register_node() before changing streams or objects")
+        node = image.nodes.get(self.node_id)
+        if node is None or node.epoch != self.node_epoch:
+            raise Fenced(f"node {self.node_id} epoch {self.node_epoch} is stale "
+                         f"(current {node.epoch if node else None}): a newer incarnation registered")
+
+    # -- nodes and KV ----------------------------------------------------------------------------
+    def register_node(self) -> int:
+        """Start a new incarnation of this node: bumps and returns its node epoch, fencing older ones."""
+        def build(img: MetadataImage) -> tuple[list[Record], int]:
+            node = img.nodes.get(self.node_id)
+            epoch = 0 if node is None else node.epoch + 1
+            return [{"type": "node", "node_id": self.node_id, "epoch": epoch}], epoch
+
+        self.node_epoch = self._txn(build)  # type: ignore[assignment]
+        return self.node_epoch  # type: ignore[return-value]
+
+    def kv_get(self, key: str, refresh: bool = True) -> str | None:
+        if refresh:
+            self.catch_up()
+        return self.image.kv.get(key)
+
+    def kv_put_if_absent(self, key: str, value: str) -> str:
+        """Store key -> value unless present; returns the value that is stored (first writer wins)."""
+        def build(img: MetadataImage) -> tuple[list[Record], str]:
+            if key in img.kv:
+                return [], img.kv[key]
+            return [{"type": "kv_put", "key": key, "value": value}], value
+
+        return self._txn(build)  # type: ignore[return-value]
+
+    def kv_put(self, key: str, value: str) -> None:
+        self._txn(lambda img: ([{"type": "kv_put", "key": key, "value": value}], None))
+
+    def kv_delete(self, key: str) -> None:
+        self._txn(lambda img: ([{"type": "kv_delete", "key": key}] if key in img.kv else [], None))
+
+    # -- streams ---------------------------------------------------------------------------------
+    def create_stream(self, start_offset: int = 0) -> int:
+        def build(img: MetadataImage) -> tuple[list[Record], int]:
+            self._check_node(img)
+            sid = img.next_stream_id
+            return [{"type": "stream_create", "stream_id": sid, "start": start_offset}], sid
+
+        return self._txn(build)  # type: ignore[return-value]
+
+    def get_stream(self, stream_id: int, refresh: bool = True) -> StreamMeta:
+        if refresh:
+            self.catch_up()
+        return self.image.stream(stream_id)
+
+    def open_stream(self, stream_id: int, epoch: int) -> StreamMeta:
+        def build(img: MetadataImage) -> tuple[list[Record], StreamMeta]:
+            self._check_node(img)
+            s = img.stream(stream_id)
+            if epoch < s.epoch:
+                raise Fenced(f"open stream {stream_id}: epoch {epoch} is stale (current {s.epoch})")
+            if epoch == s.epoch:
+                if s.owner != self.node_id:
+                    raise Fenced(f"open stream {stream_id}: epoch {epoch} belongs to node {s.owner}")
+                if s.state == OPENED:
+                    return [], s  # idempotent re-open by the owner
+                raise Fenced(f"open stream {stream_id}: epoch {epoch} was closed; open with a higher epoch")
+            if s.state == OPENED:
+                raise InvalidRequest(f"open stream {stream_id}: still opened by node {s.owner} at epoch {s.epoch}; "
+                                     "it must be closed first")
+            rec = {"type": "stream_open", "stream_id": stream_id, "epoch": epoch, "node_id": self.node_id,
+                   "range_index": (s.ranges[-1].index + 1) if s.ranges else 0}
+            return [rec], s
+
+        return self._txn(build)  # type: ignore[return-value]
+
+    def _check_owner(self, img: MetadataImage, op: str, stream_id: int, epoch: int) -> StreamMeta:
+        s = img.stream(stream_id)
+        if epoch < s.epoch:
+            raise Fenced(f"{op} stream {stream_id}: epoch {epoch} is stale (current {s.epoch})")
+        if epoch > s.epoch:
+            raise InvalidRequest(f"{op} stream {stream_id}: epoch {epoch} was never opened (current {s.epoch})")
+        if s.owner != self.node_id:
+            raise Fenced(f"{op} stream {stream_id}: epoch {epoch} belongs to node {s.owner}, not {self.node_id}")
+        return s
+
+    def close_stream(self, stream_id: int, epoch: int) -> None:
+        def build(img: MetadataImage) -> tuple[list[Record], None]:
+            self._check_node(img)
+            s = self._check_owner(img, "close", stream_id, epoch)
+            if s.state == CLOSED:
+                return [], None
+            return [{"type": "stream_close", "stream_id": stream_id, "epoch": epoch}], None
+
+        self._txn(build)
+
+    def trim_stream(self, stream_id: int, epoch: int, new_start: int) -> None:
+        def build(img: MetadataImage) -> tuple[list[Record], None]:
+            self._check_node(img)
+            s = self._check_owner(img, "trim", stream_id, epoch)
+            if s.state != OPENED:
+                raise InvalidRequest(f"trim stream {stream_id}: the stream is closed")
+            if new_start > s.end_offset:
+                raise InvalidRequest(f"trim stream {stream_id}: {new_start} is beyond the end offset {s.end_offset}")
+            if new_start <= s.start_offset:
+                return [], None
+            return [{"type": "stream_trim", "stream_id": stream_id, "start": new_start, "at": _now_ms()}], None
+
+        self._txn(build)
+
+    def delete_stream(self, stream_id: int, epoch: int) -> None:
+        def build(img: MetadataImage) -> tuple[list[Record], None]:
+            self._check_node(img)
+            s = img.stream(stream_id)
+            if epoch < s.epoch:
+                raise Fenced(f"delete stream {stream_id}: epoch {epoch} is stale (current {s.epoch})")
+            if s.state == OPENED:
+                self._check_owner(img, "delete", stream_id, epoch)
+            return [{"type": "stream_delete", "stream_id": stream_id, "at": _now_ms()}], None
+
+        self._txn(build)
+
+    # -- objects ---------------------------------------------------------------------------------
+    def object_key(self, object_id: int) -> str:
+        return object_key(object_id, self.namespace)
+
+    def prepare_objects(self, count: int = 1, ttl_ms: int = DEFAULT_OBJECT_TTL_MS) -> int:
+        """Reserve `count` consecutive object ids (PREPARED until committed or expired); returns the first."""
+        if count <= 0:
+            raise InvalidRequest("prepare_objects: count must be positive")
+
+        def build(img: MetadataImage) -> tuple[list[Record], int]:
+            self._check_node(img)
+            now = _now_ms()
+            first = img.next_object_id
+            return [{"type": "objects_prepare", "first_id": first, "count": count, "at": now,
+                     "expires_at": now + ttl_ms}], first
+
+        return self._txn(build)  # type: ignore[return-value]
+
+    def commit_objects(self, sso: StreamSetObjectCommit | None = None,
+                       stream_objects: Sequence[StreamObjectCommit] = ()) -> None:
+        """Commit one upload: the objects become COMMITTED and each stream's end offset advances, atomically.
+
+        Every range must continue its stream exactly (start == end offset so far), at the stream's
+        current epoch, on a stream this node has OPENED; otherwise nothing is applied.
+        """
+        def build(img: MetadataImage) -> tuple[list[Record], None]:
+            self._check_node(img)
+            ids = ([sso.object_id] if sso else []) + [o.object_id for o in stream_objects]
+            if not ids:
+                raise InvalidRequest("commit: nothing to commit")
+            if len(set(ids)) != len(ids):
+                raise InvalidRequest(f"commit: object ids repeat ({ids})")
+            for oid in ids:
+                o = img.objects.get(oid)
+                if o is None or o.state != PREPARED:
+                    raise InvalidRequest(f"commit: object {oid} is {o.state if o else 'unknown'}, not PREPARED")
+            ranges = list(sso.ranges if sso else []) + [o.range for o in stream_objects]
+            ends: dict[int, int] = {}
+            for r in sorted(ranges, key=lambda r: (r.stream_id, r.start)):
+                s = img.streams.get(r.stream_id)
+                if s is None:
+                    raise StreamNotFound(f"commit: stream {r.stream_id} does not exist")
+                if r.epoch < s.epoch:
+                    raise Fenced(f"commit: stream {r.stream_id} epoch {r.epoch} is stale (current {s.epoch})")
+                if r.epoch > s.epoch or s.state != OPENED or s.owner != self.node_id:
+                    raise Fenced(f"commit: stream {r.stream_id} is not opened by node {self.node_id} at epoch "
+                                 f"{r.epoch} (state {s.state}, epoch {s.epoch}, owner {s.owner})")
+                expect = ends.get(r.stream_id, s.end_offset)
+                if r.start != expect or r.end <= r.start:
+                    raise InvalidRequest(f"commit: stream {r.stream_id} range [{r.start}, {r.end}) does not continue "
+                                         f"the stream at {expect}")
+                ends[r.stream_id] = r.end
+            rec: Record = {"type": "commit", "node_id": self.node_id, "at": _now_ms(), "sso": None,
+                           "stream_objects": [{"object_id": o.object_id, "stream_id": o.range.stream_id,
+                                               "start": o.range.start, "end": o.range.end, "size": o.size}
+                                              for o in stream_objects]}
+            if sso is not None:
+                if len({r.stream_id for r in sso.ranges}) != len(sso.ranges):
+                    raise InvalidRequest("commit: a stream set object holds one range per stream")
+                rec["sso"] = {"object_id": sso.object_id, "size": sso.size,
+                              "ranges": [[r.stream_id, r.start, r.end] for r in sso.ranges]}
+            return [rec], None
+
+        self._txn(build)
+
+    def cleanup_objects(self, store: BlobStore, now_ms: int | None = None, destroy_delay_ms: int = 0) -> CleanupResult:
+        """Expire PREPARED objects past their expiry, delete MARK_DESTROYED objects from the store, then
+        from the metadata. Safe to repeat after a crash at any step (deleting a missing key is fine)."""
+        result = CleanupResult()
+        now = _now_ms() if now_ms is None else now_ms
+
+        def expire(img: MetadataImage) -> tuple[list[Record], list[int]]:
+            ids = sorted(o.object_id for o in img.objects.values() if o.state == PREPARED and o.expires_at <= now)
+            return ([{"type": "objects_destroy", "ids": ids, "at": now}] if ids else []), ids
+
+        result.expired = self._txn(expire)  # type: ignore[assignment]
+        with self._lock:
+            doomed = sorted(o.object_id for o in self.image.objects.values()
+                            if o.state == MARK_DESTROYED and (o.destroyed_at or 0) + destroy_delay_ms <= now)
+        if not doomed:
+            return result
+        store.delete([self.object_key(oid) for oid in doomed])
+
+        def forget(img: MetadataImage) -> tuple[list[Record], list[int]]:
+            ids = [oid for oid in doomed if oid in img.objects and img.objects[oid].state == MARK_DESTROYED]
+            return ([{"type": "objects_deleted", "ids": ids}] if ids else []), ids
+
+        result.deleted = self._txn(forget)  # type: ignore[assignment]
+        return result
+
+    def committed_objects(self) -> list[int]:
+        with self._lock:
+            return sorted(o.object_id for o in self.image.objects.values() if o.state == COMMITTED)
+
+    # -- read path -------------------------------------------------------------------------------
+    def get_objects(self, stream_id: int, start: int, end: int, limit: int = 1 << 30,
+                    refresh: bool = True) -> ObjectLookup:
+        if refresh:
+            self.catch_up()
+        with self._lock:
+            return self.image.get_objects(stream_id, start, end, limit)

@@ -1,0 +1,273 @@
+"""The in-memory metadata image every broker replays from the metadata log (KRaft-like).
+
+`MetadataImage.apply(offset, record)` is the only way the image changes; records are plain dicts with a
+`type` field (see `broker.metadata.client` for who writes them). Replaying the same log gives the same
+image on every broker. The image also answers the read-path lookup `get_objects`: stream objects first,
+then the range owning the offset (binary search) -> that node's stream set objects, until covered.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker.errors import OffsetOutOfRange, StreamNotFound
+
+OPENED = "OPENED"
+CLOSED = "CLOSED"
+
+PREPARED = "PREPARED"
+COMMITTED = "COMMITTED"
+MARK_DESTROYED = "MARK_DESTROYED"
+
+Record = dict[str, Any]
+
+
+@dataclass
+class RangeMeta:
+    """[start, end) of a stream written by `node_id` at stream epoch `epoch`."""
+
+    index: int
+    node_id: int
+    epoch: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class StreamObjectMeta:
+    object_id: int
+    stream_id: int
+    start: int
+    end: int
+    size: int
+
+
+@dataclass
+class StreamMeta:
+    stream_id: int
+    epoch: int = -1
+    state: str = CLOSED
+    start_offset: int = 0
+    end_offset: int = 0
+    ranges: list[RangeMeta] = field(default_factory=list)
+    stream_objects: list[StreamObjectMeta] = field(default_factory=list)  # sorted by start
+
+    @property
+    def owner(self) -> int | None:
+        """Node of the current range (the node that opened the stream last)."""
+        return self.ranges[-1].node_id if self.ranges else None
+
+
+@dataclass
+class StreamSetObjectMeta:
+    object_id: int
+    node_id: int
+    size: int
+    ranges: dict[int, tuple[int, int]]  # stream id -> [start, end)
+
+
+@dataclass
+class NodeMeta:
+    node_id: int
+    epoch: int
+    sso: dict[int, StreamSetObjectMeta] = field(default_factory=dict)
+    # stream id -> sorted [(start, end, object id)] of this node's stream set objects
+    parts: dict[int, list[tuple[int, int, int]]] = field(default_factory=dict)
+
+
+@dataclass
+class ObjectMeta:
+    object_id: int
+    state: str
+    prepared_at: int
+    expires_at: int
+    size: int = 0
+    committed_at: int | None = None
+    destroyed_at: int | None = None
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    """One object holding [start, end) of the looked-up stream."""
+
+    object_id: int
+    kind: str  # "SO" or "SSO"
+    start: int
+    end: int
+    size: int
+
+
+@dataclass(frozen=True)
+class ObjectLookup:
+    objects: list[ObjectRef]
+    next_offset: int  # the first offset the objects do not cover
+    partial: bool  # the requested range was not covered (limit, or data the metadata does not know yet)
+
+
+class MetadataImage:
+    def __init__(self) -> None:
+        self.offset = -1  # last applied log offset
+        self.kv: dict[str, str] = {}
+        self.streams: dict[int, StreamMeta] = {}
+        self.nodes: dict[int, NodeMeta] = {}
+        self.objects: dict[int, ObjectMeta] = {}
+        self.next_stream_id = 0
+        self.next_object_id = 0
+
+    # -- replay ----------------------------------------------------------------------------------
+    def apply(self, offset: int, rec: Record) -> None:
+        if offset <= self.offset:
+            raise ValueError(f"metadata log offset {offset} already applied (image at {self.offset})")
+        getattr(self, f"_apply_{rec['type']}")(rec)
+        self.offset = offset
+
+    def _apply_kv_put(self, r: Record) -> None:
+        self.kv[r["key"]] = r["value"]
+
+    def _apply_kv_delete(self, r: Record) -> None:
+        self.kv.pop(r["key"], None)
+
+    def _apply_node(self, r: Record) -> None:
+        node = self.nodes.get(r["node_id"])
+        if node is None:
+            self.nodes[r["node_id"]] = NodeMeta(r["node_id"], r["epoch"])
+        else:
+            node.epoch = r["epoch"]
+
+    def _apply_stream_create(self, r: Record) -> None:
+        sid = r["stream_id"]
+        self.streams[sid] = StreamMeta(sid, start_offset=r["start"], end_offset=r["start"])
+        self.next_stream_id = max(self.next_stream_id, sid + 1)
+
+    def _apply_stream_open(self, r: Record) -> None:
+        s = self.streams[r["stream_id"]]
+        s.epoch = r["epoch"]
+        s.state = OPENED
+        s.ranges.append(RangeMeta(r["range_index"], r["node_id"], r["epoch"], s.end_offset, s.end_offset))
+
+    def _apply_stream_close(self, r: Record) -> None:
+        self.streams[r["stream_id"]].state = CLOSED
+
+    def _apply_stream_trim(self, r: Record) -> None:
+        s = self.streams[r["stream_id"]]
+        new_start = r["start"]
+        s.start_offset = new_start
+        s.ranges = [g for i, g in enumerate(s.ranges) if g.end > new_start or i == len(s.ranges) - 1]
+        dropped = [o for o in s.stream_objects if o.end <= new_start]
+        s.stream_objects = [o for o in s.stream_objects if o.end > new_start]
+        self._destroy([o.object_id for o in dropped], r["at"])
+        self._drop_sso_parts(s.stream_id, lambda end: end <= new_start, r["at"])
+
+    def _apply_stream_delete(self, r: Record) -> None:
+        s = self.streams.pop(r["stream_id"])
+        self._destroy([o.object_id for o in s.stream_objects], r["at"])
+        self._drop_sso_parts(s.stream_id, lambda end: True, r["at"])
+
+    def _drop_sso_parts(self, sid: int, drop: Any, at: int) -> None:
+        for node in self.nodes.values():
+            parts = node.parts.get(sid)
+            if not parts:
+                continue
+            keep = []
+            for start, end, oid in parts:
+                if drop(end):
+                    sso = node.sso[oid]
+                    sso.ranges.pop(sid, None)
+                    if not sso.ranges:
+                        del node.sso[oid]
+                        self._destroy([oid], at)
+                else:
+                    keep.append((start, end, oid))
+            if keep:
+                node.parts[sid] = keep
+            else:
+                del node.parts[sid]
+
+    def _apply_objects_prepare(self, r: Record) -> None:
+        first, count = r["first_id"], r["count"]
+        for oid in range(first, first + count):
+            self.objects[oid] = ObjectMeta(oid, PREPARED, r["at"], r["expires_at"])
+        self.next_object_id = max(self.next_object_id, first + count)
+
+    def _apply_commit(self, r: Record) -> None:
+        at = r["at"]
+        node = self.nodes[r["node_id"]]
+        touched: list[tuple[int, int]] = []
+        if r.get("sso"):
+            so = r["sso"]
+            ranges = {sid: (start, end) for sid, start, end in so["ranges"]}
+            node.sso[so["object_id"]] = StreamSetObjectMeta(so["object_id"], node.node_id, so["size"], ranges)
+            for sid, (start, end) in ranges.items():
+                bisect.insort(node.parts.setdefault(sid, []), (start, end, so["object_id"]))
+                touched.append((sid, end))
+            self._commit_object(so["object_id"], so["size"], at)
+        for o in r.get("stream_objects", []):
+            meta = StreamObjectMeta(o["object_id"], o["stream_id"], o["start"], o["end"], o["size"])
+            s = self.streams[o["stream_id"]]
+            bisect.insort(s.stream_objects, meta, key=lambda m: m.start)
+            touched.append((o["stream_id"], o["end"]))
+            self._commit_object(o["object_id"], o["size"], at)
+        for sid, end in touched:
+            s = self.streams[sid]
+            if end > s.end_offset:
+                s.end_offset = end
+                s.ranges[-1].end = end
+
+    def _commit_object(self, oid: int, size: int, at: int) -> None:
+        o = self.objects[oid]
+        o.state, o.size, o.committed_at = COMMITTED, size, at
+
+    def _apply_objects_destroy(self, r: Record) -> None:
+        self._destroy(r["ids"], r["at"])
+
+    def _destroy(self, ids: list[int], at: int) -> None:
+        for oid in ids:
+            o = self.objects.get(oid)
+            if o is not None and o.state != MARK_DESTROYED:
+                o.state, o.destroyed_at = MARK_DESTROYED, at
+
+    def _apply_objects_deleted(self, r: Record) -> None:
+        for oid in r["ids"]:
+            self.objects.pop(oid, None)
+
+    # -- queries ---------------------------------------------------------------------------------
+    def stream(self, stream_id: int) -> StreamMeta:
+        s = self.streams.get(stream_id)
+        if s is None:
+            raise StreamNotFound(f"stream {stream_id} does not exist")
+        return s
+
+    def get_objects(self, stream_id: int, start: int, end: int, limit: int = 1 << 30) -> ObjectLookup:
+        """Objects covering [start, end) of a stream, in offset order, at most `limit` of them."""
+        s = self.stream(stream_id)
+        if start < s.start_offset:
+            raise OffsetOutOfRange(f"stream {stream_id}: offset {start} is below the stream start {s.start_offset}")
+        end = min(end, s.end_offset)
+        out: list[ObjectRef] = []
+        pos = start
+        sos = s.stream_objects
+        i = bisect.bisect_right(sos, pos, key=lambda m: m.end)  # first stream object ending after pos
+        range_starts = [g.start for g in s.ranges]
+        while pos < end and len(out) < limit:
+            # 1. stream objects, in order, while they cover pos
+            if i < len(sos) and sos[i].start <= pos:
+                so = sos[i]
+                out.append(ObjectRef(so.object_id, "SO", so.start, so.end, so.size))
+                pos = so.end
+                i += 1
+                continue
+            # 2. the range owning pos -> that node's stream set objects
+            g = bisect.bisect_right(range_starts, pos) - 1
+            if g < 0 or pos >= s.ranges[g].end:
+                break
+            node = self.nodes.get(s.ranges[g].node_id)
+            parts = node.parts.get(stream_id, []) if node is not None else []
+            j = bisect.bisect_right(parts, pos, key=lambda p: p[0]) - 1
+            if j < 0 or parts[j][1] <= pos:
+                break  # the metadata does not know this offset yet: a partial answer
+            pstart, pend, oid = parts[j]
+            out.append(ObjectRef(oid, "SSO", pstart, pend, node.sso[oid].size if node else 0))
+            pos = pend
+        return ObjectLookup(out, pos, pos < end)
