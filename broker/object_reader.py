@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterator
+from typing import Protocol
 
 from broker.errors import ObjectFormatError
 from broker.object_format import (
@@ -19,16 +20,23 @@ from broker.object_format import (
     decode_footer,
     decode_index,
 )
-from storage_tier import BlobStore
 
 #: bytes read from the end of an object in the first GET: footer and, usually, the whole index
 DEFAULT_TAIL_READ = 64 << 10
 
 
+class RangeSource(Protocol):
+    """What the reader needs of a store: a BlobStore, or anything with the same ranged get and size."""
+
+    def get(self, key: str, start: int = 0, end: int | None = None) -> bytes: ...
+
+    def size(self, key: str) -> int: ...
+
+
 class ObjectReader:
     """`ObjectReader(store, key, size=None)`; pass `size` (known from the metadata) to skip a HEAD."""
 
-    def __init__(self, store: BlobStore, key: str, size: int | None = None, *,
+    def __init__(self, store: RangeSource, key: str, size: int | None = None, *,
                  tail_read: int = DEFAULT_TAIL_READ) -> None:
         self.store = store
         self.key = key
