@@ -161,6 +161,14 @@ def read_checkpoint(name: str, data: bytes | memoryview) -> Checkpoint:
     return max(found, key=lambda c: c.seq)
 
 
+def check_both_checkpoints(name: str, data: bytes | memoryview) -> None:
+    """Sealing writes its checkpoint after a writing one, so a sealed file has two valid copies."""
+    for i in range(2):
+        at = HEADER_SIZE + i * CKPT_SIZE
+        if Checkpoint.parse(data[at:at + CKPT_SIZE]) is None:
+            raise FormatError(name, "checkpoint crc32c", f"checkpoint copy {i} of a sealed file is invalid")
+
+
 def walk_chain(name: str, buf: object, items_off: int, limit: int, max_items: int, head: int, fp: int,
                topic: str, key: str, lo: int, hi: int) -> list[IndexHit]:
     """Follow a slot chain in `buf` (anything struct can unpack from); items >= limit are skipped
@@ -258,6 +266,7 @@ class NativeIndexWriter:
             if ckpt.count > header.max_items:
                 raise FormatError(p, "checkpoint count", f"{ckpt.count} items in a file of {header.max_items}")
             if ckpt.state == STATE_SEALED:
+                check_both_checkpoints(p, head)
                 if size not in (file_size(header.slot_count, ckpt.count), full_size):
                     raise FormatError(p, "file size", f"sealed file of {ckpt.count} items has {size} bytes")
                 w = cls(p, fd, header, ckpt, writable=False)
@@ -554,6 +563,7 @@ class NativeUnsealedReader:
         if size < need:
             raise FormatError(self.name, "truncated", f"{size} bytes, the checkpoint needs {need}")
         if verify and self.ckpt.state == STATE_SEALED:
+            check_both_checkpoints(self.name, head)
             if crc32c.crc32c(bytes(self.source.read(SLOTS_OFFSET, self._items_off))) != self.ckpt.slots_crc:
                 raise FormatError(self.name, "slots crc32c", "the slot section does not match its checksum")
             if crc32c.crc32c(bytes(self.source.read(self._items_off, need))) != self.ckpt.items_crc:
