@@ -241,7 +241,8 @@ class NativeIndexWriter:
         fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             os.ftruncate(fd, file_size(slots, max_items))
-            os.pwrite(fd, header.pack() + ckpt.pack(), 0)
+            os.pwrite(fd, header.pack(), 0)
+            os.pwrite(fd, ckpt.pack(), HEADER_SIZE + (ckpt.seq % 2) * CKPT_SIZE)  # where seq 1 lives
             return cls(p, fd, header, ckpt, writable=True)
         except BaseException:
             os.close(fd)
