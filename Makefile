@@ -19,7 +19,13 @@ run: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-test: $(STAMP)
+# The web page tests drive Debian's Chromium through Playwright (no browser download, which fails here).
+CHROMIUM ?= /usr/bin/chromium
+$(CHROMIUM):
+	@echo "installing Debian's chromium for the web page tests"
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+
+test: $(STAMP) $(CHROMIUM)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
