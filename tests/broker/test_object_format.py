@@ -188,3 +188,24 @@ def test_stream_object_on_seaweedfs_multipart(seaweedfs) -> None:  # type: ignor
     assert (s3.meter.snapshot() - before)["GET"] == 1
     s3.delete(key)
     s3.close()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(flips=st.lists(st.tuples(st.integers(0, 10_000), st.integers(1, 255)), min_size=1, max_size=4),
+       cut=st.one_of(st.none(), st.integers(0, 10_000)))
+def test_fuzzed_objects_fail_only_with_object_format_error(local, flips, cut) -> None:  # type: ignore[no-untyped-def]
+    recs = [StreamRecord(s, 0, 10 * i, 10, bytes([i]) * 40) for s in (1, 2) for i in range(6)]
+    write_object(local, "fuzz/good", recs, block_size=120)
+    data = bytearray(local.get("fuzz/good"))
+    for pos, x in flips:
+        data[pos % len(data)] ^= x
+    if cut is not None:
+        data = data[:cut % (len(data) + 1)]
+    local.put("fuzz/bad", bytes(data))
+    try:
+        r = ObjectReader(local, "fuzz/bad", tail_read=100)
+        for sid in (1, 2):
+            r.read(sid, 0, 1000)
+        list(r.iter_all())
+    except ObjectFormatError as exc:
+        assert "fuzz/bad" in str(exc)
