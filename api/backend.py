@@ -1,0 +1,36 @@
+"""What the HTTP layer needs from the node it fronts (broker + index in one process).
+
+The routes depend on this protocol only; `broker.node.BrokerNode` implements it. Errors raised through
+it map to HTTP statuses in api/errors.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from broker.client_messages import InMessage, OutMessage, Produced
+
+__all__ = ["Backend", "InMessage", "OutMessage", "Produced"]
+
+
+class Backend(Protocol):
+    def create_topic(self, name: str, partitions: int) -> dict[str, Any]: ...
+
+    def list_topics(self) -> list[dict[str, Any]]: ...
+
+    def produce(self, topic: str, messages: list[InMessage]) -> list[Produced]:
+        """Returns once every message is in the WAL on disk."""
+        ...
+
+    def fetch(self, topic: str, partition: int, offset: int, max_count: int) -> tuple[list[OutMessage], int]: ...
+
+    def find_by_key(self, topic: str, key: str, begin_ms: int, end_ms: int | None, max_count: int,
+                    cursor: str | None) -> tuple[list[OutMessage], str | None]:
+        """Newest first; the cursor continues after the last message of the previous page."""
+        ...
+
+    def get_by_id(self, msg_id: str) -> OutMessage | None: ...
+
+    def index_files(self) -> list[dict[str, Any]]: ...
+
+    def close(self) -> None: ...

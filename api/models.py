@@ -1,0 +1,117 @@
+"""Request and response bodies of the HTTP API (pydantic), and the text/base64 encoding of bytes."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+MAX_VALUE_BYTES = 1024 * 1024  # one message's value
+MAX_MESSAGES_PER_REQUEST = 1000
+MAX_PAGE = 1000  # `max` of one page of a key lookup or fetch
+
+
+class TopicIn(BaseModel):
+    name: str = Field(description="1-249 characters of [a-zA-Z0-9._-]", examples=["orders"])
+    partitions: int = Field(1, ge=1, le=10000)
+
+
+class TopicOut(BaseModel):
+    name: str
+    partitions: int
+    topic_id: int
+
+
+class MessageIn(BaseModel):
+    key: str | None = None
+    value: str | None = Field(None, description="text, or base64 when encoding is base64")
+    headers: dict[str, str] = Field(default_factory=dict)
+    partition: int | None = Field(None, ge=0)
+    encoding: Literal["utf-8", "base64"] = "utf-8"
+
+
+class ProduceIn(BaseModel):
+    messages: list[MessageIn] = Field(min_length=1, max_length=MAX_MESSAGES_PER_REQUEST)
+
+
+class ProducedOut(BaseModel):
+    partition: int
+    offset: int
+    msg_id: str
+    timestamp: int
+
+
+class ProduceOut(BaseModel):
+    results: list[ProducedOut]
+
+
+class MessageOut(BaseModel):
+    topic: str
+    partition: int
+    offset: int
+    msg_id: str
+    key: str | None
+    headers: dict[str, str]
+    value: str | None
+    encoding: Literal["utf-8", "base64"]
+    timestamp: int
+
+
+class FetchOut(BaseModel):
+    messages: list[MessageOut]
+    next_offset: int
+
+
+class LookupOut(BaseModel):
+    messages: list[MessageOut]
+    next_cursor: str | None
+
+
+class IndexFileOut(BaseModel):
+    state: str
+    begin_ms: int
+    end_ms: int
+    items: int
+    location: str
+
+
+class IndexFilesOut(BaseModel):
+    files: list[IndexFileOut]
+
+
+class ErrorOut(BaseModel):
+    error: str
+    field: str | None = None
+
+
+def decode_value(value: str | None, encoding: str, field: str) -> bytes | None:
+    """The bytes a client sent; raises ValueError naming the field for bad base64."""
+    if value is None:
+        return None
+    if encoding == "base64":
+        try:
+            return base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            raise FieldError(field, "is not valid base64") from None
+    return value.encode()
+
+
+def encode_bytes(data: bytes | None) -> tuple[str | None, Literal["utf-8", "base64"]]:
+    """Text when the bytes are UTF-8, base64 otherwise (the response says which)."""
+    if data is None:
+        return None, "utf-8"
+    try:
+        return data.decode(), "utf-8"
+    except UnicodeDecodeError:
+        return base64.b64encode(data).decode(), "base64"
+
+
+class FieldError(ValueError):
+    """Bad input in one named field of a request."""
+
+    def __init__(self, field: str, message: str, status: int = 400) -> None:
+        super().__init__(f"{field} {message}")
+        self.field = field
+        self.status = status
