@@ -1,0 +1,159 @@
+"""The background thread: rolls an aged WRITING file, compacts SEALED files, uploads COMPACTED
+ones, expires files past retention, sweeps store objects no manifest claims, and picks up new
+RocketMQ registrations; on a schedule (`maintain_interval_s`, and as soon as a file is sealed) and on demand
+(`maintain()`); with `maintain_interval_s=0` only on demand.
+
+A failing step (S3 down, a disk error) is logged with the file and state, and the file is retried
+after a backoff that doubles up to `retry_max_s`; writes are never blocked and the file stays
+queryable in its current form. A source that fails its checks during compaction is quarantined.
+One cycle runs at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from index_file import FormatError
+from index_service.config import ServiceConfig
+from index_service.file_map import FileMap
+from index_service.lifecycle import REMOTE_PREFIX, Lifecycle
+from index_service.managed_file import ManagedFile
+from index_service.model import FileState
+from index_service.rocketmq_import import load_imported
+from index_service.state_folders import COMPACTED_EXT, StateFolders
+
+log = logging.getLogger("mqindex.index_service.background")
+
+
+@dataclass
+class CycleReport:
+    rolled: bool = False
+    compacted: list[str] = field(default_factory=list)
+    uploaded: list[str] = field(default_factory=list)
+    expired: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    orphans_deleted: list[str] = field(default_factory=list)
+    imported: int = 0
+
+
+class Background:
+    def __init__(self, config: ServiceConfig, folders: StateFolders, files: FileMap, lifecycle: Lifecycle,
+                 request_roll: Callable[[], bool]) -> None:
+        self.config = config
+        self.folders = folders
+        self.files = files
+        self.lifecycle = lifecycle
+        self.request_roll = request_roll
+        self._cycle_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._swept = False
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self.config.maintain_interval_s <= 0:
+            return  # on demand only (maintain()): deterministic for tests
+        self._thread = threading.Thread(target=self._run, name="mqindex-background", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def _run(self) -> None:
+        interval = self.config.maintain_interval_s
+        while not self._stop.is_set():
+            self._wake.wait(interval)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.cycle(ignore_backoff=False)
+            except Exception:  # noqa: BLE001 - the thread must survive; every step logs its own failure
+                log.exception("maintenance cycle failed")
+
+    def cycle(self, ignore_backoff: bool = True) -> CycleReport:
+        with self._cycle_lock:
+            rep = CycleReport()
+            now = time.monotonic()
+
+            def due(mf: ManagedFile) -> bool:
+                return ignore_backoff or mf.next_attempt <= now
+
+            rep.rolled = self.request_roll()
+            expired = self._expire(rep)
+            for mf in self.files.by_state(FileState.SEALED):
+                if due(mf) and mf not in expired and not self._stop.is_set():
+                    self._step(mf, "compact", rep.compacted, rep)
+            if self.lifecycle.store is not None:
+                if not self._swept:
+                    self._sweep_orphans(rep)
+                for mf in self.files.by_state(FileState.COMPACTED):
+                    if due(mf) and not self._stop.is_set():
+                        self._step(mf, "upload", rep.uploaded, rep)
+            rep.imported = load_imported(self.folders, self.files)
+            return rep
+
+    def _step(self, mf: ManagedFile, what: str, done: list[str], rep: CycleReport) -> None:
+        try:
+            getattr(self.lifecycle, what)(mf)
+            mf.succeeded()
+            done.append(mf.stem)
+        except FormatError as exc:
+            if what == "compact":  # the sealed source fails its checksums: never serve it
+                self.files.remove(mf)
+                mf.retire()
+                self.folders.quarantine(self.folders.unsealed(mf.stem), str(exc), mf.state.value)
+            rep.failed.append(mf.stem)
+        except Exception as exc:  # noqa: BLE001 - retried later
+            delay = mf.backoff(self.config.retry_initial_s, self.config.retry_max_s)
+            log.warning(f"{what} failed, retrying later", extra={"file": mf.stem, "state": mf.state.value,
+                                                                 "error": f"{type(exc).__name__}: {exc}",
+                                                                 "retry_in_s": delay, "failures": mf.failures})
+            rep.failed.append(mf.stem)
+
+    def _expire(self, rep: CycleReport) -> set[ManagedFile]:
+        cutoff = self.config.clock() - self.config.retention_ms
+        out: set[ManagedFile] = set()
+        for mf in self.files.by_state(FileState.SEALED, FileState.COMPACTED, FileState.UPLOADED):
+            bounds = mf.time_bounds()
+            newest = bounds[1] if bounds is not None else mf.begin_ms
+            if newest < cutoff:
+                try:
+                    self.lifecycle.expire(mf)
+                    rep.expired.append(mf.stem)
+                    out.add(mf)
+                except Exception as exc:  # noqa: BLE001 - retried next cycle
+                    log.warning("expire failed, retrying later", extra={"file": mf.stem, "state": mf.state.value,
+                                                                       "error": f"{type(exc).__name__}: {exc}"})
+                    rep.failed.append(mf.stem)
+        return out
+
+    def _sweep_orphans(self, rep: CycleReport) -> None:
+        """Delete store objects under index/ that no manifest or pending upload claims: left by a
+        crash between an expiry's manifest removal and its remote delete, or by an upload whose
+        manifest was never written (it is re-uploaded from compacted/)."""
+        store = self.lifecycle.store
+        try:
+            keys = store.list(REMOTE_PREFIX)  # type: ignore[union-attr]
+        except Exception as exc:  # noqa: BLE001
+            log.warning("orphan sweep failed, retrying later", extra={"error": f"{type(exc).__name__}: {exc}"})
+            return
+        claimed = {mf.remote_key for mf in self.files.by_state(FileState.UPLOADED)}
+        pending = {mf.stem for mf in self.files.by_state(FileState.COMPACTED, FileState.SEALED)}
+        orphans = [k for k in keys if k not in claimed
+                   and k[len(REMOTE_PREFIX):].removesuffix(COMPACTED_EXT) not in pending]
+        if orphans:
+            store.delete(orphans)  # type: ignore[union-attr]
+            log.info("deleted orphan objects", extra={"keys": orphans, "count": len(orphans)})
+        rep.orphans_deleted = orphans
+        self._swept = True

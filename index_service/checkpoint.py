@@ -1,0 +1,67 @@
+"""Checkpoint: per (topic, queue_id) the highest offset durably indexed, so a broker can re-dispatch
+from there after a crash, and the dedup state that keeps re-dispatched records from being indexed
+twice.
+
+The writer saves a checkpoint after every batch it writes (the WRITING file's items are synced
+first): the offsets, the name of the WRITING file and its item count at that moment. After a crash
+the WRITING file may hold items beyond that count (written, not yet checkpointed). Recovery keeps
+their (fingerprint, queue_id, offset) as the "tail": a re-dispatched record whose keys are all in
+the tail is dropped, one whose keys are partly there is stored with the missing keys only. Records at
+or below the checkpoint are dropped by offset (offsets of one (topic, queue) arrive in order).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from index_service.state_folders import DocumentError, StateFolders
+
+log = logging.getLogger("mqindex.index_service.checkpoint")
+
+QueueKey = tuple[str, int]
+
+
+@dataclass
+class Checkpoint:
+    offsets: dict[QueueKey, int] = field(default_factory=dict)
+    writing: str | None = None  # stem of the WRITING file when it was saved
+    items: int = 0  # that file's item count when it was saved
+    seq: int = 0
+
+    def to_body(self) -> dict[str, object]:
+        return {"version": 1, "seq": self.seq, "writing": self.writing, "items": self.items,
+                "offsets": [[t, q, o] for (t, q), o in self.offsets.items()]}
+
+    @classmethod
+    def from_body(cls, body: dict[str, object]) -> Checkpoint:
+        offsets = {(str(t), int(q)): int(o) for t, q, o in body.get("offsets", [])}  # type: ignore[union-attr]
+        writing = body.get("writing")
+        return cls(offsets, str(writing) if writing is not None else None, int(body.get("items", 0)),  # type: ignore[arg-type]
+                   int(body.get("seq", 0)))  # type: ignore[arg-type]
+
+
+class CheckpointStore:
+    def __init__(self, folders: StateFolders) -> None:
+        self.folders = folders
+        self.current = Checkpoint()
+
+    def load(self) -> Checkpoint:
+        path = self.folders.checkpoint_path
+        if not path.exists():
+            self.current = Checkpoint()
+            return self.current
+        try:
+            self.current = Checkpoint.from_body(self.folders.read_document(path))
+        except (DocumentError, ValueError, TypeError) as exc:
+            # the checkpoint is replaced atomically, so this means outside damage: start from zero
+            # (the broker re-dispatches everything it still has; the tail dedup covers the WRITING file)
+            self.folders.quarantine(path, f"checkpoint unreadable: {exc}", "checkpoint")
+            self.current = Checkpoint()
+        return self.current
+
+    def save(self, offsets: dict[QueueKey, int], writing: str | None, items: int) -> Checkpoint:
+        ck = Checkpoint(dict(offsets), writing, items, self.current.seq + 1)
+        self.folders.write_document(self.folders.checkpoint_path, ck.to_body())
+        self.current = ck
+        return ck

@@ -1,0 +1,85 @@
+"""ServiceConfig: every knob of the index service, with laptop-sized defaults.
+
+RocketMQ's geometry (5,000,000 slots, 20,000,000 items per file, 72 h retention) is available as
+`ServiceConfig.rocketmq_defaults()`; the laptop defaults keep a WRITING file at ~42 MB.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from index_file import IndexHit
+
+HOUR_MS = 3_600_000
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass
+class ServiceConfig:
+    #: hash slots of each native WRITING file
+    slots: int = 262_144
+    #: items (one per key of a record) a WRITING file holds before it rolls
+    max_items: int = 1_000_000
+    #: a WRITING file with items rolls once it is this old (by its begin time)
+    roll_age_ms: int = HOUR_MS
+    #: files whose newest store time is older than now - retention are deleted (remote and local)
+    retention_ms: int = 72 * HOUR_MS
+    #: BlobStore URL uploads go to (None: files stay COMPACTED on local disk)
+    store_url: str | None = None
+    #: threads of the query pool
+    query_threads: int = 4
+    #: the writer thread writes a batch when this many records are buffered, or every flush_interval_ms
+    write_batch: int = 8192
+    flush_interval_ms: int = 20
+    #: put() waits (back-pressure) when this many records are buffered and not yet written
+    max_pending: int = 1_000_000
+    #: the background thread runs a maintenance cycle this often (seconds); 0 = only on demand
+    maintain_interval_s: float = 1.0
+    #: a failed compaction or upload is retried after this long, doubling up to retry_max_s
+    retry_initial_s: float = 1.0
+    retry_max_s: float = 60.0
+    #: msync the WRITING file before each durable checkpoint (power-loss durability; a killed
+    #: process loses nothing written to the mapping either way)
+    sync_writes: bool = True
+    #: part size of multipart uploads (files above it are uploaded in parts)
+    upload_part_bytes: int = 16 * 1024 * 1024
+    #: milliseconds clock (tests inject one)
+    clock: Callable[[], int] = field(default=wall_clock_ms)
+    #: called with each hit that is not exact (RocketMQ files compare a 32-bit hash only); returns
+    #: whether the record at (queue_id, offset) really carries hit.key. None: inexact hits are
+    #: returned with exact=False and the caller verifies them.
+    verifier: Callable[[IndexHit], bool] | None = None
+    #: test hook called at named crash points of every state transition (see docs/INDEX_SERVICE.md)
+    crash_hook: Callable[[str], None] | None = None
+
+    @classmethod
+    def rocketmq_defaults(cls, **overrides: Any) -> ServiceConfig:
+        base: dict[str, Any] = {"slots": 5_000_000, "max_items": 20_000_000, "retention_ms": 72 * HOUR_MS}
+        base.update(overrides)
+        return cls(**base)
+
+    @classmethod
+    def from_kwargs(cls, **kwargs: Any) -> ServiceConfig:
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(kwargs) - names)
+        if unknown:
+            raise TypeError(f"unknown IndexService option(s): {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+        cfg = cls(**kwargs)
+        cfg.validate()
+        return cfg
+
+    def validate(self) -> None:
+        for name in ("slots", "max_items", "query_threads", "write_batch", "max_pending", "upload_part_bytes"):
+            if int(getattr(self, name)) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.roll_age_ms <= 0 or self.retention_ms <= 0:
+            raise ValueError("roll_age_ms and retention_ms must be > 0")
+        if self.upload_part_bytes < 5 * 1024 * 1024:
+            raise ValueError("upload_part_bytes must be at least 5 MiB (the S3 minimum part size)")

@@ -1,0 +1,176 @@
+"""The crash-safe state transitions of one file: compact, upload, expire.
+
+Each writes its output to compacting/ first, fsyncs it, renames it into the next state's folder,
+fsyncs that folder, swaps the file's form in the map (queries move from the old form to the new
+one), and only then removes the previous form. A crash at any point leaves either the old form, or
+both forms (recovery keeps the newer one after verifying it), never neither.
+
+Named crash points (ServiceConfig.crash_hook) mark each step for the crash tests:
+  compact:scratch-written, compact:published, compact:done
+  upload:put-done, upload:verified, upload:manifest-written, upload:done
+  expire:manifest-removed, expire:done
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import time
+from dataclasses import dataclass
+
+import crc32c
+
+from index_file import CompactedIndexReader, compact
+from index_file.native_compacted import HEADER_SIZE, CompactedHeader
+from index_service.config import ServiceConfig
+from index_service.file_map import FileMap
+from index_service.managed_file import ManagedFile
+from index_service.model import FileState
+from index_service.remote_source import CachedSummarySource
+from index_service.state_folders import StateFolders
+
+log = logging.getLogger("mqindex.index_service.lifecycle")
+
+REMOTE_PREFIX = "index/"
+
+
+class UploadVerifyError(RuntimeError):
+    """The object read back from the store does not match the local file (size or CRC32C)."""
+
+
+def remote_key(stem: str) -> str:
+    return f"{REMOTE_PREFIX}{stem}.mqxc"
+
+
+def file_crc32c(path: os.PathLike[str] | str, chunk: int = 8 << 20) -> int:
+    crc = 0
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(chunk)
+            if not b:
+                return crc
+            crc = crc32c.crc32c(b, crc)
+
+
+def uploaded_reader(store: object, body: dict[str, object]) -> CompactedIndexReader:
+    """The reader of an uploaded file from its manifest: header and summary from the manifest, so
+    opening costs no request and a query costs one ranged GET."""
+    head = base64.b64decode(str(body["head"]))
+    tail = base64.b64decode(str(body["tail"]))
+    src = CachedSummarySource(store, str(body["key"]), int(body["size"]),  # type: ignore[call-overload]
+                              head, int(body["tail_offset"]), tail)  # type: ignore[call-overload]
+    return CompactedIndexReader(src, verify_blocks=False)
+
+
+@dataclass
+class Lifecycle:
+    folders: StateFolders
+    files: FileMap
+    config: ServiceConfig
+    store: object | None
+
+    def hook(self, point: str) -> None:
+        if self.config.crash_hook is not None:
+            self.config.crash_hook(point)
+
+    # -- SEALED -> COMPACTED ---------------------------------------------------------------------
+    def compact(self, mf: ManagedFile) -> None:
+        src = self.folders.unsealed(mf.stem)
+        scratch = self.folders.scratch(mf.stem + ".mqxc")
+        dest = self.folders.compacted(mf.stem)
+        started = time.perf_counter()
+        log.info("compacting", extra={"file": mf.stem, "state": mf.state.value, "items": mf.items})
+        stats = compact(src, scratch)  # verified source; written to scratch.tmp, fsynced, renamed
+        self.hook("compact:scratch-written")
+        self.folders.publish(scratch, dest)
+        self.hook("compact:published")
+        reader = CompactedIndexReader(str(dest))  # verifies every block CRC32C of the new form
+        mf.size_bytes = stats.bytes
+        mf.swap(FileState.COMPACTED, reader, str(dest))
+        self.folders.remove(src)
+        self.hook("compact:done")
+        log.info("compacted", extra={"file": mf.stem, "state": "COMPACTED", "items": stats.items,
+                                     "duplicates_dropped": stats.duplicates_dropped, "bytes": stats.bytes,
+                                     "seconds": round(time.perf_counter() - started, 4)})
+
+    # -- COMPACTED -> UPLOADED -------------------------------------------------------------------
+    def upload(self, mf: ManagedFile) -> None:
+        store = self.store
+        assert store is not None
+        path = self.folders.compacted(mf.stem)
+        key = remote_key(mf.stem)
+        size = path.stat().st_size
+        started = time.perf_counter()
+        log.info("uploading", extra={"file": mf.stem, "state": mf.state.value, "key": key, "bytes": size})
+        part = self.config.upload_part_bytes
+        crc = 0
+        with open(path, "rb") as f:
+            if size <= part:
+                data = f.read()
+                crc = crc32c.crc32c(data)
+                store.put(key, data)  # type: ignore[attr-defined]
+            else:
+                w = store.multipart(key)  # type: ignore[attr-defined]
+                try:
+                    while True:
+                        data = f.read(part)
+                        if not data:
+                            break
+                        crc = crc32c.crc32c(data, crc)
+                        w.write_part(data)
+                    w.complete()
+                except BaseException:
+                    w.abort()
+                    raise
+        self.hook("upload:put-done")
+        self.verify_remote(key, size, crc)
+        self.hook("upload:verified")
+        with open(path, "rb") as f:
+            head = f.read(HEADER_SIZE)
+            header = CompactedHeader.parse(str(path), head)
+            f.seek(header.summary_offset)
+            tail = f.read()
+        body = {"stem": mf.stem, "key": key, "size": size, "crc32c": crc, "begin_ms": mf.begin_ms,
+                "min_ms": mf.min_ms, "max_ms": mf.max_ms, "items": mf.items, "format": "native-compacted",
+                "head": base64.b64encode(head).decode(), "tail_offset": header.summary_offset,
+                "tail": base64.b64encode(tail).decode()}
+        self.folders.write_document(self.folders.manifest(mf.stem), body)
+        self.hook("upload:manifest-written")
+        reader = uploaded_reader(store, body)
+        mf.remote_key = key
+        mf.size_bytes = size
+        mf.swap(FileState.UPLOADED, reader, key)
+        self.folders.remove(path)
+        self.hook("upload:done")
+        log.info("uploaded", extra={"file": mf.stem, "state": "UPLOADED", "key": key, "bytes": size,
+                                    "seconds": round(time.perf_counter() - started, 4)})
+
+    def verify_remote(self, key: str, size: int, crc: int) -> None:
+        """Size (HEAD) and CRC32C of the object as the store returns it, read back in parts."""
+        store = self.store
+        remote_size = store.size(key)  # type: ignore[union-attr]
+        if remote_size != size:
+            raise UploadVerifyError(f"{key}: stored {remote_size} bytes, local file has {size}")
+        part = self.config.upload_part_bytes
+        got = 0
+        for start in range(0, size, part):
+            got = crc32c.crc32c(store.get(key, start, min(size, start + part)), got)  # type: ignore[union-attr]
+        if got != crc:
+            raise UploadVerifyError(f"{key}: CRC32C {got:#x} read back, local file has {crc:#x}")
+
+    # -- any state -> EXPIRED --------------------------------------------------------------------
+    def expire(self, mf: ManagedFile) -> None:
+        state = mf.state
+        self.files.remove(mf)  # new queries no longer see it
+        mf.retire()  # waits for queries in flight, closes the form
+        if state is FileState.UPLOADED:
+            key = mf.remote_key or remote_key(mf.stem)
+            self.folders.remove(self.folders.manifest(mf.stem))
+            self.hook("expire:manifest-removed")
+            if self.store is not None:
+                self.store.delete([key])  # type: ignore[attr-defined]
+        self.folders.remove(self.folders.compacted(mf.stem))
+        self.folders.remove(self.folders.unsealed(mf.stem))
+        self.hook("expire:done")
+        log.info("expired", extra={"file": mf.stem, "state": "EXPIRED", "was": state.value, "newest_ms": mf.max_ms})

@@ -1,0 +1,88 @@
+"""The query planner: files overlapping the range, newest first, merged under a global counter.
+
+Rules (each pins a known RocketMQ defect):
+- a file is searched when its [oldest, newest] store time overlaps [begin_ms, end_ms];
+- files are visited by newest store time, descending; once max_count hits are held and the next
+  file's newest store time is older than the last held hit, no remaining file can place a hit in
+  the answer, so the search stops and those files are never read (no GET for uploaded ones);
+- the answer is exactly min(max_count, matches), ordered store time desc, then offset desc (then
+  queue desc), one hit per (queue_id, offset) even when a record is in two files;
+- native files match the 64-bit fingerprint of `topic#key` (exact=True); RocketMQ files match a
+  32-bit hash only, so their hits go through the verifier when one is configured (and are dropped
+  unless it confirms them), or are returned with exact=False for the caller to check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from index_file import IndexHit
+from index_service.file_map import FileMap
+
+_UNBOUNDED = 1 << 30
+
+
+def _rank(h: IndexHit) -> tuple[int, int, int]:
+    return (h.store_time_ms, h.offset, h.queue_id)
+
+
+def merge(held: list[IndexHit], new: list[IndexHit], max_count: int) -> list[IndexHit]:
+    """The best max_count of held + new, deduplicated by (queue_id, offset)."""
+    if not new:
+        return held
+    out: list[IndexHit] = []
+    seen: set[tuple[int, int]] = set()
+    for h in sorted(held + new, key=_rank, reverse=True):
+        loc = (h.queue_id, h.offset)
+        if loc in seen:
+            continue
+        seen.add(loc)
+        out.append(h)
+        if len(out) >= max_count:
+            break
+    return out
+
+
+@dataclass
+class QueryStats:
+    files_considered: int = 0
+    files_read: int = 0
+    stopped_early: bool = False
+
+
+def run_query(files: FileMap, topic: str, key: str, max_count: int, lo: int, hi: int,
+              verifier: Callable[[IndexHit], bool] | None, stats: QueryStats | None = None) -> list[IndexHit]:
+    stats = stats if stats is not None else QueryStats()
+    held: list[IndexHit] = []
+    cands = files.candidates(lo, hi)
+    stats.files_considered = len(cands)
+    for newest, mf in cands:
+        if len(held) >= max_count and newest < held[-1].store_time_ms:
+            stats.stopped_early = True  # the global counter: nothing older can enter the answer
+            break
+        stats.files_read += 1
+        if mf.exact:
+            hits = mf.query(topic, key, max_count, lo, hi)
+        else:
+            hits = mf.query(topic, key, _UNBOUNDED, lo, hi)  # candidates: some may fail verification
+            if verifier is not None:
+                hits = _verified(hits, held, max_count, verifier)
+        held = merge(held, hits, max_count)
+    return held
+
+
+def _verified(hits: list[IndexHit], held: list[IndexHit], max_count: int,
+              verifier: Callable[[IndexHit], bool]) -> list[IndexHit]:
+    """Verify candidates best first, stopping once max_count confirmed hits (with the held ones)
+    are certain; a confirmed hit is returned as exact."""
+    out: list[IndexHit] = []
+    floor = held[-1] if len(held) >= max_count else None
+    for h in sorted(hits, key=_rank, reverse=True):
+        if floor is not None and _rank(h) < _rank(floor):
+            break
+        if verifier(h):
+            out.append(h._replace(exact=True))
+            if len(out) >= max_count:
+                break
+    return out

@@ -1,0 +1,183 @@
+"""Crash recovery on open: rebuild the file map from the state folders.
+
+Order:
+1. clear compacting/ (half-written outputs of interrupted transitions);
+2. uploaded/: every manifest's checksum; its reader is built from the manifest (no request);
+3. compacted/: every file verified whole (magic, header, each block's CRC32C, summary, footer);
+   one whose manifest exists is a finished upload whose local copy was not yet removed -> removed;
+4. writing/: every unsealed file reopened by NativeIndexWriter.open, which recounts the items from
+   their content and clears a torn tail; a sealed one whose compacted or uploaded form exists is a
+   finished compaction -> removed; the newest unsealed one is the WRITING file, any older unsealed
+   one is sealed (it was being rolled);
+5. imported/: RocketMQ registrations (see rocketmq_import.py);
+6. the checkpoint, and the tail of the WRITING file beyond it (the dedup set for re-dispatch).
+
+A file failing a check is moved to quarantine/ with an error log line naming it and the check.
+Interrupted compactions and uploads resume on the background thread (SEALED and COMPACTED files
+are simply picked up again). Progress is logged per folder.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from index_file import CompactedIndexReader, FormatError, NativeIndexWriter
+from index_service.checkpoint import CheckpointStore
+from index_service.config import ServiceConfig
+from index_service.file_map import FileMap
+from index_service.lifecycle import uploaded_reader
+from index_service.managed_file import ManagedFile
+from index_service.model import FileState
+from index_service.rocketmq_import import load_imported
+from index_service.state_folders import (
+    COMPACTED,
+    COMPACTED_EXT,
+    MANIFEST_EXT,
+    UNSEALED_EXT,
+    UPLOADED,
+    WRITING,
+    DocumentError,
+    StateFolders,
+    parse_name,
+)
+from index_service.writer import TailKey
+
+log = logging.getLogger("mqindex.index_service.recovery")
+
+
+@dataclass
+class RecoveryReport:
+    scratch_cleared: int = 0
+    uploaded: int = 0
+    compacted: int = 0
+    sealed: int = 0
+    writing: str | None = None
+    recovered_items: int = 0  # items found beyond the WRITING file's last checkpoint
+    torn_items: int = 0  # items of a torn tail cleared
+    tail_items: int = 0  # items beyond the service checkpoint (dedup set)
+    finished_transitions: int = 0  # local forms removed because the next state was durable
+    imported: int = 0
+    quarantined: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _progress(folder: str, done: int, total: int) -> None:
+    if total and (done == total or done % 50 == 0):
+        log.info("recovery progress", extra={"folder": folder, "done": done, "total": total})
+
+
+def recover(folders: StateFolders, files: FileMap, config: ServiceConfig, store: object | None,
+            checkpoints: CheckpointStore) -> tuple[RecoveryReport, ManagedFile | None, set[TailKey]]:
+    started = time.perf_counter()
+    rep = RecoveryReport()
+    rep.scratch_cleared = folders.clear_scratch()
+    log.info("recovery started", extra={"data_dir": str(folders.root), "scratch_cleared": rep.scratch_cleared})
+
+    def quarantine(path: Path, reason: str, state: str) -> None:
+        folders.quarantine(path, reason, state)
+        rep.quarantined.append(path.name)
+
+    # 2. uploaded manifests
+    manifests = folders.listing(UPLOADED, MANIFEST_EXT)
+    uploaded: set[str] = set()
+    for i, p in enumerate(manifests, 1):
+        stem = p.name[: -len(MANIFEST_EXT)]
+        try:
+            body = folders.read_document(p)
+            if store is None:
+                raise DocumentError(f"{p}: uploaded file but the service has no store configured")
+            reader = uploaded_reader(store, body)
+            mf = ManagedFile(stem, int(body["begin_ms"]), FileState.UPLOADED, reader, str(body["key"]))
+            mf.remote_key = str(body["key"])
+            mf.size_bytes = int(body["size"])
+            files.add(mf)
+            uploaded.add(stem)
+            rep.uploaded += 1
+        except (DocumentError, FormatError, KeyError, ValueError) as exc:
+            if store is None and isinstance(exc, DocumentError) and "no store" in str(exc):
+                raise RuntimeError(f"{p} describes an uploaded index file; open the service with its store") from exc
+            quarantine(p, str(exc), "UPLOADED")
+        _progress(UPLOADED, i, len(manifests))
+
+    # 3. compacted files
+    compacted: set[str] = set()
+    paths = folders.listing(COMPACTED, COMPACTED_EXT)
+    for i, p in enumerate(paths, 1):
+        stem = p.name[: -len(COMPACTED_EXT)]
+        if stem in uploaded:
+            folders.remove(p)  # the upload was verified and recorded; only the local delete was missed
+            rep.finished_transitions += 1
+            continue
+        try:
+            reader = CompactedIndexReader(str(p))  # verifies every block
+            mf = ManagedFile(stem, reader.begin_ms, FileState.COMPACTED, reader, str(p))
+            mf.size_bytes = p.stat().st_size
+            files.add(mf)
+            compacted.add(stem)
+            rep.compacted += 1
+        except (FormatError, OSError, ValueError) as exc:
+            quarantine(p, str(exc), "COMPACTED")
+        _progress(COMPACTED, i, len(paths))
+
+    # 4. writing folder
+    paths = folders.listing(WRITING, UNSEALED_EXT)
+    unsealed: list[ManagedFile] = []
+    for i, p in enumerate(paths, 1):
+        stem = p.name[: -len(UNSEALED_EXT)]
+        if stem in uploaded or stem in compacted:
+            folders.remove(p)  # compaction finished (its output verified above)
+            rep.finished_transitions += 1
+            continue
+        if parse_name(stem) is None:
+            quarantine(p, "not an index file name", "WRITING")
+            continue
+        try:
+            w = NativeIndexWriter.open(p)
+        except (FormatError, OSError, ValueError) as exc:
+            quarantine(p, str(exc), "WRITING")
+            continue
+        rep.recovered_items += w.recovered_items
+        rep.torn_items += w.torn_items
+        if w.recovered_items or w.torn_items:
+            log.warning("writing file recovered from content",
+                        extra={"file": stem, "state": "WRITING", "items": w.item_count,
+                               "recovered_items": w.recovered_items, "torn_items": w.torn_items})
+        state = FileState.SEALED if w.sealed else FileState.WRITING
+        mf = ManagedFile(stem, w.begin_ms, state, w, str(p))
+        mf.size_bytes = p.stat().st_size
+        files.add(mf)
+        if w.sealed:
+            rep.sealed += 1
+        else:
+            unsealed.append(mf)
+        _progress(WRITING, i, len(paths))
+    current: ManagedFile | None = None
+    for mf in sorted(unsealed, key=lambda m: m.begin_ms):
+        if current is not None:  # an older unsealed file: it was being rolled when the process died
+            current.form.seal()
+            current.state = FileState.SEALED
+            rep.sealed += 1
+        current = mf
+    rep.writing = current.stem if current is not None else None
+
+    # 5. RocketMQ registrations
+    rep.imported = load_imported(folders, files)
+
+    # 6. checkpoint and the tail beyond it
+    ck = checkpoints.load()
+    tail: set[TailKey] = set()
+    named_begin = parse_name(ck.writing) if ck.writing else None
+    for mf in files.by_state(FileState.WRITING, FileState.SEALED):
+        if named_begin is not None and mf.begin_ms < named_begin:
+            continue
+        start = ck.items if mf.stem == ck.writing else 0
+        if mf.form.item_count > start:
+            items = mf.form.items()[start:]
+            tail.update(zip(items["fp"].tolist(), items["queue"].tolist(), items["offset"].tolist(), strict=True))
+            rep.tail_items += len(items)
+    rep.seconds = time.perf_counter() - started
+    log.info("recovery finished", extra={k: v for k, v in rep.__dict__.items()})
+    return rep, current, tail

@@ -1,0 +1,274 @@
+"""The writer thread: buffers puts in memory and writes them to the WRITING file in batches.
+
+- `submit` (called by put/put_batch on any thread) appends to an in-memory list and returns; it only
+  waits when `max_pending` records are buffered (back-pressure), never on compaction or upload.
+- The thread takes the whole buffer every `flush_interval_ms` (or sooner once `write_batch`
+  records wait), drops re-dispatched records (see checkpoint.py), writes the rest with one
+  `NativeIndexWriter.put_batch`, syncs, and saves the checkpoint. `flush()` waits until everything
+  submitted before it is written, so it is queryable.
+- When the file is full, or older than `roll_age_ms`, the writer seals it, creates the next file
+  (begin time strictly after the old one's) through the scratch folder, saves a checkpoint naming the
+  new file, and only then hands the sealed file to the background thread (state SEALED).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import xxhash
+
+from index_file import NativeIndexWriter
+from index_service.checkpoint import CheckpointStore, QueueKey
+from index_service.config import ServiceConfig
+from index_service.file_map import FileMap
+from index_service.managed_file import ManagedFile
+from index_service.model import FileState
+from index_service.state_folders import StateFolders, file_name, fsync_dir
+
+log = logging.getLogger("mqindex.index_service.writer")
+
+Record = tuple[str, int, int, int, int, Sequence[str]]  # topic, queue_id, offset, size, store_time_ms, keys
+TailKey = tuple[int, int, int]  # fingerprint, queue_id, offset
+
+_xxh3 = xxhash.xxh3_64_intdigest
+
+
+class WriterError(RuntimeError):
+    """The writer thread failed; the records it held were not indexed (the checkpoint did not move)."""
+
+
+class Writer:
+    def __init__(self, config: ServiceConfig, folders: StateFolders, files: FileMap, checkpoints: CheckpointStore,
+                 current: ManagedFile | None, tail: set[TailKey], on_sealed: Callable[[ManagedFile], None]) -> None:
+        self.config = config
+        self.folders = folders
+        self.files = files
+        self.checkpoints = checkpoints
+        self.current = current
+        self.tail = tail
+        self.on_sealed = on_sealed
+        ck = checkpoints.current
+        self.accepted: dict[QueueKey, int] = dict(ck.offsets)  # highest offset taken per queue
+        self.durable: dict[QueueKey, int] = dict(ck.offsets)  # highest offset in the saved checkpoint
+        self._pending: list[Record] = []
+        self._submitted = 0
+        self._written = 0
+        self._lock = threading.Lock()
+        self._done = threading.Condition(self._lock)
+        self._wake = threading.Event()
+        self._roll_requested: str | None = None
+        self._stop = False
+        self.error: BaseException | None = None
+        self.skipped = 0  # re-dispatched records dropped
+        self._thread = threading.Thread(target=self._run, name="mqindex-writer", daemon=True)
+
+    # -- caller side -----------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread.start()
+
+    def submit(self, records: list[Record]) -> None:
+        with self._lock:
+            self._raise_if_failed()
+            while len(self._pending) >= self.config.max_pending and not self._stop:
+                self._wake.set()
+                self._done.wait(1.0)
+                self._raise_if_failed()
+            if self._stop:
+                raise RuntimeError("the index service is closed")
+            self._pending.extend(records)
+            self._submitted += len(records)
+            if len(self._pending) >= self.config.write_batch:
+                self._wake.set()
+
+    def submit_one(self, record: Record) -> None:
+        with self._lock:
+            if self.error is not None or self._stop or len(self._pending) >= self.config.max_pending:
+                pass  # slow path below
+            else:
+                self._pending.append(record)
+                self._submitted += 1
+                if len(self._pending) >= self.config.write_batch:
+                    self._wake.set()
+                return
+        self.submit([record])
+
+    def flush(self, timeout: float | None = 60.0) -> None:
+        """Wait until every record submitted before this call is written (queryable)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            target = self._submitted
+            self._wake.set()
+            while self._written < target:
+                self._raise_if_failed()
+                if not self._thread.is_alive():
+                    raise WriterError("the writer thread is not running")
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError(f"flush: {target - self._written} records still unwritten after {timeout}s")
+                self._done.wait(0.5 if left is None else min(left, 0.5))
+            self._raise_if_failed()
+
+    def request_roll(self, reason: str, wait: bool = True, timeout: float = 60.0) -> None:
+        with self._lock:
+            self._roll_requested = reason
+            self._wake.set()
+            if not wait:
+                return
+            deadline = time.monotonic() + timeout
+            while self._roll_requested is not None and self._thread.is_alive():
+                self._raise_if_failed()
+                if time.monotonic() > deadline:
+                    raise TimeoutError("roll request not served")
+                self._done.wait(0.5)
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stop = True
+            self._wake.set()
+            self._done.notify_all()
+        self._thread.join()
+
+    def _raise_if_failed(self) -> None:
+        if self.error is not None:
+            raise WriterError(f"index writer failed: {self.error}") from self.error
+
+    # -- writer thread ---------------------------------------------------------------------------
+    def _run(self) -> None:
+        interval = self.config.flush_interval_ms / 1000.0
+        while True:
+            self._wake.wait(interval)
+            self._wake.clear()
+            with self._lock:
+                batch, self._pending = self._pending, []
+                target = self._submitted
+                stopping = self._stop
+                roll = self._roll_requested
+            try:
+                if batch:
+                    self._write(batch)
+                if roll is not None or self._due_for_age_roll():
+                    self._roll(roll or "age")
+            except BaseException as exc:  # noqa: BLE001 - reported to every caller from now on
+                log.exception("index writer failed", extra={"file": self.current.stem if self.current else None,
+                                                            "state": "WRITING"})
+                with self._lock:
+                    self.error = exc
+                    self._roll_requested = None
+                    self._done.notify_all()
+                return
+            with self._lock:
+                self._written = target
+                if roll is not None and self._roll_requested == roll:
+                    self._roll_requested = None
+                self._done.notify_all()
+                if stopping and not self._pending:
+                    return
+
+    def _due_for_age_roll(self) -> bool:
+        mf = self.current
+        if mf is None or mf.form is None or mf.form.item_count == 0:
+            return False
+        return self.config.clock() - mf.begin_ms >= self.config.roll_age_ms
+
+    def _write(self, batch: list[Record]) -> None:
+        accepted = self.accepted
+        recs: list[Record] = []
+        skipped = 0
+        for r in batch:
+            k = (r[0], r[1])
+            last = accepted.get(k)
+            if last is not None and r[2] <= last:
+                skipped += 1
+                continue
+            accepted[k] = r[2]
+            recs.append(r)
+        if self.tail and recs:
+            before = len(recs)
+            recs = self._drop_tail(recs)
+            skipped += before - len(recs)
+        self.skipped += skipped
+        i = 0
+        while i < len(recs):
+            mf = self._ensure_file()
+            w: NativeIndexWriter = mf.form
+            n = w.put_batch(recs[i:] if i else recs)
+            i += n
+            if i < len(recs):
+                if n == 0 and w.item_count == 0:
+                    r = recs[i]
+                    raise ValueError(f"record {r[0]}/{r[1]}@{r[2]} has more keys than a file holds "
+                                     f"({self.config.max_items} items)")
+                self._roll("full", written=recs[:i])
+                recs, i = recs[i:], 0
+        self._commit(recs)
+
+    def _drop_tail(self, recs: list[Record]) -> list[Record]:
+        """Recovery dedup: drop the keys of records already in the WRITING file beyond the checkpoint."""
+        out: list[Record] = []
+        tail = self.tail
+        for r in recs:
+            topic, q, off = r[0], r[1], r[2]
+            keys = [r[5]] if isinstance(r[5], str) else list(r[5])
+            missing = [k for k in keys if (_xxh3(f"{topic}#{k}".encode()), q, off) not in tail]
+            if len(missing) == len(keys):
+                out.append(r)
+            elif missing:
+                out.append((r[0], r[1], r[2], r[3], r[4], missing))
+        return out
+
+    def _commit(self, recs: list[Record]) -> None:
+        """Sync the WRITING file and save the checkpoint covering recs."""
+        if not recs:
+            return
+        for r in recs:
+            self.durable[(r[0], r[1])] = r[2]
+        mf = self.current
+        if mf is None:
+            return
+        if self.config.sync_writes:
+            mf.form.sync()
+        self.checkpoints.save(self.durable, mf.stem, mf.form.item_count)
+
+    def _ensure_file(self) -> ManagedFile:
+        if self.current is not None:
+            return self.current
+        last = self.files.last_native_begin()
+        begin = max(self.config.clock(), last + 1 if last is not None else 0)
+        stem = file_name(begin)
+        scratch = self.folders.scratch(stem + ".mqxu")
+        scratch.unlink(missing_ok=True)
+        w = NativeIndexWriter.create(scratch, begin, self.config.slots, self.config.max_items)
+        dest = self.folders.unsealed(stem)
+        self.folders.publish(scratch, dest)  # fsync, rename into writing/, fsync the folder
+        w.path = str(dest)
+        mf = ManagedFile(stem, begin, FileState.WRITING, w, str(dest))
+        self.files.add(mf)
+        self.current = mf
+        log.info("new writing file", extra={"file": stem, "state": "WRITING", "begin_ms": begin})
+        return mf
+
+    def _roll(self, reason: str, written: list[Record] | None = None) -> None:
+        mf = self.current
+        if mf is None or mf.form.item_count == 0:
+            return
+        if written:
+            self._commit(written)
+        mf.form.seal()
+        fsync_dir(self.folders.unsealed(mf.stem).parent)
+        log.info("sealed", extra={"file": mf.stem, "state": "SEALED", "reason": reason, "items": mf.form.item_count})
+        if self.config.crash_hook is not None:
+            self.config.crash_hook("roll:sealed")
+        self.current = None
+        nxt = self._ensure_file()
+        # the checkpoint names the new file before the sealed one may be compacted (recovery reads
+        # the tail of the file the checkpoint names)
+        self.checkpoints.save(self.durable, nxt.stem, 0)
+        self.tail = set()
+        mf.state = FileState.SEALED
+        mf.size_bytes = os.path.getsize(self.folders.unsealed(mf.stem))
+        mf.refresh()
+        self.on_sealed(mf)
