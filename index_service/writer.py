@@ -177,6 +177,7 @@ class Writer:
     def _write(self, batch: list[Record]) -> None:
         accepted = self.accepted
         recs: list[Record] = []
+        extra: list[Record] = []  # taken but nothing to write: no keys, or already in the file (tail)
         skipped = 0
         for r in batch:
             k = (r[0], r[1])
@@ -185,11 +186,14 @@ class Writer:
                 skipped += 1
                 continue
             accepted[k] = r[2]
-            recs.append(r)
+            if r[5]:
+                recs.append(r)
+            else:
+                extra.append(r)
         if self.tail and recs:
-            before = len(recs)
-            recs = self._drop_tail(recs)
-            skipped += before - len(recs)
+            recs, dropped = self._drop_tail(recs)
+            skipped += len(dropped)
+            extra.extend(dropped)
         self.skipped += skipped
         i = 0
         while i < len(recs):
@@ -204,11 +208,13 @@ class Writer:
                                      f"({self.config.max_items} items)")
                 self._roll("full", written=recs[:i])
                 recs, i = recs[i:], 0
-        self._commit(recs)
+        self._commit(recs, extra)
 
-    def _drop_tail(self, recs: list[Record]) -> list[Record]:
-        """Recovery dedup: drop the keys of records already in the WRITING file beyond the checkpoint."""
+    def _drop_tail(self, recs: list[Record]) -> tuple[list[Record], list[Record]]:
+        """Recovery dedup: drop the keys of records already in the WRITING file beyond the checkpoint.
+        Returns (records to write, with only their missing keys; records fully present)."""
         out: list[Record] = []
+        dropped: list[Record] = []
         tail = self.tail
         for r in recs:
             topic, q, off = r[0], r[1], r[2]
@@ -218,20 +224,28 @@ class Writer:
                 out.append(r)
             elif missing:
                 out.append((r[0], r[1], r[2], r[3], r[4], missing))
-        return out
+            else:
+                dropped.append(r)
+        return out, dropped
 
-    def _commit(self, recs: list[Record]) -> None:
-        """Sync the WRITING file and save the checkpoint covering recs."""
-        if not recs:
+    def _commit(self, recs: list[Record], extra: Sequence[Record] = ()) -> None:
+        """Sync the WRITING file and save the checkpoint covering recs (and extra: records taken
+        with nothing left to write)."""
+        if not recs and not extra:
             return
+        durable = self.durable
         for r in recs:
-            self.durable[(r[0], r[1])] = r[2]
+            durable[(r[0], r[1])] = r[2]
+        for r in extra:
+            k = (r[0], r[1])
+            durable[k] = max(durable.get(k, -1), r[2])
         mf = self.current
         if mf is None:
+            self.checkpoints.save(durable, self.checkpoints.current.writing, self.checkpoints.current.items)
             return
         if self.config.sync_writes:
             mf.form.sync()
-        self.checkpoints.save(self.durable, mf.stem, mf.form.item_count)
+        self.checkpoints.save(durable, mf.stem, mf.form.item_count)
 
     def _ensure_file(self) -> ManagedFile:
         if self.current is not None:
