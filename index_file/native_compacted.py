@@ -21,6 +21,7 @@ from __future__ import annotations
 import bisect
 import os
 import struct
+import sys
 from dataclasses import dataclass
 
 import crc32c
@@ -43,6 +44,9 @@ SUMMARY_BYTES_PER_BLOCK = 12
 _HEADER = struct.Struct("<4sHHIIQqqqQII")
 _FOOTER = struct.Struct("<QQI4sII")
 _U32 = struct.Struct("<I")
+_I64 = struct.Struct("<q")
+_I32 = struct.Struct("<i")
+_LITTLE = sys.byteorder == "little"  # memoryview.cast("Q") reads the machine's byte order
 assert _HEADER.size == HEADER_SIZE and _FOOTER.size == FOOTER_SIZE
 
 _xxh3 = xxhash.xxh3_64_intdigest
@@ -221,23 +225,29 @@ class CompactedIndexReader:
         if first == last:
             return []
         h = self.header
-        start = h.block_range(first)[0]
+        ipb = h.items_per_block
+        start = HEADER_SIZE + first * ipb * ITEM_SIZE
         end = h.block_range(last - 1)[1]
         data = self.source.read(start, end)  # the one ranged read
+        mv = data if isinstance(data, memoryview) else memoryview(data)
         hits: list[IndexHit] = []
         for b in range(first, last):
-            bs, be = h.block_range(b)
-            block = data[bs - start:be - start]
+            bs = (b - first) * ipb * ITEM_SIZE
+            n = min(ipb, h.item_count - b * ipb)
             if not self._verified:
-                self._check_block(b, block)
-            n = (be - bs) // ITEM_SIZE
-            fps, times, offs, queues, sizes = block_columns(block, n)
-            i0 = int(np.searchsorted(fps, fp, side="left"))
-            i1 = int(np.searchsorted(fps, fp, side="right"))
-            for i in range(i0, i1):
-                t = int(times[i])
+                self._check_block(b, mv[bs:bs + n * ITEM_SIZE])
+            # binary search straight on the block's fingerprint column, no array objects built
+            fps = mv[bs:bs + 8 * n].cast("Q") if _LITTLE else np.frombuffer(mv, "<u8", n, bs).tolist()
+            i = bisect.bisect_left(fps, fp)
+            while i < n and fps[i] == fp:
+                t = _I64.unpack_from(mv, bs + 8 * n + 8 * i)[0]
                 if lo <= t <= hi:
-                    hits.append(IndexHit(topic, int(queues[i]), int(offs[i]), int(sizes[i]), t, key, True))
+                    off = _I64.unpack_from(mv, bs + 16 * n + 8 * i)[0]
+                    q, size = _I32.unpack_from(mv, bs + 24 * n + 4 * i)[0], _I32.unpack_from(mv, bs + 28 * n + 4 * i)[0]
+                    hits.append(IndexHit(topic, q, off, size, t, key, True))
+                i += 1
+            if _LITTLE:
+                fps.release()
         if len(hits) > 1:
             return finish_hits(hits, max_count)
         return hits

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 import mmap
+import operator
 import os
 import struct
 import threading
@@ -60,6 +61,7 @@ ITEM_DTYPE = np.dtype([("fp", "<u8"), ("offset", "<i8"), ("time", "<i8"), ("queu
 assert ITEM_DTYPE.itemsize == ITEM_SIZE
 
 _xxh3 = xxhash.xxh3_64_intdigest
+_GET_COLS = [operator.itemgetter(i) for i in (1, 2, 3, 4)]  # queue_id, offset, size, store_time_ms
 _M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 _K = [np.uint64(k) for k in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93,
                              0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53)]
@@ -439,52 +441,55 @@ class NativeIndexWriter:
             return done
 
     def _put_chunk(self, chunk: list[IndexEntry | Sequence[object]]) -> int:
-        fps: list[int] = []
-        counts: list[int] = []
         xxh = _xxh3
-        for e in chunk:
-            topic, _q, _o, _s, _t, keys = e  # type: ignore[misc]
-            if type(keys) is str:
-                fps.append(xxh(f"{topic}#{keys}".encode()))
-                counts.append(1)
-            elif len(keys) == 1:  # type: ignore[arg-type]
-                fps.append(xxh(f"{topic}#{keys[0]}".encode()))  # type: ignore[index]
-                counts.append(1)
-            else:
-                seen: list[int] = []
-                for k in keys:  # type: ignore[attr-defined]
-                    f = xxh(f"{topic}#{k}".encode())
-                    if f not in seen:  # a key listed twice is stored once
-                        seen.append(f)
-                fps.extend(seen)
-                counts.append(len(seen))
+        try:
+            # column by column with C-level iteration: this loop is the write path's whole Python cost
+            counts: list[int] | None = None
+            try:  # the common case: one key per entry, given as a string (str + tuple raises TypeError)
+                fps = [xxh((t + "#" + k).encode()) for t, _q, _o, _s, _m, k in chunk]
+            except TypeError:
+                fps = None
+            if fps is None:
+                fps = []
+                counts = []
+                for topic, _q, _o, _s, _m, ks in chunk:
+                    seen: list[int] = []
+                    for k in ([ks] if type(ks) is str else ks):  # type: ignore[attr-defined]
+                        f = xxh(f"{topic}#{k}".encode())
+                        if f not in seen:  # a key listed twice is stored once
+                            seen.append(f)
+                    fps.extend(seen)
+                    counts.append(len(seen))
+        except (TypeError, ValueError, IndexError):
+            raise ValueError("entries must be IndexEntry or (topic, queue_id, offset, size, store_time_ms, "
+                             "keys) tuples") from None
         room = self.header.max_items - self._count
-        ends = np.cumsum(counts)
-        accepted = int(np.searchsorted(ends, room, side="right"))
+        if counts is None:
+            accepted = min(room, len(chunk))
+            n = accepted
+        else:
+            ends = np.cumsum(counts)
+            accepted = int(np.searchsorted(ends, room, side="right"))
+            n = int(ends[accepted - 1]) if accepted else 0
         if accepted < len(chunk):
             self.full = True
         if accepted == 0:
             return 0
-        n = int(ends[accepted - 1])
+        part = chunk if accepted == len(chunk) else chunk[:accepted]
         try:
-            cols = np.array([e[1:5] for e in chunk[:accepted]], dtype=np.int64).reshape(accepted, 4)
+            cols = [np.array(list(map(g, part)), dtype=np.int64) for g in _GET_COLS]
         except (OverflowError, ValueError, TypeError) as exc:
             raise ValueError(f"bad entry field (queue_id, offset, size, store_time_ms must be integers): {exc}") \
                 from None
-        for col, what in ((0, "queue_id"), (2, "size")):
-            c = cols[:, col]
+        for c, what in ((cols[0], "queue_id"), (cols[2], "size")):
             if c.min() < -(1 << 31) or c.max() >= 1 << 31:
                 raise ValueError(f"{what} out of the int32 range in this batch")
+        if counts is not None and n != accepted:
+            reps = np.asarray(counts[:accepted])
+            cols = [np.repeat(c, reps) for c in cols]
         batch = np.zeros(n, dtype=ITEM_DTYPE)
         batch["fp"] = np.array(fps[:n], dtype=np.uint64)
-        if n == accepted:
-            per_item = cols
-        else:
-            per_item = np.repeat(cols, np.asarray(counts[:accepted]), axis=0)
-        batch["queue"] = per_item[:, 0]
-        batch["offset"] = per_item[:, 1]
-        batch["size"] = per_item[:, 2]
-        batch["time"] = per_item[:, 3]
+        batch["queue"], batch["offset"], batch["size"], batch["time"] = cols
         for i in range(0, n, CHUNK_ITEMS):  # at most CHUNK_ITEMS between checkpoints
             self._append(batch[i:i + CHUNK_ITEMS])
         return accepted
