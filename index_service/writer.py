@@ -6,7 +6,8 @@
   records wait), drops re-dispatched records (see checkpoint.py), writes the rest with one
   `NativeIndexWriter.put_batch`, syncs, and saves the checkpoint. `flush()` waits until everything
   submitted before it is written, so it is queryable.
-- When the file is full, or older than `roll_age_ms`, the writer seals it, creates the next file
+- When the file is full, or the background thread asks (the file is older than `roll_age_ms`),
+  the writer seals it, creates the next file
   (begin time strictly after the old one's) through the scratch folder, saves a checkpoint naming the
   new file, and only then hands the sealed file to the background thread (state SEALED).
 """
@@ -150,8 +151,8 @@ class Writer:
             try:
                 if batch:
                     self._write(batch)
-                if roll is not None or self._due_for_age_roll():
-                    self._roll(roll or "age")
+                if roll is not None:
+                    self._roll(roll)
             except BaseException as exc:  # noqa: BLE001 - reported to every caller from now on
                 log.exception("index writer failed", extra={"file": self.current.stem if self.current else None,
                                                             "state": "WRITING"})
@@ -167,12 +168,6 @@ class Writer:
                 self._done.notify_all()
                 if stopping and not self._pending:
                     return
-
-    def _due_for_age_roll(self) -> bool:
-        mf = self.current
-        if mf is None or mf.form is None or mf.form.item_count == 0:
-            return False
-        return self.config.clock() - mf.begin_ms >= self.config.roll_age_ms
 
     def _write(self, batch: list[Record]) -> None:
         accepted = self.accepted
