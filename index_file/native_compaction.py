@@ -34,7 +34,7 @@ from index_file.native_compacted import (
 )
 from index_file.native_unsealed import NativeIndexWriter
 
-GATHER_BLOCKS = 256  # blocks gathered per step (256 * 64 KiB = 16 MiB of items)
+GATHER_BLOCKS = 32  # blocks gathered per step (32 * 2048 items * 40 B = 2.5 MiB of source items)
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def compact(src_path: str | os.PathLike[str], dst_path: str | os.PathLike[str],
         fps = np.ascontiguousarray(items["fp"])
         order = np.argsort(fps)
         fps_sorted = fps[order]
-        del fps
+        del fps  # peak so far: 24 B per item (fingerprints, order, sorted fingerprints)
         same = fps_sorted[1:] == fps_sorted[:-1]
         dropped = 0
         if same.any():
@@ -102,10 +102,13 @@ def compact(src_path: str | os.PathLike[str], dst_path: str | os.PathLike[str],
                 out[0:HEADER_SIZE] = header.pack()
                 crcs = np.zeros(B, dtype="<u4")
                 step = GATHER_BLOCKS * items_per_block
+                # gather whole 40-byte items as opaque values: much faster than a structured gather
+                raw = items.view(np.dtype((np.void, items.dtype.itemsize)))
                 for c0 in range(0, n, step):
                     c1 = min(n, c0 + step)
-                    rec = items[order[c0:c1]]
+                    rec = np.take(raw, order[c0:c1]).view(items.dtype)
                     _write_blocks(out, header, c0 // items_per_block, rec, fps_sorted[c0:c1], crcs)
+                raw = rec = None  # release the views into the source mapping
                 fences = fps_sorted[::items_per_block].astype("<u8")
                 summary = fences.tobytes() + crcs.tobytes()
                 so = header.summary_offset
