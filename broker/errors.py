@@ -53,3 +53,15 @@ class InvalidRequest(MetadataError, ValueError):
 
 class OffsetOutOfRange(InvalidRequest):
     """A read below the stream's start offset (trimmed data) or of a stream that has no such offset."""
+
+
+class InvalidField(BrokerError, ValueError):
+    """Bad input in one named request field (negative offset, malformed cursor, wrong type)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field} {message}")
+        self.field = field
+
+
+class NotOwner(Fenced):
+    """This node does not own the partition's streams (another node opened them at a newer epoch)."""

@@ -1,10 +1,13 @@
-"""Stream read path: log cache first, then objects found through the metadata lookup, reading only the
-blocks that cover the requested offsets (ranged GETs), with each object's index cached after first use."""
+"""Stream read path: log cache first, then the block cache, then objects found through the metadata lookup,
+reading only the blocks that cover the requested offsets (ranged GETs), with each object's index cached
+after first use."""
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 
+from broker.block_cache import BlockCache
 from broker.log_cache import LogCache
 from broker.metadata.client import MetadataClient
 from broker.object_format import StreamRecord
@@ -14,23 +17,59 @@ from storage_tier import BlobStore
 
 class StreamReader:
     def __init__(self, store: BlobStore, meta: MetadataClient, cache: LogCache | None = None,
-                 index_cache_entries: int = 1024) -> None:
+                 index_cache_entries: int = 1024, block_cache: BlockCache | None = None) -> None:
         self.store = store
         self.meta = meta
         self.cache = cache
+        self.block_cache = block_cache
+        self._lock = threading.Lock()
         self._readers: OrderedDict[int, ObjectReader] = OrderedDict()
         self._max_readers = index_cache_entries
 
     def _reader(self, object_id: int, size: int) -> ObjectReader:
-        r = self._readers.get(object_id)
-        if r is None:
-            r = ObjectReader(self.store, self.meta.object_key(object_id), size=size or None)
+        with self._lock:
+            r = self._readers.get(object_id)
+            if r is not None:
+                self._readers.move_to_end(object_id)
+                return r
+        r = ObjectReader(self.store, self.meta.object_key(object_id), size=size or None)
+        with self._lock:
             self._readers[object_id] = r
             if len(self._readers) > self._max_readers:
                 self._readers.popitem(last=False)
-        else:
-            self._readers.move_to_end(object_id)
         return r
+
+    def reader(self, object_id: int, size: int) -> ObjectReader:
+        """The (cached) reader of one object: its footer and index are read once."""
+        return self._reader(object_id, size)
+
+    def _read_object(self, object_id: int, size: int, stream_id: int, start: int, end: int,
+                     max_bytes: int) -> list[StreamRecord]:
+        reader = self._reader(object_id, size)
+        if self.block_cache is None:
+            return reader.read(stream_id, start, end, max_bytes)
+        entries = reader.entries_for(stream_id, start, end)
+        kept, total = [], 0
+        for e in entries:
+            kept.append(e)
+            total += e.size
+            if total >= max_bytes:
+                break
+        blocks: dict[int, list[StreamRecord]] = {}
+        missing = []
+        for e in kept:
+            got = self.block_cache.get(object_id, e.position)
+            if got is None:
+                missing.append(e)
+            else:
+                blocks[e.position] = got
+        for e, records in reader.read_blocks(missing):
+            self.block_cache.put(object_id, e.position, records)
+            blocks[e.position] = records
+        out: list[StreamRecord] = []
+        for e in kept:
+            out.extend(r for r in blocks[e.position] if r.last_offset > start and r.base_offset < end)
+        return out
 
     def read(self, stream_id: int, start: int, end: int, max_bytes: int = 1 << 20) -> list[StreamRecord]:
         """Records overlapping [start, end), in order, stopping after about `max_bytes` of payload."""
@@ -45,7 +84,7 @@ class StreamReader:
             if not lookup.objects:
                 break
             for ref in lookup.objects:
-                recs = self._reader(ref.object_id, ref.size).read(stream_id, pos, min(end, ref.end), max_bytes - got)
+                recs = self._read_object(ref.object_id, ref.size, stream_id, pos, min(end, ref.end), max_bytes - got)
                 if not recs:
                     return out
                 out.extend(recs)

@@ -156,6 +156,17 @@ class MetadataClient:
     def kv_put(self, key: str, value: str) -> None:
         self._txn(lambda img: ([{"type": "kv_put", "key": key, "value": value}], None))
 
+    def kv_put_many(self, items: dict[str, str]) -> None:
+        """Store several keys in one transaction."""
+        self._txn(lambda img: ([{"type": "kv_put", "key": k, "value": v} for k, v in items.items()], None))
+
+    def kv_items(self, prefix: str = "", refresh: bool = True) -> dict[str, str]:
+        """Every key starting with `prefix` and its value (from the caught-up image)."""
+        if refresh:
+            self.catch_up()
+        with self._lock:
+            return {k: v for k, v in self.image.kv.items() if k.startswith(prefix)}
+
     def kv_delete(self, key: str) -> None:
         self._txn(lambda img: ([{"type": "kv_delete", "key": key}] if key in img.kv else [], None))
 
@@ -168,31 +179,77 @@ class MetadataClient:
 
         return self._txn(build)  # type: ignore[return-value]
 
+    def create_streams(self, count: int, start_offset: int = 0) -> list[int]:
+        """Create `count` streams in one transaction; returns their ids."""
+        if count <= 0:
+            raise InvalidRequest("create_streams: count must be positive")
+
+        def build(img: MetadataImage) -> tuple[list[Record], list[int]]:
+            self._check_node(img)
+            first = img.next_stream_id
+            ids = list(range(first, first + count))
+            return [{"type": "stream_create", "stream_id": sid, "start": start_offset} for sid in ids], ids
+
+        return self._txn(build)  # type: ignore[return-value]
+
     def get_stream(self, stream_id: int, refresh: bool = True) -> StreamMeta:
         if refresh:
             self.catch_up()
         return self.image.stream(stream_id)
 
+    def _open_records(self, img: MetadataImage, stream_id: int, epoch: int) -> list[Record]:
+        """The records opening `stream_id` at `epoch` (none for an idempotent re-open); raises when refused."""
+        s = img.stream(stream_id)
+        if epoch < s.epoch:
+            raise Fenced(f"open stream {stream_id}: epoch {epoch} is stale (current {s.epoch})")
+        if epoch == s.epoch:
+            if s.owner != self.node_id:
+                raise Fenced(f"open stream {stream_id}: epoch {epoch} belongs to node {s.owner}")
+            if s.state == OPENED:
+                return []  # idempotent re-open by the owner
+            raise Fenced(f"open stream {stream_id}: epoch {epoch} was closed; open with a higher epoch")
+        if s.state == OPENED:
+            raise InvalidRequest(f"open stream {stream_id}: still opened by node {s.owner} at epoch {s.epoch}; "
+                                 "it must be closed first")
+        return [{"type": "stream_open", "stream_id": stream_id, "epoch": epoch, "node_id": self.node_id,
+                 "range_index": (s.ranges[-1].index + 1) if s.ranges else 0}]
+
     def open_stream(self, stream_id: int, epoch: int) -> StreamMeta:
         def build(img: MetadataImage) -> tuple[list[Record], StreamMeta]:
             self._check_node(img)
-            s = img.stream(stream_id)
-            if epoch < s.epoch:
-                raise Fenced(f"open stream {stream_id}: epoch {epoch} is stale (current {s.epoch})")
-            if epoch == s.epoch:
-                if s.owner != self.node_id:
-                    raise Fenced(f"open stream {stream_id}: epoch {epoch} belongs to node {s.owner}")
-                if s.state == OPENED:
-                    return [], s  # idempotent re-open by the owner
-                raise Fenced(f"open stream {stream_id}: epoch {epoch} was closed; open with a higher epoch")
-            if s.state == OPENED:
-                raise InvalidRequest(f"open stream {stream_id}: still opened by node {s.owner} at epoch {s.epoch}; "
-                                     "it must be closed first")
-            rec = {"type": "stream_open", "stream_id": stream_id, "epoch": epoch, "node_id": self.node_id,
-                   "range_index": (s.ranges[-1].index + 1) if s.ranges else 0}
-            return [rec], s
+            return self._open_records(img, stream_id, epoch), img.stream(stream_id)
 
         return self._txn(build)  # type: ignore[return-value]
+
+    def open_streams(self, requests: Sequence[tuple[int, int]]) -> dict[int, Exception | None]:
+        """Open several (stream id, epoch) in one transaction. Each is checked like `open_stream`; the
+        ones refused are left alone and reported with their exception (None: opened)."""
+        def build(img: MetadataImage) -> tuple[list[Record], dict[int, Exception | None]]:
+            self._check_node(img)
+            records: list[Record] = []
+            out: dict[int, Exception | None] = {}
+            for sid, epoch in requests:
+                try:
+                    records += self._open_records(img, sid, epoch)
+                    out[sid] = None
+                except (Fenced, InvalidRequest, StreamNotFound) as exc:
+                    out[sid] = exc
+            return records, out
+
+        return self._txn(build)  # type: ignore[return-value]
+
+    def close_streams(self, requests: Sequence[tuple[int, int]]) -> None:
+        """Close several (stream id, epoch) owned by this node in one transaction (all or nothing)."""
+        def build(img: MetadataImage) -> tuple[list[Record], None]:
+            self._check_node(img)
+            records: list[Record] = []
+            for sid, epoch in requests:
+                s = self._check_owner(img, "close", sid, epoch)
+                if s.state != CLOSED:
+                    records.append({"type": "stream_close", "stream_id": sid, "epoch": epoch})
+            return records, None
+
+        self._txn(build)
 
     def _check_owner(self, img: MetadataImage, op: str, stream_id: int, epoch: int) -> StreamMeta:
         s = img.stream(stream_id)

@@ -1,0 +1,128 @@
+"""Dispatcher: hands every acknowledged record's index entry to the IndexService, in offset order per
+partition, exactly once across restarts.
+
+Live path: after the WAL acknowledges a batch, the node enqueues the batch's entries (topic, partition,
+offset, size, store time, keys) and the dispatcher thread passes them to `IndexService.put_batch`.
+Restart path: before any live entry, the thread re-dispatches each partition from the index's own
+checkpoint + 1 (`IndexService.checkpoint(topic, partition)`) up to the end acknowledged at open, reading
+the records back through the broker's read path. The index drops offsets at or below its checkpoint, so
+nothing is indexed twice; nothing acknowledged is skipped, since the live entries of a partition only
+go after its catch-up range.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from index_file import IndexEntry
+
+log = logging.getLogger("mqindex.broker.dispatch")
+
+
+@dataclass(frozen=True)
+class CatchUp:
+    topic: str
+    partition: int
+    start: int  # first offset to re-dispatch
+    end: int  # exclusive
+
+
+class Dispatcher:
+    def __init__(self, put_batch: Callable[[Sequence[IndexEntry]], object],
+                 read_entries: Callable[[CatchUp], Iterator[list[IndexEntry]]], flush: Callable[[], None]) -> None:
+        self._put_batch = put_batch
+        self._read_entries = read_entries
+        self._flush = flush
+        self._cond = threading.Condition()
+        self._queue: deque[list[IndexEntry]] = deque()
+        self._catch_up: list[CatchUp] = []
+        self._enqueued = 0
+        self._done = 0
+        self._busy = False
+        self._stop = False
+        self.error: BaseException | None = None
+        self.dispatched = 0  # entries handed to the index
+        self.redispatched = 0  # of which by catch-up
+        self._thread = threading.Thread(target=self._run, name="broker-dispatcher", daemon=True)
+
+    def start(self, catch_up: list[CatchUp]) -> None:
+        self._catch_up = [c for c in catch_up if c.end > c.start]
+        self._thread.start()
+
+    def enqueue(self, entries: list[IndexEntry]) -> None:
+        if not entries:
+            return
+        with self._cond:
+            self._queue.append(entries)
+            self._enqueued += 1
+            self._cond.notify_all()
+
+    def wait_idle(self, timeout: float = 60.0) -> None:
+        """Wait until everything enqueued before this call (and the catch-up) is in the index, queryable."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            target = self._enqueued
+            while self._done < target or self._catch_up or self._busy:
+                if self.error is not None:
+                    raise RuntimeError(f"index dispatch failed: {self.error}") from self.error
+                if not self._thread.is_alive():
+                    raise RuntimeError("the dispatcher thread is not running")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"dispatch not idle after {timeout}s")
+                self._cond.wait(min(left, 0.5))
+        self._flush()
+
+    def stop(self) -> None:
+        """Dispatch what is queued, then stop."""
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _run(self) -> None:
+        try:
+            for c in list(self._catch_up):
+                n = 0
+                for entries in self._read_entries(c):
+                    self._put_batch(entries)
+                    n += len(entries)
+                self.dispatched += n
+                self.redispatched += n
+                log.info("re-dispatched to the index", extra={"topic": c.topic, "partition": c.partition,
+                                                               "from_offset": c.start, "to_offset": c.end,
+                                                               "entries": n})
+                with self._cond:
+                    self._catch_up.remove(c)
+                    self._cond.notify_all()
+            while True:
+                with self._cond:
+                    while not self._queue and not self._stop:
+                        self._cond.wait()
+                    if not self._queue and self._stop:
+                        return
+                    batch: list[IndexEntry] = []
+                    n = 0
+                    while self._queue and len(batch) < 65536:
+                        batch.extend(self._queue.popleft())
+                        n += 1
+                    self._busy = True
+                try:
+                    self._put_batch(batch)
+                    self.dispatched += len(batch)
+                finally:
+                    with self._cond:
+                        self._busy = False
+                        self._done += n
+                        self._cond.notify_all()
+        except BaseException as exc:  # noqa: BLE001 - surfaced by wait_idle; the restart re-dispatches
+            log.exception("index dispatch failed; entries from here are re-dispatched after a restart")
+            with self._cond:
+                self.error = exc
+                self._cond.notify_all()

@@ -1,0 +1,65 @@
+"""Retention: how far a partition's data stream may be trimmed, by time and by size.
+
+Granularity is one object part (a stream object, or this stream's range in a stream set object), like
+Kafka deleting whole segments:
+- by time: a part is expired when its object was committed before now - retention_ms (every record in
+  it was stored no later than its commit, so this never drops a record younger than the retention);
+- by size: while the stream's bytes (committed parts + what the log cache still holds) minus the oldest
+  part stay at or above retention_bytes, that part goes.
+The new start offset is the end of the last expired part. Trimming the stream in the metadata marks
+objects wholly below it MARK_DESTROYED; `cleanup_objects` then deletes them from the store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from broker.metadata import MetadataClient
+from broker.stream_reader import StreamReader
+
+
+@dataclass(frozen=True)
+class RetentionPolicy:
+    retention_ms: int | None = None  # None: keep forever
+    retention_bytes: int | None = None  # None: no size limit
+
+    @property
+    def active(self) -> bool:
+        return self.retention_ms is not None or self.retention_bytes is not None
+
+
+def part_bytes(reader: StreamReader, stream_id: int, object_id: int, kind: str, size: int, start: int,
+               end: int) -> int:
+    """Bytes of one stream's part in an object: the object size for a stream object, the stream's blocks
+    of a stream set object (from its index, read once and cached)."""
+    if kind == "SO":
+        return size
+    entries = reader.reader(object_id, size).entries_for(stream_id, start, end)
+    return sum(e.size for e in entries)
+
+
+def retention_start(meta: MetadataClient, reader: StreamReader, stream_id: int, cached_bytes: int,
+                    policy: RetentionPolicy, now_ms: int) -> int:
+    """The start offset retention allows for the stream (its current start when nothing expires)."""
+    s = meta.get_stream(stream_id)
+    start = s.start_offset
+    if not policy.active or s.end_offset <= start:
+        return start
+    refs = meta.get_objects(stream_id, start, s.end_offset, refresh=False).objects
+    new_start = start
+    if policy.retention_ms is not None:
+        cutoff = now_ms - policy.retention_ms
+        for ref in refs:
+            o = meta.image.objects.get(ref.object_id)
+            if o is None or o.committed_at is None or o.committed_at >= cutoff:
+                break
+            new_start = ref.end
+    if policy.retention_bytes is not None:
+        sizes = [part_bytes(reader, stream_id, r.object_id, r.kind, r.size, r.start, r.end) for r in refs]
+        total = sum(sizes) + cached_bytes
+        for ref, size in zip(refs, sizes, strict=True):
+            if total - size < policy.retention_bytes:
+                break
+            total -= size
+            new_start = max(new_start, ref.end)
+    return new_start

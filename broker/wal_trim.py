@@ -1,0 +1,61 @@
+"""Which prefix of the WAL is no longer needed: every record in it is committed to object storage.
+
+Appends register a slot in WAL order (the caller holds the lock that orders its `Wal.append_async`
+calls); the slot learns its WAL position when the append completes. After an upload commits, the
+streams' committed ends advance and `trim_point()` pops the leading slots whose records are committed
+(or whose stream this node gave up, see `forget_stream`), returning the WAL offset to trim to.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass
+
+
+@dataclass
+class WalSlot:
+    stream_id: int
+    last_offset: int  # the stream offset after the record (exclusive end)
+    wal_next: int | None = None  # WAL offset after the record, once durable
+
+
+class WalTrimTracker:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._slots: deque[WalSlot] = deque()
+        self._committed: dict[int, int] = {}
+        self._forgotten: set[int] = set()
+
+    def add(self, slot: WalSlot) -> None:
+        with self._lock:
+            self._slots.append(slot)
+
+    def committed(self, ends: dict[int, int]) -> None:
+        """Streams' ends now in object storage."""
+        with self._lock:
+            for sid, end in ends.items():
+                if end > self._committed.get(sid, -1):
+                    self._committed[sid] = end
+
+    def forget_stream(self, stream_id: int) -> None:
+        """This node no longer owns the stream: its WAL records must not hold the trim point back."""
+        with self._lock:
+            self._forgotten.add(stream_id)
+
+    def trim_point(self) -> int | None:
+        """The WAL offset below which every record is committed (None: nothing new to trim)."""
+        point = None
+        with self._lock:
+            while self._slots:
+                s = self._slots[0]
+                if s.wal_next is None:
+                    break
+                if s.stream_id not in self._forgotten and self._committed.get(s.stream_id, -1) < s.last_offset:
+                    break
+                point = s.wal_next
+                self._slots.popleft()
+        return point
+
+    def __len__(self) -> int:
+        return len(self._slots)
