@@ -63,6 +63,37 @@ def _check_record(r: Sequence[Any]) -> Record:
     return (topic, queue_id, offset, size, store_time_ms, keys)
 
 
+_I31 = 1 << 31
+
+
+def _check_batch(records: Iterable[IndexEntry | Sequence[Any]], topics: set[str]) -> list[Record]:
+    """Validate a batch on the fast path (one tight loop; topics already seen are not re-checked);
+    any record that fails it goes through _check_record, which raises or normalises it."""
+    out: list[Record] = records if type(records) is list else list(records)  # type: ignore[assignment]
+    fixed: list[tuple[int, Record]] = []
+    for i, r in enumerate(out):
+        try:
+            topic, q, off, size, t, keys = r
+        except (TypeError, ValueError):
+            fixed.append((i, _check_record(r)))
+            continue
+        if (topic not in topics or type(q) is not int or type(off) is not int or type(size) is not int
+                or type(t) is not int or type(keys) is str or not 0 <= q < _I31 or not 0 <= size < _I31
+                or not 0 <= off <= _I64_MAX or not _I64_MIN < t < _I64_MAX):
+            fixed.append((i, _check_record(r)))
+            if type(topic) is str and "#" not in topic and topic:
+                topics.add(topic)
+            continue
+        for k in keys:
+            if type(k) is not str:
+                _check_record(r)
+    if fixed:
+        out = list(out)
+        for i, rec in fixed:
+            out[i] = rec
+    return out
+
+
 class IndexService:
     def __init__(self, folders: StateFolders, config: ServiceConfig, store: object | None) -> None:
         self.folders = folders
@@ -73,6 +104,7 @@ class IndexService:
         self.lifecycle = Lifecycle(folders, self.files_map, config, store)
         self.recovery: RecoveryReport | None = None
         self._closed = False
+        self._topics: set[str] = set()  # topics whose names were validated
         self._close_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(config.query_threads, thread_name_prefix="mqindex-query")
         self.writer: Writer
@@ -133,7 +165,7 @@ class IndexService:
         tuples (keys: a list of strings or one string), in dispatch order. Returns how many were
         buffered (all of them; a bad record raises ValueError before anything is buffered)."""
         self._require_open()
-        recs = [_check_record(r) for r in records]
+        recs = _check_batch(records, self._topics)
         if recs:
             self.writer.submit(recs)
         return len(recs)
