@@ -719,7 +719,7 @@ class BrokerNode:
         if trimmed:
             self._write_states([self._partitions[(p.topic.name, p.index)] for p in parts if p.name in trimmed],
                                clean=False)
-        cleaned = self.meta.cleanup_objects(self.store, now_ms=now)
+        cleaned = self.meta.cleanup_objects(self.store, now_ms=max(now, _now_ms()))
         if cleaned.deleted or cleaned.expired:
             log.info("objects cleaned up", extra={"deleted": cleaned.deleted, "expired": cleaned.expired})
         return {"trimmed": trimmed, "deleted": cleaned.deleted, "expired": cleaned.expired}
