@@ -114,3 +114,25 @@ def test_store_down_retries_later_without_blocking_writes(tmp_path: Path, seawee
             assert [h.offset for h in svc.query("t", f"k{i}", 5)] == [i]
     finally:
         svc.close()
+
+
+def test_rocketmq_geometry_works(tmp_path: Path) -> None:
+    """RocketMQ's 5,000,000 slots / 20,000,000 items per file: sparse files, same lifecycle."""
+    from index_service import ServiceConfig
+
+    cfg = ServiceConfig.rocketmq_defaults(maintain_interval_s=0)
+    assert (cfg.slots, cfg.max_items) == (5_000_000, 20_000_000)
+    clock = ManualClock()
+    svc = open_service(tmp_path / "idx", f"file://{tmp_path}/blobs", clock, slots=cfg.slots, max_items=cfg.max_items)
+    try:
+        svc.put_batch([("t", i % 4, i, 1, clock.now + i, [f"k{i}", "all"]) for i in range(5000)])
+        svc.flush()
+        (w,) = svc.files()
+        assert w.items == 10_000 and w.state is FileState.WRITING
+        assert [h.offset for h in svc.query("t", "k4321", 5)] == [4321]
+        svc.roll()
+        svc.maintain()
+        assert [f.state for f in svc.files() if f.items] == [FileState.UPLOADED]
+        assert [h.offset for h in svc.query("t", "all", 3)] == [4999, 4998, 4997]
+    finally:
+        svc.close()
