@@ -545,9 +545,12 @@ class BrokerNode:
         self.meta.catch_up()
         node = self.meta.image.nodes.get(self.node_id)
         node_fenced = node is None or node.epoch != self.meta.node_epoch
+        if node_fenced:  # a newer incarnation of this node registered: every partition is lost
+            with self._lock:
+                sids = sids + [p.data_stream for p in self._partitions.values() if p.owned]
         for sid in sids:
             p = self._by_stream.get(sid)
-            if p is None:
+            if p is None or not p.owned:
                 continue
             s = self.meta.get_stream(sid, refresh=False)
             if node_fenced or s.epoch != p.epoch or s.owner != self.node_id or s.state != OPENED:
