@@ -1,0 +1,249 @@
+"""Broker benchmark, each figure next to its raw peer measured in the same run:
+
+1. produce throughput (MB/s of 1 KiB values, acknowledged after the WAL fsync) vs raw append + fsync of
+   the same disk with the same request sizes (one writer, one fsync per request-sized write);
+2. object PUT requests and bytes written per GB ingested with 1, 100 and 1000 partitions (scaled down
+   with --gb, reported per GB): the upload path should cost the same whatever the partition count;
+3. cold read of one partition from objects (fresh node, empty caches) vs raw 1 MiB ranged GETs of the
+   same objects on SeaweedFS.
+
+Run: `mqindex bench broker` or `python -m bench.broker [--produce-mb 256] [--gb 0.25] [--cold-mb 64]`.
+SeaweedFS is started for the run unless --store gives an S3 URL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from bench.common import emit, save_results, table
+from broker.client_messages import InMessage
+from broker.node import BrokerNode
+from storage_tier import open_store
+
+KiB, MiB = 1024, 1024 * 1024
+RECORD = 1 * KiB
+
+
+def _open(work: Path, name: str, store_url: str, **kw: Any) -> BrokerNode:
+    kw.setdefault("upload_interval_s", 3600.0)
+    kw.setdefault("maintenance_interval_s", 0)
+    return BrokerNode.open(work / name, store_url, f"sqlite:///{work}/{name}-meta.sqlite", **kw)
+
+
+def _produce(node: BrokerNode, topic: str, partitions: int, total_bytes: int, per_request: int,
+             threads: int) -> tuple[float, int]:
+    """Produce `total_bytes` of 1 KiB values in requests of `per_request` records from `threads` threads,
+    each request to one partition (cycling). Returns (seconds, bytes)."""
+    requests = max(1, total_bytes // (RECORD * per_request))
+    counter = iter(range(requests))
+    lock = threading.Lock()
+    value = os.urandom(RECORD)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        while True:
+            with lock:
+                i = next(counter, None)
+            if i is None:
+                return
+            try:
+                node.produce(topic, [InMessage(value, partition=i % partitions) for _ in range(per_request)])
+            except BaseException as exc:  # noqa: BLE001
+                errors.append(exc)
+                return
+
+    ts = [threading.Thread(target=run) for _ in range(threads)]
+    t0 = time.perf_counter()
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    if errors:
+        raise errors[0]
+    return elapsed, requests * per_request * RECORD
+
+
+def raw_append_fsync(directory: Path, total_bytes: int, write_size: int) -> float:
+    """MB/s of write(write_size) + fsync in a loop on one file (the disk's ack-after-fsync bandwidth)."""
+    path = directory / "raw-append.bin"
+    buf = os.urandom(write_size)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    n = max(1, total_bytes // write_size)
+    try:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            os.write(fd, buf)
+            os.fsync(fd)
+        elapsed = time.perf_counter() - t0
+    finally:
+        os.close(fd)
+        path.unlink()
+    return n * write_size / MiB / elapsed
+
+
+def bench_produce(work: Path, store_url: str, mb: int, per_request: int, threads: int) -> dict[str, Any]:
+    node = _open(work, "produce", store_url, upload_interval_s=1.0)
+    try:
+        node.create_topic("p", threads)
+        node.produce("p", [InMessage(b"warm", partition=i) for i in range(threads)])
+        fsyncs0 = node.wal.fsyncs
+        secs, nbytes = _produce(node, "p", threads, mb * MiB, per_request, threads)
+        fsyncs = node.wal.fsyncs - fsyncs0
+    finally:
+        node.close()
+    broker = nbytes / MiB / secs
+    raw = raw_append_fsync(work, min(mb, 128) * MiB, per_request * RECORD)
+    group = nbytes / max(fsyncs, 1)
+    raw_group = raw_append_fsync(work, min(mb, 128) * MiB, max(RECORD, int(group) // 4096 * 4096))
+    return {"broker_mb_s": broker, "raw_mb_s": raw, "ratio": broker / raw, "request_bytes": per_request * RECORD,
+            "threads": threads, "fsyncs": fsyncs, "bytes_per_fsync": group, "raw_group_mb_s": raw_group,
+            "ratio_group": broker / raw_group, "mb": nbytes / MiB, "seconds": secs}
+
+
+def bench_puts(work: Path, store_url: str, gb: float, partitions: list[int], threshold: int) -> list[dict[str, Any]]:
+    out = []
+    for n in partitions:
+        node = _open(work, f"puts-{n}", store_url, upload_threshold=threshold)
+        try:
+            node.create_topic("t", n)
+            node.flush()  # the partition state records of the new topic: not ingested data
+            before = node.store.meter.snapshot()
+            secs, nbytes = _produce(node, "t", n, int(gb * 1024 * MiB), 32, 4)
+            node.flush()
+            d = node.store.meter.snapshot() - before
+            uploads = node.uploader.uploads
+        finally:
+            node.close()
+        per_gb = 1024 * MiB / nbytes
+        out.append({"partitions": n, "ingested_mb": nbytes / MiB, "put_requests": d["PUT"],
+                    "puts_per_gb": d["PUT"] * per_gb, "bytes_per_gb": d.bytes_in * per_gb,
+                    "write_amplification": d.bytes_in / nbytes, "uploads": uploads, "seconds": secs})
+    return out
+
+
+def bench_cold_read(work: Path, store_url: str, mb: int) -> dict[str, Any]:
+    node = _open(work, "cold", store_url, upload_threshold=16 * MiB)
+    try:
+        node.create_topic("c", 1)
+        _produce(node, "c", 1, mb * MiB, 64, 2)
+        node.flush()
+        end = node.partition_info("c", 0)["end_offset"]
+    finally:
+        node.close()
+    node = _open(work, "cold", store_url)  # fresh caches: every byte comes from the store
+    try:
+        before = node.store.meter.snapshot()
+        t0 = time.perf_counter()
+        pos, got = 0, 0
+        while pos < end:
+            msgs, pos = node.fetch("c", 0, pos, 1000)
+            got += sum(len(m.value or b"") for m in msgs)
+        fetch_s = time.perf_counter() - t0
+        d = node.store.meter.snapshot() - before
+        # the stream level (objects -> stream records, no Kafka record parsing)
+        node.block_cache.__init__(node.block_cache.max_bytes)
+        sid = node.partition_info("c", 0)["data_stream"]
+        node.reader._readers.clear()
+        t0 = time.perf_counter()
+        pos, stream_bytes = 0, 0
+        while pos < end:
+            recs = node.reader.read(sid, pos, end, 4 * MiB)
+            stream_bytes += sum(len(r.payload) for r in recs)
+            pos = recs[-1].last_offset
+        stream_s = time.perf_counter() - t0
+        keys = [node.meta.object_key(o) for o in node.meta.committed_objects()]
+    finally:
+        node.close()
+    store = open_store(store_url)
+    try:
+        t0 = time.perf_counter()
+        raw = 0
+        for k in keys:
+            size = store.size(k)
+            for start in range(0, size, MiB):
+                raw += len(store.get(k, start, min(size, start + MiB)))
+        raw_s = time.perf_counter() - t0
+    finally:
+        store.close()
+    return {"fetch_mb_s": got / MiB / fetch_s, "stream_mb_s": stream_bytes / MiB / stream_s,
+            "raw_get_mb_s": raw / MiB / raw_s, "fetch_ratio": (got / fetch_s) / (raw / raw_s),
+            "stream_ratio": (stream_bytes / stream_s) / (raw / raw_s), "gets": d["GET"], "mb": got / MiB,
+            "objects": len(keys)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="mqindex bench broker", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--produce-mb", type=int, default=256, help="MiB produced for the throughput figure")
+    ap.add_argument("--request-records", type=int, default=64, help="1 KiB records per produce request")
+    ap.add_argument("--threads", type=int, default=4, help="producer threads (one partition each)")
+    ap.add_argument("--gb", type=float, default=0.25, help="GB ingested per partition count (reported per GB)")
+    ap.add_argument("--partitions", default="1,100,1000")
+    ap.add_argument("--upload-threshold-mb", type=int, default=32)
+    ap.add_argument("--cold-mb", type=int, default=64)
+    ap.add_argument("--store", help="S3 URL of an existing store (default: start SeaweedFS for the run)")
+    ap.add_argument("--dir", help="work directory (default: a temporary one, removed after)")
+    ap.add_argument("--only", choices=["produce", "puts", "cold"], action="append")
+    args = ap.parse_args(argv)
+    only = set(args.only or ["produce", "puts", "cold"])
+    work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="bench-broker-"))
+    work.mkdir(parents=True, exist_ok=True)
+    weed = None
+    try:
+        store_url = args.store
+        if store_url is None:
+            from storage_tier.seaweedfs_server import SeaweedFS
+
+            weed = SeaweedFS(work / "seaweedfs").start(bucket="bench")
+            store_url = weed.store_url("bench", f"broker-{uuid.uuid4().hex[:8]}")
+        results: dict[str, Any] = {}
+        if "produce" in only:
+            r = bench_produce(work, store_url, args.produce_mb, args.request_records, args.threads)
+            results["produce"] = r
+            emit(table("Produce throughput, 1 KiB records, ack after fsync",
+                       ["", "MB/s", "write per fsync", "ratio broker/raw"],
+                       [["broker produce", r["broker_mb_s"], f"{r['bytes_per_fsync'] / KiB:.0f} KiB (group commit)",
+                         "-"],
+                        ["raw append+fsync, request size", r["raw_mb_s"], f"{r['request_bytes'] / KiB:.0f} KiB",
+                         r["ratio"]],
+                        ["raw append+fsync, group size", r["raw_group_mb_s"],
+                         f"{r['bytes_per_fsync'] / KiB:.0f} KiB", r["ratio_group"]]]))
+        if "puts" in only:
+            rows = bench_puts(work, store_url, args.gb, [int(x) for x in args.partitions.split(",")],
+                              args.upload_threshold_mb * MiB)
+            results["puts"] = rows
+            base = rows[0]["puts_per_gb"]
+            emit(table(f"Object PUTs per GB ingested ({args.gb} GB each, upload threshold "
+                       f"{args.upload_threshold_mb} MiB)",
+                       ["partitions", "PUT requests", "PUTs/GB", "bytes written/GB (MiB)", "write amp.",
+                        "uploads", "PUTs/GB vs 1 partition"],
+                       [[r["partitions"], r["put_requests"], r["puts_per_gb"], r["bytes_per_gb"] / MiB,
+                         r["write_amplification"], r["uploads"], r["puts_per_gb"] / base] for r in rows]))
+        if "cold" in only:
+            r = bench_cold_read(work, store_url, args.cold_mb)
+            results["cold"] = r
+            emit(table(f"Cold read of one partition ({r['mb']:.0f} MiB in {r['objects']} objects) from SeaweedFS",
+                       ["", "MB/s", "ratio vs raw GET"],
+                       [["broker fetch (whole Kafka records)", r["fetch_mb_s"], r["fetch_ratio"]],
+                        ["stream read (records as stored)", r["stream_mb_s"], r["stream_ratio"]],
+                        ["raw 1 MiB ranged GETs", r["raw_get_mb_s"], 1.0]]))
+        path = save_results("broker", results)
+        emit(f"raw figures: {path}")
+    finally:
+        if weed is not None:
+            weed.stop()
+        if not args.dir:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
