@@ -406,8 +406,11 @@ class BrokerNode:
     def list_topics(self) -> list[dict[str, Any]]:
         out = []
         for name in self.registry.names():
-            info = self._topic(name)
-            out.append(info.as_dict())
+            with self._lock:
+                info = self._topics.get(name)
+            info = info or self.registry.get(name, refresh=False)
+            if info is not None:
+                out.append(info.as_dict())
         return out
 
     def _topic(self, name: str) -> TopicInfo:

@@ -2,8 +2,9 @@
 
 Records are appended in (streamId, baseOffset) order; a data block holds one stream's contiguous records
 and closes at about `block_size` bytes of records, on a change of stream, or on an offset gap. Closed
-blocks are buffered and shipped as multipart parts once `part_size` bytes are pending, so memory stays
-bounded for big objects; a small object is written with a single PUT. `close()` appends the index block
+blocks are buffered and shipped as multipart parts of `part_size` bytes once two parts' worth are
+pending, so memory stays bounded (< 2 parts) for big objects and the part count depends on the object
+size only; an object below 2 parts is written with a single PUT. `close()` appends the index block
 and the footer and returns an `ObjectInfo`; `abort()` (or an exception inside a `with`) leaves nothing.
 """
 
@@ -113,15 +114,20 @@ class ObjectWriter:
         self._pending += self._block
         self._block = bytearray()
         self._block_records = 0
-        if len(self._pending) >= self.part_size:
+        if len(self._pending) >= 2 * self.part_size:
             self._ship()
 
-    def _ship(self) -> None:
+    def _ship(self, final: bool = False) -> None:
+        """Ship pending bytes as parts of exactly `part_size`, keeping at least one part's worth back until
+        the end so the last part is never a small tail: an object of N bytes takes max(1, N // part_size)
+        parts whatever its block layout (many small partitions or one big one cost the same PUTs)."""
         if self._mpu is None:
             self._mpu = self.store.multipart(self.key)
-        self._mpu.write_part(bytes(self._pending))
-        self._shipped += len(self._pending)
-        self._pending = bytearray()
+        while len(self._pending) >= 2 * self.part_size or (final and self._pending):
+            n = len(self._pending) if len(self._pending) < 2 * self.part_size else self.part_size
+            self._mpu.write_part(bytes(self._pending[:n]))
+            self._shipped += n
+            del self._pending[:n]
 
     def close(self) -> ObjectInfo:
         """Write the index block and footer and make the object visible."""
@@ -137,7 +143,7 @@ class ObjectWriter:
             if self._mpu is None:
                 self.store.put(self.key, bytes(self._pending))
             else:
-                self._ship()
+                self._ship(final=True)
                 self._mpu.complete()
             self._closed = True
             return ObjectInfo(self.key, size, list(self._index), list(self._ranges))

@@ -28,7 +28,6 @@ class UploadLoop:
         self._served = 0  # upload_now() calls whose upload ran (after they were made)
         self._error: BaseException | None = None
         self._stop = False
-        self._kick = False
         self.uploads = 0
         self.failures = 0
         self._thread = threading.Thread(target=self._run, name="broker-uploader", daemon=True)
@@ -39,9 +38,7 @@ class UploadLoop:
     def notify(self, cache_bytes: int) -> None:
         if cache_bytes >= self.threshold:
             with self._cond:
-                if not self._kick:
-                    self._kick = True
-                    self._cond.notify_all()
+                self._cond.notify_all()
 
     def upload_now(self, timeout: float | None = 120.0) -> None:
         """Upload everything cached now; raises the upload's error if it failed."""
@@ -79,13 +76,12 @@ class UploadLoop:
                     now = time.monotonic()
                     if self._requested > self._served:
                         break
-                    if self._kick and backoff == 0.0:
-                        break
+                    if backoff == 0.0 and self._cache_bytes() >= self.threshold:
+                        break  # re-checked here: bytes that arrived during the last upload may be few
                     if now >= due and self._cache_bytes() > 0:
                         break
                     self._cond.wait(max(0.01, min(due - now, 1.0)) if now < due else min(self.interval_s, 1.0))
                 target = self._requested
-                self._kick = False
             err: BaseException | None = None
             try:
                 self._upload()
