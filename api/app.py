@@ -1,28 +1,37 @@
-"""The FastAPI application: routes, bearer-token scopes and JSON errors for bad input."""
+"""The FastAPI application: routes, metrics, JSON errors, the web lookup page."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 
 from fastapi import FastAPI, Request, Response
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from api import errors
+from api.backend import Backend
 from api.config import Settings
 from api.metrics import Metrics
+from api.routes import router
+from broker.node import BrokerNode
 from storage_tier import BlobStore
 
+PAGE = Path(__file__).with_name("web") / "index.html"
 
-def create_app(settings: Settings, store: BlobStore) -> FastAPI:
+
+def create_app(settings: Settings, backend: Backend, stores: Mapping[str, BlobStore] | None = None,
+               metrics: Metrics | None = None) -> FastAPI:
     app = FastAPI(title="mqindex", version="0.1.0",
                   description="Produce, fetch and find messages by key or id on object storage.")
-    metrics = Metrics()
-    metrics.watch_store(store)
+    metrics = metrics or Metrics()
+    metrics.watch_stores(stores or {})
     app.state.settings = settings
-    app.state.store = store
+    app.state.backend = backend
     app.state.metrics = metrics
+    errors.install(app)
+    app.include_router(router)
 
     @app.middleware("http")
     async def measure(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
@@ -34,19 +43,27 @@ def create_app(settings: Settings, store: BlobStore) -> FastAPI:
         metrics.http_latency.labels(path).observe(time.perf_counter() - started)
         return response
 
-    @app.exception_handler(RequestValidationError)
-    async def bad_input(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = exc.errors()
-        field = ".".join(str(p) for p in errors[0]["loc"] if p not in ("body", "query", "path")) if errors else ""
-        return JSONResponse(status_code=400, content={"error": errors[0]["msg"] if errors else "bad request",
-                                                      "field": field})
-
-    @app.get("/healthz")
+    @app.get("/healthz", include_in_schema=False)
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/metrics")
+    @app.get("/metrics", include_in_schema=False)
     def metrics_text() -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
+    @app.get("/", include_in_schema=False, response_class=HTMLResponse)
+    def page() -> HTMLResponse:
+        return HTMLResponse(PAGE.read_text())
+
     return app
+
+
+def app_for_node(settings: Settings, node: BrokerNode) -> FastAPI:
+    """The app over a broker node, with its object stores, index files and WAL in the metrics."""
+    stores: dict[str, BlobStore] = {"broker": node.store}
+    index_store = getattr(node.index, "store", None)
+    if isinstance(index_store, BlobStore) and index_store is not node.store:
+        stores["index"] = index_store
+    metrics = Metrics()
+    metrics.watch_node(node.index_files, lambda: int(node.wal.fsyncs))
+    return create_app(settings, node, stores, metrics)

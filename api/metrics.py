@@ -1,43 +1,76 @@
-"""Prometheus metrics of one server process: request counters/histograms and the object store meter."""
+"""Prometheus metrics of one server process: HTTP requests and latencies by route (produce, fetch, query, get),
+the object stores' request meters, WAL group commits and index files per state."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections import Counter as Tally
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from index_service import FileState
 from storage_tier import BlobStore
 
 
 class StoreCollector(Collector):
-    """Exports a BlobStore's request meter as counters (requests by kind, bytes in/out)."""
+    """Exports BlobStore request meters (requests by kind, bytes in/out), one label set per component."""
 
-    def __init__(self, store: BlobStore) -> None:
-        self.store = store
+    def __init__(self, stores: Mapping[str, BlobStore]) -> None:
+        self.stores = dict(stores)
 
-    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
-        snap = self.store.meter.snapshot()
+    def collect(self) -> Iterator[CounterMetricFamily]:
         req = CounterMetricFamily("mqindex_object_store_requests", "Object store requests by kind",
-                                  labels=["backend", "kind"])
-        for kind, n in snap.requests.items():
-            req.add_metric([self.store.name, kind], n)
+                                  labels=["component", "backend", "kind"])
+        moved = CounterMetricFamily("mqindex_object_store_bytes", "Object store bytes moved",
+                                    labels=["component", "backend", "direction"])
+        for component, store in self.stores.items():
+            snap = store.meter.snapshot()
+            for kind, n in snap.requests.items():
+                req.add_metric([component, store.name, kind], n)
+            moved.add_metric([component, store.name, "in"], snap.bytes_in)
+            moved.add_metric([component, store.name, "out"], snap.bytes_out)
         yield req
-        b = CounterMetricFamily("mqindex_object_store_bytes", "Object store bytes moved",
-                                labels=["backend", "direction"])
-        b.add_metric([self.store.name, "in"], snap.bytes_in)
-        b.add_metric([self.store.name, "out"], snap.bytes_out)
-        yield b
+        yield moved
+
+
+class NodeCollector(Collector):
+    """Reads the node's own figures at scrape time: index files per state, WAL group commits."""
+
+    def __init__(self, index_files: Callable[[], list[dict[str, Any]]], wal_fsyncs: Callable[[], int]) -> None:
+        self.index_files = index_files
+        self.wal_fsyncs = wal_fsyncs
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        files = GaugeMetricFamily("mqindex_index_files", "Index files per lifecycle state", labels=["state"])
+        items = GaugeMetricFamily("mqindex_index_items", "Index entries per lifecycle state", labels=["state"])
+        by_state: Tally[str] = Tally()
+        item_count: Tally[str] = Tally()
+        for f in self.index_files():
+            by_state[str(f["state"])] += 1
+            item_count[str(f["state"])] += int(f.get("items", 0))
+        for state in sorted(set(by_state) | {s.value for s in FileState}):
+            files.add_metric([state], by_state[state])
+            items.add_metric([state], item_count[state])
+        yield files
+        yield items
+        yield CounterMetricFamily("mqindex_wal_group_commits", "WAL group commits (one fsync each)",
+                                  value=self.wal_fsyncs())
 
 
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self.http_requests = Counter("mqindex_http_requests", "HTTP requests", ["route", "status"],
+        self.http_requests = Counter("mqindex_http_requests", "HTTP requests by route and status", ["route", "status"],
                                      registry=self.registry)
-        self.http_latency = Histogram("mqindex_http_latency_seconds", "HTTP request latency", ["route"],
+        self.http_latency = Histogram("mqindex_http_latency_seconds", "HTTP request latency by route", ["route"],
                                       registry=self.registry)
 
-    def watch_store(self, store: BlobStore) -> None:
-        self.registry.register(StoreCollector(store))
+    def watch_stores(self, stores: Mapping[str, BlobStore]) -> None:
+        if stores:
+            self.registry.register(StoreCollector(stores))
+
+    def watch_node(self, index_files: Callable[[], list[dict[str, Any]]], wal_fsyncs: Callable[[], int]) -> None:
+        self.registry.register(NodeCollector(index_files, wal_fsyncs))

@@ -11,10 +11,14 @@ from pydantic import BaseModel, Field
 MAX_VALUE_BYTES = 1024 * 1024  # one message's value
 MAX_MESSAGES_PER_REQUEST = 1000
 MAX_PAGE = 1000  # `max` of one page of a key lookup or fetch
+TOPIC_PATTERN = r"^[a-zA-Z0-9._-]{1,249}$"
+MSG_ID_PATTERN = r"^[0-9a-fA-F]{16}[0-7][0-9a-fA-F]{15}$"  # topic id, partition, offset < 2**63
+CURSOR_PATTERN = r"^[A-Za-z0-9_=-]{1,256}$"
 
 
 class TopicIn(BaseModel):
-    name: str = Field(description="1-249 characters of [a-zA-Z0-9._-]", examples=["orders"])
+    name: str = Field(description="1-249 characters of [a-zA-Z0-9._-]", examples=["orders"],
+                      pattern=TOPIC_PATTERN)
     partitions: int = Field(1, ge=1, le=10000)
 
 

@@ -12,8 +12,11 @@ from api.auth import require
 from api.backend import Backend, InMessage, OutMessage
 from api.errors import as_http, client_error
 from api.models import (
+    CURSOR_PATTERN,
     MAX_PAGE,
     MAX_VALUE_BYTES,
+    MSG_ID_PATTERN,
+    TOPIC_PATTERN,
     ErrorOut,
     FetchOut,
     FieldError,
@@ -30,6 +33,7 @@ from api.models import (
 )
 
 T = TypeVar("T")
+TopicPath = Annotated[str, Path(pattern=TOPIC_PATTERN, description="topic name")]
 ERRORS: dict[int | str, dict[str, Any]] = {s: {"model": ErrorOut} for s in (400, 401, 403, 404, 409, 413, 503)}
 router = APIRouter(responses=ERRORS)
 
@@ -65,7 +69,7 @@ async def list_topics(request: Request) -> Any:
 
 
 @router.post("/v1/topics/{topic}/messages", response_model=ProduceOut, dependencies=[Depends(require("produce"))])
-async def produce(topic: str, body: ProduceIn, request: Request) -> ProduceOut:
+async def produce(topic: TopicPath, body: ProduceIn, request: Request) -> ProduceOut:
     messages = []
     for i, m in enumerate(body.messages):
         try:
@@ -84,7 +88,7 @@ async def produce(topic: str, body: ProduceIn, request: Request) -> ProduceOut:
 
 @router.get("/v1/topics/{topic}/partitions/{partition}/messages", response_model=FetchOut,
             dependencies=[Depends(require("read"))])
-async def fetch(request: Request, topic: str, partition: Annotated[int, Path(ge=0)],
+async def fetch(request: Request, topic: TopicPath, partition: Annotated[int, Path(ge=0)],
                 offset: Annotated[int, Query(ge=0)] = 0,
                 max: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100) -> FetchOut:
     messages, next_offset = await call(request, Backend.fetch, topic, partition, offset, max)
@@ -92,20 +96,26 @@ async def fetch(request: Request, topic: str, partition: Annotated[int, Path(ge=
 
 
 @router.get("/v1/messages", response_model=LookupOut, dependencies=[Depends(require("read"))])
-async def find_by_key(request: Request, topic: Annotated[str, Query(min_length=1)],
+async def find_by_key(request: Request, topic: Annotated[str, Query(pattern=TOPIC_PATTERN)],
                       key: Annotated[str, Query(min_length=1)],
                       begin: Annotated[int, Query(ge=0, description="store time from, ms")] = 0,
                       end: Annotated[int | None, Query(ge=0, description="store time to, ms")] = None,
                       max: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 64,
-                      cursor: str | None = None) -> LookupOut:
+                      cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN,
+                                                          description="next_cursor of the previous page")] = None
+                      ) -> LookupOut:
     if end is not None and begin > end:
         raise client_error("begin", f"({begin}) is after end ({end})")
     messages, next_cursor = await call(request, Backend.find_by_key, topic, key, begin, end, max, cursor)
     return LookupOut(messages=[message_out(m) for m in messages], next_cursor=next_cursor)
 
 
+MsgIdPath = Annotated[str, Path(pattern=MSG_ID_PATTERN,
+                                description="32 hex characters: topic id (4 bytes), partition (4), offset (8)")]
+
+
 @router.get("/v1/messages/{msg_id}", response_model=MessageOut, dependencies=[Depends(require("read"))])
-async def get_by_id(request: Request, msg_id: str) -> MessageOut:
+async def get_by_id(request: Request, msg_id: MsgIdPath) -> MessageOut:
     m = await call(request, Backend.get_by_id, msg_id)
     if m is None:
         raise client_error("msg_id", f"{msg_id}: no such message", status=404)

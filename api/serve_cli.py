@@ -24,14 +24,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from api.app import create_app
-    from storage_tier import open_store
+    from api.app import app_for_node
+    from broker.node import BrokerNode
 
     settings = load_settings(args.config, data_dir=args.data_dir, host=args.host, port=args.port,
                              store=args.store, metadata=args.metadata).resolved()
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
-    store = open_store(settings.store)
-    app = create_app(settings, store)
+    log.info("opening the node (recovering from the WAL and the index state folders if needed)",
+             extra={"data_dir": settings.data_dir})
+    node = BrokerNode.open(settings.data_dir, settings.store, settings.metadata)
+    app = app_for_node(settings, node)
     log.info("serving", extra={"host": settings.host, "port": settings.port, "store": settings.store,
                                "metadata": settings.metadata, "data_dir": settings.data_dir})
     # uvicorn handles SIGTERM/SIGINT: it stops accepting and finishes in-flight requests, then re-raises
@@ -41,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: stopped_by.append(signum))
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="info")
-    store.close()
+    # uploads what is cached, marks a clean shutdown, closes streams and the index
+    node.close()
     log.info("stopped", extra={"signal": stopped_by[0] if stopped_by else None})
     return 0

@@ -45,7 +45,8 @@ def test_serve_embedded_defaults_and_sigterm(tmp_path: Path) -> None:
         wait_healthy(url, proc)
         assert httpx.get(url + "/healthz").json() == {"status": "ok"}
         text = httpx.get(url + "/metrics").text
-        assert 'mqindex_object_store_requests_total{backend="local",kind="PUT"}' in text
+        assert 'mqindex_object_store_requests_total{backend="local",component="broker",kind="PUT"}' in text
+        assert "mqindex_wal_group_commits_total" in text and "mqindex_index_files{" in text
         assert (tmp_path / "data" / "objects").is_dir()  # the embedded local-disk store under ./data
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0

@@ -1,0 +1,68 @@
+"""A real `mqindex serve` process on a free loopback port, for the end-to-end tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServerProcess:
+    def __init__(self, data_dir: Path, *extra: str, env: dict[str, str] | None = None) -> None:
+        self.data_dir = data_dir
+        self.extra = list(extra)
+        self.env = {**os.environ, **(env or {})}
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = data_dir.parent / f"{data_dir.name}-server.log"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60) -> ServerProcess:
+        mqindex = str(Path(sys.executable).parent / "mqindex")
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [mqindex, "serve", "--data-dir", str(self.data_dir), "--port", str(self.port), *self.extra],
+                stdout=log, stderr=subprocess.STDOUT, env=self.env)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"server exited with {self.proc.returncode}:\n{self.log.read_text()[-3000:]}")
+            try:
+                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"server not healthy after {timeout}s:\n{self.log.read_text()[-3000:]}")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+
+    def restart(self, sig: int = signal.SIGTERM) -> int:
+        rc = self.stop(sig)
+        self.port = free_port()
+        self.start()
+        return rc
