@@ -48,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    if not args.verbose:
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # the client commands print their own results
     mod = importlib.import_module(args._module)
     run = getattr(mod, f"run_{args._name.replace('-', '_')}", None) or mod.run
     try:
