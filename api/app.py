@@ -66,4 +66,5 @@ def app_for_node(settings: Settings, node: BrokerNode) -> FastAPI:
         stores["index"] = index_store
     metrics = Metrics()
     metrics.watch_node(node.index_files, lambda: int(node.wal.fsyncs))
+    node.wal.fsync_observer = metrics.wal_fsync.observe
     return create_app(settings, node, stores, metrics)

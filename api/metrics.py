@@ -65,6 +65,9 @@ class Metrics:
         self.registry = CollectorRegistry()
         self.http_requests = Counter("mqindex_http_requests", "HTTP requests by route and status", ["route", "status"],
                                      registry=self.registry)
+        self.wal_fsync = Histogram("mqindex_wal_fsync_seconds", "WAL group commit fsync latency",
+                                   buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0),
+                                   registry=self.registry)
         self.http_latency = Histogram("mqindex_http_latency_seconds", "HTTP request latency by route", ["route"],
                                       registry=self.registry)
 

@@ -23,8 +23,9 @@ import os
 import re
 import struct
 import threading
+import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -201,6 +202,8 @@ class Wal:
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
         _fsync_dir(directory)
         self.fsyncs = 0  # how many group commits ran (tests and metrics read it)
+        #: called with the seconds each group commit's fsyncs took (the server's metrics set it)
+        self.fsync_observer: Callable[[float], None] | None = None
         self._writer = threading.Thread(target=self._run, name=f"wal-writer-{directory.name}", daemon=True)
         self._writer.start()
 
@@ -304,11 +307,14 @@ class Wal:
         if buf:
             os.lseek(self._fd, 0, os.SEEK_END)
             _write_all(self._fd, buf)
+        synced = time.perf_counter()
         for fd in dirty:
             os.fsync(fd)
             os.close(fd)
         os.fsync(self._fd)
         self.fsyncs += 1
+        if self.fsync_observer is not None:
+            self.fsync_observer(time.perf_counter() - synced)
         with self._lock:
             self._next = offset
         return results

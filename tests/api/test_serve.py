@@ -47,6 +47,13 @@ def test_serve_embedded_defaults_and_sigterm(tmp_path: Path) -> None:
         text = httpx.get(url + "/metrics").text
         assert 'mqindex_object_store_requests_total{backend="local",component="broker",kind="PUT"}' in text
         assert "mqindex_wal_group_commits_total" in text and "mqindex_index_files{" in text
+        r = httpx.post(url + "/v1/topics", json={"name": "m", "partitions": 1})
+        assert r.status_code == 201
+        assert httpx.post(url + "/v1/topics/m/messages", json={"messages": [{"value": "x"}]}).status_code == 200
+        text = httpx.get(url + "/metrics").text
+        fsyncs = [ln for ln in text.splitlines() if ln.startswith("mqindex_wal_fsync_seconds_count")]
+        assert fsyncs and float(fsyncs[0].split()[-1]) >= 1
+        assert 'mqindex_http_requests_total{route="/v1/topics/{topic}/messages",status="200"} 1.0' in text
         assert (tmp_path / "data" / "objects").is_dir()  # the embedded local-disk store under ./data
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
