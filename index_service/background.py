@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from index_file import FormatError
 from index_service.config import ServiceConfig
+from index_service.external_builds import adopt_builds
 from index_service.file_map import FileMap
 from index_service.lifecycle import REMOTE_PREFIX, Lifecycle
 from index_service.managed_file import ManagedFile
@@ -38,6 +39,7 @@ class CycleReport:
     failed: list[str] = field(default_factory=list)
     orphans_deleted: list[str] = field(default_factory=list)
     imported: int = 0
+    adopted: list[str] = field(default_factory=list)  # external builds now served
 
 
 class Background:
@@ -101,6 +103,7 @@ class Background:
                     if due(mf) and not self._stop.is_set():
                         self._step(mf, "upload", rep.uploaded, rep)
             rep.imported = load_imported(self.folders, self.files)
+            rep.adopted = adopt_builds(self.folders, self.files, self.lifecycle).builds
             return rep
 
     def _step(self, mf: ManagedFile, what: str, done: list[str], rep: CycleReport) -> None:

@@ -26,6 +26,15 @@ class FileMap:
                 raise ValueError(f"two index files begin at {mf.begin_ms} ({mf.stem}, {self._map[mf.map_key].stem})")
             self._map[mf.map_key] = mf
 
+    def add_many(self, mfs: list[ManagedFile]) -> None:
+        """Add several files in one step: a query's snapshot holds all of them or none."""
+        with self._mutex:
+            keys = [mf.map_key for mf in mfs]
+            if len(set(keys)) != len(keys) or any(k in self._map for k in keys):
+                raise ValueError(f"index files collide in the map: {[mf.stem for mf in mfs]}")
+            for mf in mfs:
+                self._map[mf.map_key] = mf
+
     def remove(self, mf: ManagedFile) -> None:
         with self._mutex:
             if self._map.get(mf.map_key) is mf:

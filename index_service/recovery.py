@@ -90,7 +90,8 @@ def recover(folders: StateFolders, files: FileMap, config: ServiceConfig, store:
             if store is None:
                 raise DocumentError(f"{p}: uploaded file but the service has no store configured")
             reader = uploaded_reader(store, body)
-            mf = ManagedFile(stem, int(body["begin_ms"]), FileState.UPLOADED, reader, str(body["key"]))
+            mf = ManagedFile(stem, int(body["begin_ms"]), FileState.UPLOADED, reader, str(body["key"]),
+                             sort_tag=str(body.get("sort_tag", "")))  # set by external builds
             mf.remote_key = str(body["key"])
             mf.size_bytes = int(body["size"])
             files.add(mf)

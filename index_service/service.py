@@ -27,6 +27,7 @@ from index_file.model import check_range
 from index_service.background import Background, CycleReport
 from index_service.checkpoint import CheckpointStore, QueueKey
 from index_service.config import ServiceConfig
+from index_service.external_builds import adopt_builds
 from index_service.file_map import FileMap
 from index_service.lifecycle import Lifecycle
 from index_service.managed_file import ManagedFile
@@ -142,6 +143,7 @@ class IndexService:
     def _start(self) -> None:
         rep, current, tail = recover(self.folders, self.files_map, self.config, self.store, self.checkpoints)
         self.recovery = rep
+        self.adopted = adopt_builds(self.folders, self.files_map, self.lifecycle)  # external builds (Spark)
         self.writer = Writer(self.config, self.folders, self.files_map, self.checkpoints, current, tail,
                              on_sealed=lambda mf: self.background.wake())
         self.background = Background(self.config, self.folders, self.files_map, self.lifecycle, self._roll_if_due)
