@@ -10,12 +10,15 @@ Driver (`run_build`):
    record stored in [from, to) with at least one selected key, the entry the broker's dispatcher
    indexes online (partition, offset, size, store time, keys), grouped by time window
    (`window_ms`, aligned to the epoch; by default the online files' roll age). The result stays in
-   Spark (persisted); the driver collects only the per-window counts, which give the file total.
-3. Build (Spark job 2, one task per window): sort the window's entries by store time, cut them into
-   files of at most `max_items` items (the online files' size), write each with NativeIndexWriter,
-   seal, compact, upload to the index store under `index-builds/<name>/<attempt>/` (verified by size
-   and CRC32C read back) and return the file's manifest.
-4. Register: one atomic build document in the index directory (index_service/external_builds.py); a
+   Spark (persisted); the driver collects only a histogram of items per 10 ms of store time.
+3. Plan the files: each window is cut into as many time-contiguous ranges as its items need files of
+   at most `max_items` items (the online files' size), of about equal size; the number of ranges is
+   the progress total.
+4. Build (Spark job 2, one task per file range, so one busy hour still spreads over the executors):
+   sort the entries by store time, write them with NativeIndexWriter, seal, compact, upload to the
+   index store under `index-builds/<name>/<attempt>/` (verified by size and CRC32C read back) and
+   return the file's manifest.
+5. Register: one atomic build document in the index directory (index_service/external_builds.py); a
    service adopts it on open or on its next maintenance cycle, all files in one step, replacing any
    earlier attempt of the same build. When no service holds the directory, the driver opens one briefly
    so the build is adopted before it returns.
@@ -110,7 +113,7 @@ class BuildOptions:
     spark_conf: dict[str, str] = field(default_factory=dict)
     progress_interval_s: float = 2.0
     wait_served_s: float = 30.0  # a running service adopts the build on its next cycle; wait this long
-    #: test hook: "build:N" makes the executor building the N-th window (0-based) fail after uploading a file
+    #: test hook: "build:N" makes the executor building file range N (0-based) fail after uploading a file
     fault: str | None = None
 
     @property
@@ -337,13 +340,64 @@ def extract_parts(params: ExecutorParams, tasks: Iterable[PartTask],
         yield from by_window.items()
 
 
-def window_counts(item: tuple[int, list[Entry]]) -> tuple[int, tuple[int, int]]:
-    w, entries = item
-    return w, (len(entries), sum(len(e[4]) for e in entries))
+BUCKET_MS = 10  # resolution of the store-time histogram files are cut by
+
+
+def bucket_counts(items: Iterable[tuple[int, list[Entry]]]) -> Iterator[tuple[tuple[int, int], tuple[int, int]]]:
+    """Executor: ((window, store time // BUCKET_MS), (records, items)) summed over one Spark partition."""
+    acc: dict[tuple[int, int], list[int]] = {}
+    for w, entries in items:
+        for e in entries:
+            c = acc.get((w, e[3] // BUCKET_MS))
+            if c is None:
+                c = acc[(w, e[3] // BUCKET_MS)] = [0, 0]
+            c[0] += 1
+            c[1] += len(e[4])
+    for k, c in acc.items():
+        yield k, (c[0], c[1])
 
 
 def add_counts(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
     return a[0] + b[0], a[1] + b[1]
+
+
+def plan_files(buckets: dict[tuple[int, int], tuple[int, int]], max_items: int, window_ms: int) -> list[int]:
+    """Start times of the file ranges: each window is cut, at histogram bucket boundaries, into as many
+    time-contiguous ranges as its items need files (ceil(items / max_items)), of about equal size; a
+    range never spans two windows. Ranges are built by separate Spark tasks; a range that exceeds
+    max_items by a bucket's worth is cut once more by its task (file_chunks)."""
+    starts: list[int] = []
+    by_window: dict[int, list[tuple[int, int]]] = {}
+    for (w, b), (_r, n) in buckets.items():
+        by_window.setdefault(w, []).append((b, n))
+    for w in sorted(by_window):
+        bs = sorted(by_window[w])
+        total = sum(n for _b, n in bs)
+        n_files = math.ceil(total / max_items)
+        cum = 0
+        last = -1
+        for b, n in bs:  # a bucket goes to the range its middle item falls in
+            r = min(n_files - 1, (2 * cum + n) * n_files // (2 * total))
+            if r != last:
+                starts.append(max(b * BUCKET_MS, w * window_ms))
+                last = r
+            cum += n
+    return starts
+
+
+def assign_ranges(starts: list[int]) -> Callable[[Iterable[tuple[int, list[Entry]]]],
+                                                 Iterator[tuple[int, list[Entry]]]]:
+    """Executor: re-key entries from windows to file ranges (index of the range holding the store time)."""
+    import bisect
+
+    def run(items: Iterable[tuple[int, list[Entry]]]) -> Iterator[tuple[int, list[Entry]]]:
+        out: dict[int, list[Entry]] = {}
+        for _w, entries in items:
+            for e in entries:
+                out.setdefault(bisect.bisect_right(starts, e[3]) - 1, []).append(e)
+        yield from out.items()
+
+    return run
 
 
 def file_chunks(entries: list[Entry], max_items: int) -> list[list[Entry]]:
@@ -678,30 +732,30 @@ def run_build(opts: BuildOptions, spark: Any = None, out: TextIO | None = None,
             from pyspark import StorageLevel
 
             extracted.persist(StorageLevel.MEMORY_AND_DISK)
-            counts = dict(extracted.map(window_counts).reduceByKey(add_counts).collect())
+            buckets = dict(extracted.mapPartitions(bucket_counts).reduceByKey(add_counts).collect())
             summary.extract_seconds = time.perf_counter() - t0
             summary.records_read, summary.bytes_read = records_acc.value, bytes_acc.value
-            summary.records_indexed = sum(c[0] for c in counts.values())
-            windows = sorted(counts)
-            summary.windows = len(windows)
-            if not windows:
+            summary.records_indexed = sum(c[0] for c in buckets.values())
+            summary.windows = len({w for w, _b in buckets})
+            if not buckets:
                 print("[spark-build] no record with keys is stored in the window; nothing built or registered",
                       file=out, flush=True)
                 summary.seconds = time.perf_counter() - started
                 return summary
-            progress.total_files = sum(max(1, math.ceil(c[1] / opts.max_items)) for c in counts.values())
+            starts = plan_files(buckets, opts.max_items, opts.window_ms)
+            progress.total_files = len(starts)
             progress.phase = "build"
             t1 = time.perf_counter()
-            index_of = {w: i for i, w in enumerate(windows)}
 
             def build_partition(it: Iterator[tuple[int, list[Entry]]]) -> Iterator[dict[str, Any]]:
                 merged: dict[int, list[Entry]] = {}
-                for w, entries in it:
-                    merged.setdefault(w, []).extend(entries)
-                for w, entries in merged.items():
-                    yield from build_window_files(params, index_of[w], entries, lambda: files_acc.add(1))
+                for r, entries in it:
+                    merged.setdefault(r, []).extend(entries)
+                for r, entries in merged.items():
+                    yield from build_window_files(params, r, entries, lambda: files_acc.add(1))
 
-            manifests = (extracted.partitionBy(len(windows), lambda w: index_of[w])
+            manifests = (extracted.mapPartitions(assign_ranges(starts))
+                         .partitionBy(len(starts), lambda r: r)
                          .mapPartitions(build_partition).collect())
             summary.build_seconds = time.perf_counter() - t1
         except BaseException as exc:

@@ -139,3 +139,24 @@ def test_add_many_adds_all_or_nothing() -> None:
     assert fm.files() == [a]
     fm.add_many([b])
     assert fm.files() == [a, b]
+
+
+def test_plan_files_cuts_windows_into_balanced_time_ranges() -> None:
+    rng = random.Random(5)
+    window_ms = 1000
+    entries = [(0, i, 1, t, ["k"] * rng.randint(1, 3)) for i, t in enumerate(sorted(rng.randrange(0, 5000)
+                                                                                   for _ in range(20_000)))]
+    items = [(e[3] // window_ms, [e]) for e in entries]
+    buckets: dict[tuple[int, int], tuple[int, int]] = {}
+    for k, c in sb.bucket_counts(items):
+        buckets[k] = sb.add_counts(buckets.get(k, (0, 0)), c)
+    starts = sb.plan_files(buckets, 2000, window_ms)
+    ranges = dict(sb.assign_ranges(starts)(items))
+    assert sorted(ranges) == list(range(len(starts)))
+    for es in ranges.values():
+        assert len({e[3] // window_ms for e in es}) == 1  # never two windows in one file
+        assert sum(len(e[4]) for e in es) <= 2000 + max(n for _r, n in buckets.values())
+    per_window = {}
+    for e in entries:
+        per_window[e[3] // window_ms] = per_window.get(e[3] // window_ms, 0) + len(e[4])
+    assert len(starts) == sum(-(-n // 2000) for n in per_window.values())
