@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker.errors import WalError
+from storage_tier.durability import fsync_dir
 
 MAGIC = 0x87654321
 HEADER = struct.Struct(">IIqII")  # magic, body length, body offset, body crc, header crc
@@ -75,14 +76,6 @@ def _write_all(fd: int, data: bytes | bytearray) -> None:
     while mv:
         n = os.write(fd, mv)
         mv = mv[n:]
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _segments(directory: Path) -> list[tuple[int, Path]]:
@@ -200,7 +193,7 @@ class Wal:
         else:
             self._seg_start, path = self._next, _segment_path(directory, self._next)
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-        _fsync_dir(directory)
+        fsync_dir(directory)
         self.fsyncs = 0  # how many group commits ran (tests and metrics read it)
         #: called with the seconds each group commit's fsyncs took (the server's metrics set it)
         self.fsync_observer: Callable[[float], None] | None = None
@@ -228,7 +221,7 @@ class Wal:
                     os.fsync(f.fileno())
             elif start + size <= report.trim_offset and not is_last_kept:
                 path.unlink()  # wholly below the trim point
-        _fsync_dir(d)
+        fsync_dir(d)
         return cls(d, segment_size, max_body, max_batch, records, report)
 
     # -- appends ---------------------------------------------------------------------------------
@@ -300,7 +293,7 @@ class Wal:
                 with self._lock:
                     self._seg_start = offset
                 self._fd = os.open(_segment_path(self.directory, offset), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-                _fsync_dir(self.directory)
+                fsync_dir(self.directory)
             buf += encode_record(offset, p.body)
             results.append(AppendResult(offset, offset + rec_size))
             offset += rec_size
@@ -332,12 +325,12 @@ class Wal:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.directory / "trim")
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
         self._trim = offset
         for start, path in _segments(self.directory):
             if start < seg_start and start + path.stat().st_size <= offset:
                 path.unlink()
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
 
     def close(self) -> None:
         """Finish every pending append, then stop the writer."""

@@ -27,6 +27,8 @@ from typing import Any
 
 import crc32c
 
+from storage_tier.durability import fsync_dir
+
 log = logging.getLogger("mqindex.index_service.folders")
 
 WRITING, COMPACTING, COMPACTED, UPLOADED, IMPORTED, QUARANTINE = (
@@ -45,14 +47,6 @@ def file_name(begin_ms: int) -> str:
 
 def parse_name(stem: str) -> int | None:
     return int(stem) if stem.isdigit() else None
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def fsync_file(path: Path) -> None:

@@ -9,19 +9,12 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from storage_tier.blob_store import BlobStore, MultipartWriter, resolve_range
+from storage_tier.durability import fsync_dir
 from storage_tier.errors import BlobNotFound, StorageError
 from storage_tier.retry import RetryPolicy
 
 #: scratch folder inside the root; never listed, never a valid key prefix collision (keys can't start with '.')
 _SCRATCH = ".mqindex-tmp"
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _transient(exc: BaseException) -> bool:

@@ -29,6 +29,19 @@ def _int(url: str, params: dict[str, str], name: str, default: int) -> int:
         raise UnsupportedStoreURL(f"{url}: {name} must be an integer") from None
 
 
+def sqlite_path(url: str) -> str:
+    """The file of a `sqlite:///abs/path` or `sqlite://./rel/path` URL."""
+    parts = urlsplit(url)
+    path = parts.path
+    if parts.netloc in (".", ".."):
+        path = parts.netloc + path
+    elif path.startswith("//"):
+        path = path[1:]
+    if not path or path == "/":
+        raise UnsupportedStoreURL(f"{url}: a sqlite URL needs a file path (sqlite:///path/db.sqlite)")
+    return path
+
+
 def open_store(url: str) -> BlobStore:
     parts = urlsplit(url)
     params = _params(parts.query)
@@ -70,13 +83,7 @@ def open_store(url: str) -> BlobStore:
         from storage_tier.db_store import DEFAULT_CHUNK, sqlite_store
 
         chunk = _int(url, params, "chunk_size", DEFAULT_CHUNK)
-        path = parts.path
-        if parts.netloc in (".", ".."):
-            path = parts.netloc + path
-        elif path.startswith("//"):
-            path = path[1:]
-        if not path or path == "/":
-            raise UnsupportedStoreURL(f"{url}: a sqlite URL needs a file path (sqlite:///path/db.sqlite)")
+        path = sqlite_path(url)
         _reject_unknown(url, params)
         return sqlite_store(url, path, chunk, retry)
 

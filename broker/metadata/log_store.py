@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from typing import Any, Protocol
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
+from storage_tier.store_url import sqlite_path
+
 Record = dict[str, Any]
 LogEntry = tuple[int, Record]
 
@@ -138,14 +140,7 @@ def open_log(url: str) -> SqliteLog | PostgresLog:
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme == "sqlite":
-        path = parts.path
-        if parts.netloc in (".", ".."):
-            path = parts.netloc + path
-        elif path.startswith("//"):
-            path = path[1:]
-        if not path or path == "/":
-            raise ValueError(f"{url}: a sqlite metadata URL needs a file path (sqlite:///path/meta.db)")
-        return SqliteLog(url, path)
+        return SqliteLog(url, sqlite_path(url))
     if scheme in ("postgresql", "postgres"):
         params = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         schema = params.pop("schema", None)
