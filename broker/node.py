@@ -222,6 +222,9 @@ class BrokerNode:
         if self.cache.size or len(self.tracker):
             self._upload_once()  # acknowledged records not yet in objects: commit them before serving
         index_store = index_config.pop("store", store_url)
+        # each node's index files under their own prefix: an index service sweeps unclaimed objects under
+        # its prefix, so nodes sharing a store must never share one
+        index_config.setdefault("remote_prefix", f"index-node-{self.node_id}/")
         self.index = IndexService.open(self.data_dir / "index", store=index_store, **index_config)
         self.dispatcher = Dispatcher(self.index.put_batch, self._catch_up_entries, self.index.flush)
         catch_up = []

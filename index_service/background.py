@@ -21,7 +21,7 @@ from index_file import FormatError
 from index_service.config import ServiceConfig
 from index_service.external_builds import adopt_builds
 from index_service.file_map import FileMap
-from index_service.lifecycle import REMOTE_PREFIX, Lifecycle
+from index_service.lifecycle import Lifecycle
 from index_service.managed_file import ManagedFile
 from index_service.model import FileState
 from index_service.rocketmq_import import load_imported
@@ -146,15 +146,16 @@ class Background:
         crash between an expiry's manifest removal and its remote delete, or by an upload whose
         manifest was never written (it is re-uploaded from compacted/)."""
         store = self.lifecycle.store
+        prefix = self.lifecycle.config.remote_prefix
         try:
-            keys = store.list(REMOTE_PREFIX)  # type: ignore[union-attr]
+            keys = store.list(prefix)  # type: ignore[union-attr]
         except Exception as exc:  # noqa: BLE001
             log.warning("orphan sweep failed, retrying later", extra={"error": f"{type(exc).__name__}: {exc}"})
             return
         claimed = {mf.remote_key for mf in self.files.by_state(FileState.UPLOADED)}
         pending = {mf.stem for mf in self.files.by_state(FileState.COMPACTED, FileState.SEALED)}
         orphans = [k for k in keys if k not in claimed
-                   and k[len(REMOTE_PREFIX):].removesuffix(COMPACTED_EXT) not in pending]
+                   and k[len(prefix):].removesuffix(COMPACTED_EXT) not in pending]
         if orphans:
             store.delete(orphans)  # type: ignore[union-attr]
             log.info("deleted orphan objects", extra={"keys": orphans, "count": len(orphans)})

@@ -48,6 +48,9 @@ class ServiceConfig:
     #: msync the WRITING file before each durable checkpoint (power-loss durability; a killed
     #: process loses nothing written to the mapping either way)
     sync_writes: bool = True
+    #: where this service's files live in the store. Its orphan sweep deletes unclaimed objects under this
+    #: prefix only, so every service sharing a store (one per broker node) needs its own prefix.
+    remote_prefix: str = "index/"
     #: part size of multipart uploads (files above it are uploaded in parts)
     upload_part_bytes: int = 16 * 1024 * 1024
     #: milliseconds clock (tests inject one)
@@ -81,5 +84,8 @@ class ServiceConfig:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         if self.roll_age_ms <= 0 or self.retention_ms <= 0:
             raise ValueError("roll_age_ms and retention_ms must be > 0")
+        p = self.remote_prefix
+        if not p or not p.endswith("/") or p.startswith("/") or ".." in p.split("/"):
+            raise ValueError(f"remote_prefix must be a relative folder ending in '/', got {p!r}")
         if self.upload_part_bytes < 5 * 1024 * 1024:
             raise ValueError("upload_part_bytes must be at least 5 MiB (the S3 minimum part size)")

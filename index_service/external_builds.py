@@ -52,7 +52,7 @@ log = logging.getLogger("mqindex.index_service.builds")
 
 BUILDS = "builds"
 #: every object a builder uploads lives under this prefix of the index store (the service's own
-#: orphan sweep covers `index/` only, so a build in progress is never swept by a running service)
+#: orphan sweep covers its own remote_prefix only, so a build in progress is never swept by a running service)
 BUILD_PREFIX = "index-builds/"
 MANIFEST_FIELDS = ("stem", "key", "size", "crc32c", "begin_ms", "min_ms", "max_ms", "items", "format", "head",
                    "tail_offset", "tail")

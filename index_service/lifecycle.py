@@ -39,8 +39,8 @@ class UploadVerifyError(RuntimeError):
     """The object read back from the store does not match the local file (size or CRC32C)."""
 
 
-def remote_key(stem: str) -> str:
-    return f"{REMOTE_PREFIX}{stem}.mqxc"
+def remote_key(stem: str, prefix: str = REMOTE_PREFIX) -> str:
+    return f"{prefix}{stem}.mqxc"
 
 
 def file_crc32c(path: os.PathLike[str] | str, chunk: int = 8 << 20) -> int:
@@ -99,7 +99,7 @@ class Lifecycle:
         store = self.store
         assert store is not None
         path = self.folders.compacted(mf.stem)
-        key = remote_key(mf.stem)
+        key = remote_key(mf.stem, self.config.remote_prefix)
         size = path.stat().st_size
         started = time.perf_counter()
         log.info("uploading", extra={"file": mf.stem, "state": mf.state.value, "key": key, "bytes": size})
@@ -165,7 +165,7 @@ class Lifecycle:
         self.files.remove(mf)  # new queries no longer see it
         mf.retire()  # waits for queries in flight, closes the form
         if state is FileState.UPLOADED:
-            key = mf.remote_key or remote_key(mf.stem)
+            key = mf.remote_key or remote_key(mf.stem, self.config.remote_prefix)
             self.folders.remove(self.folders.manifest(mf.stem))
             self.hook("expire:manifest-removed")
             if self.store is not None:
