@@ -23,8 +23,8 @@ Driver (`run_build`):
    earlier attempt of the same build. When no service holds the directory, the driver opens one briefly
    so the build is adopted before it returns.
 
-Build name = hash of (topic, partitions, window, key kinds, window size, file size): the same build run
-twice replaces the first run's files. A failed run cancels its Spark jobs, deletes every object its
+Build name = hash of (index directory, topic, partitions, window, key kinds, window size, file size): the
+same build run twice replaces the first run's files. A failed run cancels its Spark jobs, deletes every object its
 attempt uploaded and registers nothing; objects left by a driver that died are deleted by the next run
 of the same build (a per-build lock in the index directory keeps two runs of one build apart).
 
@@ -204,11 +204,13 @@ def parse_time(value: str | int | None, what: str) -> int | None:
     return int(t.timestamp() * 1000)
 
 
-def build_name(topic: str, topic_id: int, partitions: list[int], from_ms: int | None, to_ms: int | None,
-               kinds: tuple[str, ...], window_ms: int, max_items: int) -> str:
-    ident = json.dumps({"topic": topic, "topic_id": topic_id, "partitions": sorted(partitions), "from": from_ms,
-                        "to": to_ms, "kinds": list(kinds), "window_ms": window_ms, "max_items": max_items},
-                       sort_keys=True)
+def build_name(index_dir: str, topic: str, topic_id: int, partitions: list[int], from_ms: int | None,
+               to_ms: int | None, kinds: tuple[str, ...], window_ms: int, max_items: int) -> str:
+    """The build's identity: the same build into the same index directory has the same name (and
+    replaces the earlier run); two index directories sharing one store never share a name."""
+    ident = json.dumps({"index_dir": str(Path(index_dir).resolve()), "topic": topic, "topic_id": topic_id,
+                        "partitions": sorted(partitions), "from": from_ms, "to": to_ms, "kinds": list(kinds),
+                        "window_ms": window_ms, "max_items": max_items}, sort_keys=True)
     return hashlib.sha256(ident.encode()).hexdigest()[:16]
 
 
@@ -277,8 +279,8 @@ def plan_build(opts: BuildOptions) -> BuildPlan:
                      f"{opts.to_ms if opts.to_ms is not None else 'now'})"
             raise BuildError(f"empty window: no committed object of topic {info.name!r} partitions {parts} can hold "
                              f"records stored in {window}")
-        name = build_name(info.name, info.topic_id, parts, opts.from_ms, opts.to_ms, kinds, opts.window_ms,
-                          opts.max_items)
+        name = build_name(opts.index_dir, info.name, info.topic_id, parts, opts.from_ms, opts.to_ms, kinds,
+                          opts.window_ms, opts.max_items)
         return BuildPlan(name=name, attempt=uuid.uuid4().hex[:12], topic=info.name, topic_id=info.topic_id,
                          partitions=parts, from_ms=opts.from_ms if opts.from_ms is not None else 0,
                          to_ms=opts.to_ms if opts.to_ms is not None else 1 << 62, kinds=kinds, tasks=tasks,

@@ -1,0 +1,195 @@
+"""Spark batch index build: records/s with local[1] and local[2] on the same data set, next to the same
+work done in one process by the online writer, in one run.
+
+Data set: --records (default 2,000,000) records produced through a BrokerNode into 4 partitions (key,
+header KEYS with two keys, header UNIQ_KEY on every 10th record: ~3.1 index keys per record), uploaded
+to the store as stream objects / stream set objects, metadata in SQLite.
+
+Measured, each on the whole data set, from the broker's objects to served UPLOADED files:
+1. `spark local[1]` and `spark local[2]`: `run_build` (plan, read + decode on executors, build, compact,
+   upload, register); the Spark session start-up is excluded and reported separately;
+2. `online writer, 1 process`: the same objects read and decoded (same code: broker.record_entries),
+   entries written with `IndexService.put_batch`, then flush, roll, compact and upload (`maintain()`);
+3. `online put_batch only`: the put_batch + flush part of (2), entries already decoded.
+
+Columns: extract_s = reading + decoding the objects (Spark: job 1, with the histogram), build_s = the rest
+(Spark: job 2, write + compact + upload per file range, and registration; online: put_batch, flush, roll,
+compact, upload). Prints the table and the scaling ratio local[2] / local[1]. The machine's CPU count bounds the ratio.
+Run: `python -m bench.spark_build [--records 2000000] [--store URL]` (SeaweedFS is started otherwise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import emit, save_results, table
+
+TOPIC = "bench"
+PARTITIONS = 4
+
+
+def produce(work: Path, store_url: str, meta_url: str, records: int) -> float:
+    from broker.client_messages import InMessage
+    from broker.node import BrokerNode
+
+    node = BrokerNode.open(work / "node", store_url, meta_url, upload_interval_s=3600.0, maintenance_interval_s=0,
+                           index_config={"maintain_interval_s": 0})
+    t0 = time.perf_counter()
+    try:
+        node.create_topic(TOPIC, PARTITIONS)
+        per = 2000
+        value = b"x" * 100
+        for base in range(0, records, per):
+            n = min(per, records - base)
+            msgs = []
+            for i in range(base, base + n):
+                headers = [("KEYS", f"cust-{i % 50_000} sku-{i % 7_777}".encode())]
+                if i % 10 == 0:
+                    headers.append(("UNIQ_KEY", f"u-{i}".encode()))
+                msgs.append(InMessage(value, key=f"order-{i % 200_000}".encode(), headers=headers,
+                                      partition=(base // per) % PARTITIONS))
+            node.produce(TOPIC, msgs)
+            if base // per % 100 == 99:
+                print(f"[bench] produced {base + n:,}/{records:,}", file=sys.stderr, flush=True)
+        node.flush()
+    finally:
+        node.close()
+    return time.perf_counter() - t0
+
+
+def spark_run(master: str, opts_kw: dict[str, Any], index_dir: Path) -> dict[str, Any]:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    from index_service.spark_build import BuildOptions, run_build
+
+    t0 = time.perf_counter()
+    spark = (SparkSession.builder.master(master).appName(f"bench-{master}").config("spark.ui.enabled", "false")
+             .config("spark.driver.memory", "4g").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    startup = time.perf_counter() - t0
+    try:
+        opts = BuildOptions(index_dir=str(index_dir), master=master, progress_interval_s=10.0, **opts_kw)
+        t1 = time.perf_counter()
+        s = run_build(opts, spark=spark, out=sys.stderr)
+        seconds = time.perf_counter() - t1
+    finally:
+        spark.stop()
+    return {"mode": f"spark {master}", "seconds": seconds, "records": s.records_read,
+            "records_per_s": s.records_read / seconds, "files": s.files, "items": s.items,
+            "extract_s": s.extract_seconds, "build_s": s.build_seconds, "session_start_s": startup}
+
+
+def online_run(opts_kw: dict[str, Any], index_dir: Path, max_items: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    from broker.record_entries import object_entries
+    from index_service import FileState, IndexService
+    from index_service.spark_build import BuildOptions, plan_build
+    from storage_tier import open_store
+
+    plan = plan_build(BuildOptions(index_dir=str(index_dir), **opts_kw))
+    store = open_store(opts_kw["store_url"])
+    svc = IndexService.open(index_dir, store=opts_kw["store_url"], maintain_interval_s=0, max_items=max_items,
+                            roll_age_ms=1 << 40, retention_ms=1 << 50, max_pending=4_000_000)
+    put_s = 0.0
+    decode_s = 0.0
+    records = 0
+    try:
+        t0 = time.perf_counter()
+        for t in plan.tasks:
+            d0 = time.perf_counter()
+            batch = []
+            for e in object_entries(store, t.key, t.size or None, t.stream_id, t.start, t.end):
+                batch.append((TOPIC, t.partition, e.offset, e.size, e.store_time_ms, e.keys))
+            records += t.end - t.start
+            p0 = time.perf_counter()
+            decode_s += p0 - d0
+            for i in range(0, len(batch), 10_000):
+                svc.put_batch(batch[i:i + 10_000])
+            put_s += time.perf_counter() - p0
+        p0 = time.perf_counter()
+        svc.flush(None)
+        put_s += time.perf_counter() - p0
+        svc.roll()
+        while True:  # compact and upload every sealed file
+            rep = svc.maintain()
+            if not rep.compacted and not rep.uploaded:
+                break
+        seconds = time.perf_counter() - t0
+        files = [f for f in svc.files() if f.state is FileState.UPLOADED]
+        whole = {"mode": "online writer, 1 process", "seconds": seconds, "records": records,
+                 "records_per_s": records / seconds, "files": len(files), "items": sum(f.items for f in files),
+                 "extract_s": decode_s, "build_s": seconds - decode_s, "session_start_s": 0.0}
+        put_only = {"mode": "online put_batch only", "seconds": put_s, "records": records,
+                    "records_per_s": records / put_s, "files": len(files), "items": whole["items"],
+                    "extract_s": 0.0, "build_s": put_s, "session_start_s": 0.0}
+        return whole, put_only
+    finally:
+        svc.close()
+        store.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="bench.spark_build", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=2_000_000)
+    ap.add_argument("--store", default=None, help="S3 store URL (default: a SeaweedFS started for the run)")
+    ap.add_argument("--max-items", type=int, default=1_000_000, help="items per index file (the online default)")
+    ap.add_argument("--masters", default="local[1],local[2]")
+    args = ap.parse_args(argv)
+
+    work = Path(tempfile.mkdtemp(prefix="mqindex-bench-spark-"))
+    weed = None
+    try:
+        store_url = args.store
+        if store_url is None:
+            from storage_tier.seaweedfs_server import SeaweedFS
+
+            print("[bench] starting SeaweedFS (10-20 s)", file=sys.stderr, flush=True)
+            weed = SeaweedFS(work / "weed").start(bucket="mqindex")
+            store_url = weed.store_url("mqindex", "bench-spark")
+        meta_url = f"sqlite:///{work}/meta.sqlite"
+        produce_s = produce(work, store_url, meta_url, args.records)
+        print(f"[bench] produced {args.records:,} records in {produce_s:.1f}s", file=sys.stderr, flush=True)
+        opts_kw = {"metadata_url": meta_url, "store_url": store_url, "topic": TOPIC, "max_items": args.max_items}
+        rows = []
+        for master in args.masters.split(","):
+            rows.append(spark_run(master.strip(), opts_kw, work / f"idx-{master.strip()}"))
+            print(f"[bench] {rows[-1]['mode']}: {rows[-1]['records_per_s']:,.0f} records/s", file=sys.stderr,
+                  flush=True)
+        whole, put_only = online_run(opts_kw, work / "idx-online", args.max_items)
+        rows += [whole, put_only]
+        by = {r["mode"]: r for r in rows}
+        cols = ["mode", "seconds", "records", "records_per_s", "files", "items", "extract_s", "build_s",
+                "session_start_s"]
+        out = io.StringIO()
+        out.write(table(f"Spark index build, {args.records:,} records, {os.cpu_count()} CPUs", cols,
+                        [[r[c] for c in cols] for r in rows]))
+        one, two = by.get("spark local[1]"), by.get("spark local[2]")
+        results: dict[str, Any] = {"records": args.records, "cpus": os.cpu_count(), "rows": rows,
+                                   "produce_seconds": produce_s}
+        if one and two:
+            ratio = two["records_per_s"] / one["records_per_s"]
+            results["scaling_local2_over_local1"] = ratio
+            out.write(f"\nscaling local[2] / local[1]: {ratio:.2f}x\n")
+        if two:
+            results["local2_over_online"] = two["records_per_s"] / whole["records_per_s"]
+            out.write(f"spark local[2] / online writer (same work): {results['local2_over_online']:.2f}x\n")
+        emit(out.getvalue())
+        save_results("spark_build", results)
+        return 0
+    finally:
+        if weed is not None:
+            weed.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
