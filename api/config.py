@@ -25,6 +25,7 @@ class Settings:
     store: str = ""  # object store URL; default file://<data_dir>/objects
     metadata: str = ""  # metadata database URL; default sqlite:///<data_dir>/metadata.sqlite
     tokens: dict[str, list[str]] = field(default_factory=dict)  # bearer token -> scopes (read, produce, admin)
+    node_id: int = 0  # this broker's id; brokers sharing one metadata database need distinct ids
 
     def resolved(self) -> Settings:
         data = Path(self.data_dir).resolve()
@@ -35,6 +36,7 @@ class Settings:
             store=self.store or f"file://{data}/objects",
             metadata=self.metadata or f"sqlite:///{data}/metadata.sqlite",
             tokens=dict(self.tokens),
+            node_id=self.node_id,
         )
 
 
@@ -51,6 +53,14 @@ def _coerce(name: str, value: Any) -> Any:
         if not 0 <= port <= 65535:
             raise ConfigError(f"port must be 0-65535, got {port}")
         return port
+    if name == "node_id":
+        try:
+            node = int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"node_id must be an integer, got {value!r}") from None
+        if not 0 <= node < 2**31:
+            raise ConfigError(f"node_id must be 0 to 2**31-1, got {node}")
+        return node
     if name == "tokens":
         if isinstance(value, str):  # MQINDEX_TOKENS="tok1=read,produce;tok2=admin"
             out: dict[str, list[str]] = {}

@@ -19,6 +19,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, help="port (default 8080)")
     p.add_argument("--store", help="object store URL (default file://DATA_DIR/objects)")
     p.add_argument("--metadata", help="metadata database URL (default sqlite:///DATA_DIR/metadata.sqlite)")
+    p.add_argument("--node-id", dest="node_id", type=int,
+                   help="this broker's id (default 0); brokers sharing one metadata database need distinct ids")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -28,11 +30,11 @@ def run(args: argparse.Namespace) -> int:
     from broker.node import BrokerNode
 
     settings = load_settings(args.config, data_dir=args.data_dir, host=args.host, port=args.port,
-                             store=args.store, metadata=args.metadata).resolved()
+                             store=args.store, metadata=args.metadata, node_id=args.node_id).resolved()
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
     log.info("opening the node (recovering from the WAL and the index state folders if needed)",
              extra={"data_dir": settings.data_dir})
-    node = BrokerNode.open(settings.data_dir, settings.store, settings.metadata)
+    node = BrokerNode.open(settings.data_dir, settings.store, settings.metadata, node_id=settings.node_id)
     app = app_for_node(settings, node)
     log.info("serving", extra={"host": settings.host, "port": settings.port, "store": settings.store,
                                "metadata": settings.metadata, "data_dir": settings.data_dir})

@@ -70,6 +70,7 @@ def test_settings_precedence(tmp_path: Path) -> None:
     assert (s.port, s.host, s.data_dir, s.store, s.tokens) == (9200, "0.0.0.0", "/srv/x", "s3://b/p", {"abc": ["read"]})
     r = load_settings(env={"MQINDEX_DATA_DIR": str(tmp_path)}).resolved()
     assert r.store == f"file://{tmp_path}/objects" and r.metadata == f"sqlite:///{tmp_path}/metadata.sqlite"
+    assert load_settings(env={"MQINDEX_NODE_ID": "3"}, node_id=5).resolved().node_id == 5
     assert load_settings(env={"MQINDEX_TOKENS": "t1=read,produce;t2=admin"}).tokens == {
         "t1": ["read", "produce"], "t2": ["admin"]}
 
@@ -77,7 +78,8 @@ def test_settings_precedence(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("env", "message"),
     [({"MQINDEX_PORT": "http"}, "port must be an integer"), ({"MQINDEX_PORT": "70000"}, "port must be 0-65535"),
-     ({"MQINDEX_TOKENS": "t=write"}, "unknown scopes")],
+     ({"MQINDEX_TOKENS": "t=write"}, "unknown scopes"), ({"MQINDEX_NODE_ID": "one"}, "node_id must be an integer"),
+     ({"MQINDEX_NODE_ID": "-1"}, "node_id must be 0")],
 )
 def test_bad_settings_are_clear_errors(env: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
