@@ -51,9 +51,11 @@ def create_app(settings: Settings, backend: Backend, stores: Mapping[str, BlobSt
     def metrics_text() -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
+    page_html = PAGE.read_text()
+
     @app.get("/", include_in_schema=False, response_class=HTMLResponse)
     def page() -> HTMLResponse:
-        return HTMLResponse(PAGE.read_text())
+        return HTMLResponse(page_html)
 
     return app
 

@@ -81,6 +81,18 @@ def emit(text: str) -> None:
     print(text, flush=True)
 
 
+def store_or_seaweedfs(given: str | None, work: Path, prefix: str) -> tuple[str, Any]:
+    """The store URL a benchmark runs against: `given`, or a SeaweedFS started for the run under `work`
+    (returned second, for the caller to stop; None when `given` was used)."""
+    if given is not None:
+        return given, None
+    from storage_tier.seaweedfs_server import SeaweedFS
+
+    print("[bench] starting SeaweedFS (10-20 s)", file=sys.stderr, flush=True)
+    weed = SeaweedFS(work / "weed").start(bucket="mqindex")
+    return weed.store_url("mqindex", prefix), weed
+
+
 def save_results(name: str, results: dict[str, Any]) -> Path:
     """Write the raw figures as JSON under bench-results/ (or MQINDEX_BENCH_OUT) for later comparison."""
     out = Path(os.environ.get("MQINDEX_BENCH_OUT", "bench-results"))

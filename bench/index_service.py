@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import emit, percentile, progress, save_results, table
+from bench.common import emit, percentile, progress, save_results, store_or_seaweedfs, table
 from index_service import FileState, IndexService
 
 TOPIC = "bench"
@@ -112,13 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="mqindex-bench-svc-"))
     weed = None
     try:
-        store_url = args.store
-        if store_url is None:
-            from storage_tier.seaweedfs_server import SeaweedFS
-
-            print("[bench] starting SeaweedFS (10-20 s)", file=sys.stderr, flush=True)
-            weed = SeaweedFS(work / "weed").start(bucket="mqindex")
-            store_url = weed.store_url("mqindex", "bench-index")
+        store_url, weed = store_or_seaweedfs(args.store, work, "bench-index")
         t0 = int(time.time() * 1000)
         n = args.records
         records = make_records(n, t0, args.queues)

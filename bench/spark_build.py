@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import emit, save_results, table
+from bench.common import emit, save_results, store_or_seaweedfs, table
 
 TOPIC = "bench"
 PARTITIONS = 4
@@ -148,13 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="mqindex-bench-spark-"))
     weed = None
     try:
-        store_url = args.store
-        if store_url is None:
-            from storage_tier.seaweedfs_server import SeaweedFS
-
-            print("[bench] starting SeaweedFS (10-20 s)", file=sys.stderr, flush=True)
-            weed = SeaweedFS(work / "weed").start(bucket="mqindex")
-            store_url = weed.store_url("mqindex", "bench-spark")
+        store_url, weed = store_or_seaweedfs(args.store, work, "bench-spark")
         meta_url = f"sqlite:///{work}/meta.sqlite"
         produce_s = produce(work, store_url, meta_url, args.records)
         print(f"[bench] produced {args.records:,} records in {produce_s:.1f}s", file=sys.stderr, flush=True)

@@ -147,8 +147,8 @@ class DBStore(BlobStore):
                 with self._tx() as q:
                     return body(q)
             except Exception as exc:
-                if self.dialect.is_transient(exc):
-                    self._drop_conn() if self.name == "postgresql" else None
+                if self.dialect.is_transient(exc) and self.name == "postgresql":
+                    self._drop_conn()
                 raise
 
         return self.retry.run(attempt, backend=self.name, key=key, op=op, is_transient=self.dialect.is_transient)

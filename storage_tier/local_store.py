@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
@@ -89,7 +90,7 @@ class LocalStore(BlobStore):
             st = self._path(key).stat()
         except (FileNotFoundError, NotADirectoryError):
             raise BlobNotFound(self.name, key) from None
-        if not os.path.isfile(self._path(key)):
+        if not stat.S_ISREG(st.st_mode):
             raise BlobNotFound(self.name, key)
         return st.st_size
 

@@ -18,12 +18,9 @@ def java_hash(s: str) -> int:
     return abs(h) if h != -(1 << 31) else h
 
 
-def expected(entries: Sequence[IndexEntry], topic: str, key: str, max_count: int, begin: int, end: int,
-             ) -> list[tuple[int, int, int, int]]:
-    """(queue_id, offset, size, store_time_ms) the native format must return: exact key, time in
-    [begin, end], newest first then offset desc then queue desc, one per (queue, offset), max_count."""
-    rows = [(e.store_time_ms, e.offset, e.queue_id, e.size) for e in entries
-            if e.topic == topic and key in e.keys and begin <= e.store_time_ms <= end]
+def newest_first(rows: list[tuple[int, int, int, int]], max_count: int) -> list[tuple[int, int, int, int]]:
+    """(time, offset, queue, size) rows -> (queue, offset, size, time): newest first, then offset desc, then
+    queue desc, one per (queue, offset), at most max_count."""
     rows.sort(reverse=True)
     out: list[tuple[int, int, int, int]] = []
     seen = set()
@@ -32,6 +29,15 @@ def expected(entries: Sequence[IndexEntry], topic: str, key: str, max_count: int
             seen.add((q, o))
             out.append((q, o, s, t))
     return out
+
+
+def expected(entries: Sequence[IndexEntry], topic: str, key: str, max_count: int, begin: int, end: int,
+             ) -> list[tuple[int, int, int, int]]:
+    """(queue_id, offset, size, store_time_ms) the native format must return: exact key, time in
+    [begin, end], newest first then offset desc then queue desc, one per (queue, offset), max_count."""
+    rows = [(e.store_time_ms, e.offset, e.queue_id, e.size) for e in entries
+            if e.topic == topic and key in e.keys and begin <= e.store_time_ms <= end]
+    return newest_first(rows, max_count)
 
 
 def expected_rocketmq(entries: Sequence[IndexEntry], begin_file: int, topic: str, key: str, max_count: int,
@@ -51,14 +57,7 @@ def expected_rocketmq(entries: Sequence[IndexEntry], begin_file: int, topic: str
         lo, hi = (t, t + 999) if secs >= 0 else (t - 999, t)
         if hi >= begin and lo <= end:
             rows.append((t, e.offset, e.queue_id, e.size))
-    rows.sort(reverse=True)
-    out: list[tuple[int, int, int, int]] = []
-    seen = set()
-    for t, o, q, s in rows:
-        if (q, o) not in seen and len(out) < max_count:
-            seen.add((q, o))
-            out.append((q, o, s, t))
-    return out
+    return newest_first(rows, max_count)
 
 
 def as_rows(hits: Sequence[object]) -> list[tuple[int, int, int, int]]:
