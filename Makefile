@@ -18,6 +18,7 @@ run: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-cache
 
 # The web page tests drive Debian's Chromium through Playwright (no browser download, which fails here).
 CHROMIUM ?= /usr/bin/chromium
@@ -27,6 +28,7 @@ $(CHROMIUM):
 
 test: $(STAMP) $(CHROMIUM)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)

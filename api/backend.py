@@ -1,14 +1,14 @@
 """What the HTTP layer needs from the node it fronts (broker + index in one process).
 
 The routes depend on this protocol only; `broker.node.BrokerNode` implements it. Errors raised through
-it map to HTTP statuses in api/errors.py.
+it map to HTTP statuses in api/http/errors.py.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
-from broker.client_messages import InMessage, OutMessage, Produced
+from broker.partitions.client_messages import InMessage, OutMessage, Produced
 
 __all__ = ["Backend", "InMessage", "OutMessage", "Produced"]
 

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import emit, save_results, table
-from broker.client_messages import InMessage
 from broker.node import BrokerNode
+from broker.partitions.client_messages import InMessage
 from storage_tier import open_store
 
 KiB, MiB = 1024, 1024 * 1024

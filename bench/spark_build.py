@@ -8,7 +8,7 @@ to the store as stream objects / stream set objects, metadata in SQLite.
 Measured, each on the whole data set, from the broker's objects to served UPLOADED files:
 1. `spark local[1]` and `spark local[2]`: `run_build` (plan, read + decode on executors, build, compact,
    upload, register); the Spark session start-up is excluded and reported separately;
-2. `online writer, 1 process`: the same objects read and decoded (same code: broker.record_entries),
+2. `online writer, 1 process`: the same objects read and decoded (same code: broker.partitions.record_entries),
    entries written with `IndexService.put_batch`, then flush, roll, compact and upload (`maintain()`);
 3. `online put_batch only`: the put_batch + flush part of (2), entries already decoded.
 
@@ -37,8 +37,8 @@ PARTITIONS = 4
 
 
 def produce(work: Path, store_url: str, meta_url: str, records: int) -> float:
-    from broker.client_messages import InMessage
     from broker.node import BrokerNode
+    from broker.partitions.client_messages import InMessage
 
     node = BrokerNode.open(work / "node", store_url, meta_url, upload_interval_s=3600.0, maintenance_interval_s=0,
                            index_config={"maintain_interval_s": 0})
@@ -69,7 +69,7 @@ def spark_run(master: str, opts_kw: dict[str, Any], index_dir: Path) -> dict[str
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    from index_service.spark_build import BuildOptions, run_build
+    from jobs.spark_build import BuildOptions, run_build
 
     t0 = time.perf_counter()
     spark = (SparkSession.builder.master(master).appName(f"bench-{master}").config("spark.ui.enabled", "false")
@@ -89,9 +89,9 @@ def spark_run(master: str, opts_kw: dict[str, Any], index_dir: Path) -> dict[str
 
 
 def online_run(opts_kw: dict[str, Any], index_dir: Path, max_items: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    from broker.record_entries import object_entries
+    from broker.partitions.record_entries import object_entries
     from index_service import FileState, IndexService
-    from index_service.spark_build import BuildOptions, plan_build
+    from jobs.spark_build import BuildOptions, plan_build
     from storage_tier import open_store
 
     plan = plan_build(BuildOptions(index_dir=str(index_dir), **opts_kw))

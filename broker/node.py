@@ -35,28 +35,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from broker.block_cache import DEFAULT_BLOCK_CACHE_BYTES, BlockCache
-from broker.client_messages import InMessage, OutMessage, Produced
-from broker.dispatcher import CatchUp, Dispatcher
 from broker.errors import Fenced, InvalidField, NotOwner, OffsetOutOfRange, WalError
-from broker.key_lookup import find_by_key
-from broker.log_cache import LogCache
-from broker.message_id import decode_message_id, encode_message_id
 from broker.metadata import MetadataClient
 from broker.metadata.image import OPENED
-from broker.object_format import RECORD_HEADER, RECORD_HEADER_SIZE, RECORD_MAGIC, StreamRecord, encode_record
-from broker.partition_state import PartitionState
-from broker.partitioner import RoundRobin, partition_for_key
+from broker.objects.format import RECORD_HEADER, RECORD_HEADER_SIZE, RECORD_MAGIC, StreamRecord, encode_record
+from broker.partitions.client_messages import InMessage, OutMessage, Produced
+from broker.partitions.dispatcher import CatchUp, Dispatcher
+from broker.partitions.key_lookup import find_by_key
+from broker.partitions.message_id import decode_message_id, encode_message_id
+from broker.partitions.partition_state import PartitionState
+from broker.partitions.partitioner import RoundRobin, partition_for_key
+from broker.partitions.records import ProducerRecord, Record, build_batch, index_keys, parse_batches, with_base_offset
+from broker.partitions.retention import RetentionPolicy, retention_start
+from broker.partitions.topic_errors import PartitionNotFound, TopicNotFound
+from broker.partitions.topics import TopicInfo, TopicRegistry, validate_topic_name
 from broker.periodic import Periodic
-from broker.records import ProducerRecord, Record, build_batch, index_keys, parse_batches, with_base_offset
-from broker.retention import RetentionPolicy, retention_start
-from broker.stream_reader import StreamReader
-from broker.topic_errors import PartitionNotFound, TopicNotFound
-from broker.topics import TopicInfo, TopicRegistry, validate_topic_name
-from broker.upload_loop import UploadLoop
-from broker.uploader import DEFAULT_SO_THRESHOLD, upload_batch
-from broker.wal import Wal, WalRecord
-from broker.wal_trim import WalSlot, WalTrimTracker
+from broker.streams.block_cache import DEFAULT_BLOCK_CACHE_BYTES, BlockCache
+from broker.streams.log_cache import LogCache
+from broker.streams.stream_reader import StreamReader
+from broker.streams.upload_loop import UploadLoop
+from broker.streams.uploader import DEFAULT_SO_THRESHOLD, upload_batch
+from broker.streams.wal import Wal, WalRecord
+from broker.streams.wal_trim import WalSlot, WalTrimTracker
 from index_file import IndexEntry
 from storage_tier import BlobStore, StorageUnavailable, open_store
 

@@ -33,7 +33,7 @@ from broker.metadata.image import (
     StreamMeta,
 )
 from broker.metadata.log_store import LockedLog, open_log
-from broker.object_format import object_key
+from broker.objects.format import object_key
 from storage_tier import BlobStore
 
 DEFAULT_OBJECT_TTL_MS = 10 * 60 * 1000

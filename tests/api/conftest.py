@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from api.app import app_for_node
 from api.config import Settings
+from api.http.app import app_for_node
 from broker.node import BrokerNode
 
 

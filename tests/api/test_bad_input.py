@@ -7,7 +7,7 @@ import base64
 import pytest
 from fastapi.testclient import TestClient
 
-from api.models import MAX_VALUE_BYTES
+from api.http.models import MAX_VALUE_BYTES
 
 
 def make_topic(client: TestClient, name: str = "t", partitions: int = 2) -> None:

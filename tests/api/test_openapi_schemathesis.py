@@ -13,8 +13,8 @@ from fastapi import FastAPI
 from hypothesis import HealthCheck, given, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from api.app import app_for_node
 from api.config import Settings
+from api.http.app import app_for_node
 from broker.node import BrokerNode
 
 

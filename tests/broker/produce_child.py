@@ -6,9 +6,9 @@ from __future__ import annotations
 import sys
 import threading
 
-from broker.client_messages import InMessage
 from broker.node import BrokerNode
-from broker.topic_errors import TopicExists
+from broker.partitions.client_messages import InMessage
+from broker.partitions.topic_errors import TopicExists
 
 
 def main(argv: list[str]) -> int:

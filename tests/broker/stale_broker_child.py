@@ -13,10 +13,10 @@ import sys
 
 from broker.errors import Fenced
 from broker.metadata import MetadataClient
-from broker.object_format import StreamRecord
-from broker.object_listing import open_topic
-from broker.records import ProducerRecord, build_batch
-from broker.uploader import upload_batch
+from broker.objects.format import StreamRecord
+from broker.partitions.object_listing import open_topic
+from broker.partitions.records import ProducerRecord, build_batch
+from broker.streams.uploader import upload_batch
 from storage_tier import open_store
 
 

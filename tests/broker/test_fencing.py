@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from broker.client_messages import InMessage
 from broker.errors import Fenced, NotOwner
 from broker.metadata import MetadataClient
 from broker.node import BrokerNode
-from broker.object_format import StreamRecord
-from broker.records import ProducerRecord, build_batch
-from broker.uploader import upload_batch
+from broker.objects.format import StreamRecord
+from broker.partitions.client_messages import InMessage
+from broker.partitions.records import ProducerRecord, build_batch
+from broker.streams.uploader import upload_batch
 from storage_tier import open_store
 
 

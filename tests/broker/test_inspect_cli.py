@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from api.cli import main
-from broker.object_format import StreamRecord, object_key
-from broker.object_writer import write_object
-from broker.records import ProducerRecord, build_batch
+from api.cli.main import main
+from broker.objects.format import StreamRecord, object_key
+from broker.objects.writer import write_object
+from broker.partitions.records import ProducerRecord, build_batch
 from storage_tier import open_store
 
 ROOT = Path(__file__).resolve().parents[2]

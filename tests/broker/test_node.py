@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from broker.client_messages import InMessage
 from broker.errors import InvalidField, MessageIdError
 from broker.node import BrokerNode
-from broker.records import index_keys
-from broker.topic_errors import InvalidTopicName, PartitionNotFound, TopicExists, TopicNotFound
+from broker.partitions.client_messages import InMessage
+from broker.partitions.records import index_keys
+from broker.partitions.topic_errors import InvalidTopicName, PartitionNotFound, TopicExists, TopicNotFound
 from storage_tier import open_store
 
 NodeFactory = Callable[..., BrokerNode]

@@ -10,14 +10,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker.errors import ObjectFormatError
-from broker.object_format import (
+from broker.objects.format import (
     FOOTER_MAGIC,
     StreamRecord,
     decode_block,
     object_key,
 )
-from broker.object_reader import ObjectReader
-from broker.object_writer import ObjectWriter, write_object
+from broker.objects.reader import ObjectReader
+from broker.objects.writer import ObjectWriter, write_object
 from storage_tier import open_store
 
 # one record (stream 3, epoch 0, offsets [4, 6), payload "ab") in one block, written out by hand from the spec

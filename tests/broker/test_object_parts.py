@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from broker.object_format import StreamRecord
-from broker.object_reader import ObjectReader
-from broker.object_writer import ObjectWriter
+from broker.objects.format import StreamRecord
+from broker.objects.reader import ObjectReader
+from broker.objects.writer import ObjectWriter
 from storage_tier import open_store
 
 

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from kafka.record.memory_records import MemoryRecords
 
 from broker.errors import MessageIdError, RecordFormatError
-from broker.message_id import MessageId, decode_message_id, encode_message_id
-from broker.records import (
+from broker.partitions.message_id import MessageId, decode_message_id, encode_message_id
+from broker.partitions.records import (
     ProducerRecord,
     build_batch,
     index_keys,

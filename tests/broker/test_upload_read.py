@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from broker.errors import Fenced
-from broker.log_cache import LogCache
 from broker.metadata import MetadataClient
-from broker.object_format import StreamRecord
-from broker.records import ProducerRecord, build_batch, parse_batches
-from broker.stream_reader import StreamReader
-from broker.uploader import upload_batch
+from broker.objects.format import StreamRecord
+from broker.partitions.records import ProducerRecord, build_batch, parse_batches
+from broker.streams.log_cache import LogCache
+from broker.streams.stream_reader import StreamReader
+from broker.streams.uploader import upload_batch
 from storage_tier import open_store
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from broker.errors import WalError
-from broker.wal import HEADER_SIZE, MAGIC, Wal, _segments, encode_record, scan
+from broker.streams.wal import HEADER_SIZE, MAGIC, Wal, _segments, encode_record, scan
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -166,7 +166,7 @@ def test_closed_wal_refuses_appends(tmp_path: Path) -> None:
 
 CHILD = r"""
 import sys, threading
-from broker.wal import Wal
+from broker.streams.wal import Wal
 w = Wal.open(sys.argv[1], segment_size=8192)
 rnd = sys.argv[2]
 out = threading.Lock()

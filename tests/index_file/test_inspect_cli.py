@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from api.cli import main
+from api.cli.main import main
 from index_file import (
     IndexEntry,
     NativeIndexWriter,

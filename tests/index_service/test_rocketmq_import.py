@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from api.cli import main as cli_main
+from api.cli.main import main as cli_main
 from index_file import IndexHit, RocketMQIndexWriter, compact_rocketmq, java_string_hash
 from index_service import FileState, IndexService
 

@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-from broker.record_entries import ALL_KINDS, parse_kinds, record_keys
-from broker.records import ProducerRecord, build_batch, index_keys, parse_batches
+from broker.partitions.record_entries import ALL_KINDS, parse_kinds, record_keys
+from broker.partitions.records import ProducerRecord, build_batch, index_keys, parse_batches
 from index_file import NativeIndexWriter, compact
 from index_service import IndexService
 from index_service import external_builds as eb
-from index_service import spark_build as sb
 from index_service.file_map import FileMap
 from index_service.managed_file import ManagedFile
 from index_service.model import FileState
+from jobs import spark_build as sb
 from storage_tier import open_store
 
 

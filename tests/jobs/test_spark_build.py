@@ -1,6 +1,6 @@
 """The Spark batch builder against real servers: SeaweedFS objects, PostgreSQL metadata, Spark local[2].
 
-The broker (tests/spark/conftest.py) produces records over 3 partitions and 6 time windows and indexes
+The broker (tests/jobs/conftest.py) produces records over 3 partitions and 6 time windows and indexes
 them online; the Spark build of the same range must answer every key exactly like the online index."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import pytest
 
 from index_service import IndexService
 from index_service.external_builds import BUILD_PREFIX, BUILDS, pending_builds, uploaded_manifests
-from index_service.spark_build import BuildError, BuildFailed, BuildOptions, plan_build, run_build
+from jobs.spark_build import BuildError, BuildFailed, BuildOptions, plan_build, run_build
 from storage_tier import open_store
-from tests.spark.conftest import PARTITIONS, ROUNDS, TOPIC, WINDOW_MS, Produced
+from tests.jobs.conftest import PARTITIONS, ROUNDS, TOPIC, WINDOW_MS, Produced
 
 MAX_ITEMS = 700  # a window holds ~1,900 items: three files per window
 
@@ -77,7 +77,7 @@ def test_bad_arguments_fail_before_spark_starts(produced: Produced, tmp_path: Pa
             run_build(opts)
     assert not (tmp_path / "idx" / BUILDS).exists() or not pending_builds(tmp_path / "idx")
     # the CLI reports them as one line and exit code 2
-    bad = subprocess.run([sys.executable, "-m", "api.cli", "spark-build", "--metadata", produced.meta_url,
+    bad = subprocess.run([sys.executable, "-m", "api.cli.main", "spark-build", "--metadata", produced.meta_url,
                           "--store", produced.store_url, "--index-dir", str(tmp_path / "idx"), "--topic", TOPIC,
                           "--from", "2030-01-02T00:00:00", "--to", "2030-01-01T00:00:00", "--master", "bogus"],
                          capture_output=True, text=True, timeout=120)
@@ -191,7 +191,7 @@ def test_running_service_adopts_the_build(produced: Produced, spark: Any, tmp_pa
 def test_cli_end_to_end(produced: Produced, tmp_path: Path) -> None:
     windows = sorted({r[2] // WINDOW_MS for r in produced.records})
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    r = subprocess.run([sys.executable, "-m", "api.cli", "spark-build", "--metadata", produced.meta_url,
+    r = subprocess.run([sys.executable, "-m", "api.cli.main", "spark-build", "--metadata", produced.meta_url,
                         "--store", produced.store_url, "--index-dir", str(tmp_path / "cli"), "--topic", TOPIC,
                         "--partitions", "0", "--from", str(windows[4] * WINDOW_MS), "--master", "local[1]",
                         "--conf", "spark.ui.enabled=false", "--window-ms", str(WINDOW_MS), "--progress-interval",

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from broker.metadata.client import CommitRange, MetadataClient, StreamObjectCommit, StreamSetObjectCommit
-from broker.object_format import DEFAULT_BLOCK_SIZE, StreamRecord
-from broker.object_writer import ObjectWriter
+from broker.objects.format import DEFAULT_BLOCK_SIZE, StreamRecord
+from broker.objects.writer import ObjectWriter
 from storage_tier import BlobStore
 
 DEFAULT_SO_THRESHOLD = 8 << 20

@@ -2,7 +2,7 @@
 
 Driver (`run_build`):
 1. `plan_build` (no Spark yet): checks the arguments, reads the controller metadata (topic ->
-   partitions -> data streams -> the committed objects holding them, see broker/object_listing.py),
+   partitions -> data streams -> the committed objects holding them, see broker/partitions/object_listing.py),
    prunes objects committed before the window, and fails with `BuildError` on an unknown topic or
    partition, a window whose start is after its end, or a window no object can hold records of.
 2. Extract (Spark job 1, one task per group of object parts): executors read each object part through
@@ -58,7 +58,7 @@ from typing import Any, TextIO
 
 import crc32c
 
-from broker.record_entries import ALL_KINDS, ObjectRangeStats, object_entries, parse_kinds
+from broker.partitions.record_entries import ALL_KINDS, ObjectRangeStats, object_entries, parse_kinds
 from index_file import NativeIndexWriter, compact
 from index_file.native_compacted import HEADER_SIZE, CompactedHeader
 from storage_tier import BlobStore, open_store
@@ -240,8 +240,8 @@ def _check_options(opts: BuildOptions) -> None:
 def plan_build(opts: BuildOptions) -> BuildPlan:
     """Everything the driver knows before Spark starts; BuildError for bad arguments or an empty window."""
     from broker.metadata import MetadataClient
-    from broker.object_listing import list_partition_objects
-    from broker.topics import TopicRegistry
+    from broker.partitions.object_listing import list_partition_objects
+    from broker.partitions.topics import TopicRegistry
 
     _check_options(opts)
     kinds = parse_kinds(opts.kinds)

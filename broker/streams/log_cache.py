@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import threading
 
-from broker.object_format import StreamRecord
+from broker.objects.format import StreamRecord
 
 
 class LogCache:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from broker.object_format import StreamRecord
+from broker.objects.format import StreamRecord
 
 DEFAULT_BLOCK_CACHE_BYTES = 64 << 20
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from broker.errors import InvalidField
 from broker.metadata import MetadataClient
-from broker.topic_errors import InvalidTopicName, TopicExists
+from broker.partitions.topic_errors import InvalidTopicName, TopicExists
 
 log = logging.getLogger("mqindex.broker.topics")
 

@@ -26,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from api.app import app_for_node
+    from api.http.app import app_for_node
     from broker.node import BrokerNode
 
     settings = load_settings(args.config, data_dir=args.data_dir, host=args.host, port=args.port,

@@ -6,9 +6,9 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from api.models import FieldError
+from api.http.models import FieldError
 from broker.errors import Fenced, MessageIdError
-from broker.topic_errors import TopicExists
+from broker.partitions.topic_errors import TopicExists
 from storage_tier import StorageUnavailable
 
 

@@ -12,8 +12,8 @@ import os
 from collections.abc import Callable
 
 from broker.errors import RecordFormatError
-from broker.object_reader import ObjectReader
-from broker.records import parse_batches
+from broker.objects.reader import ObjectReader
+from broker.partitions.records import parse_batches
 from storage_tier import open_store
 
 

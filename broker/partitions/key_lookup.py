@@ -18,8 +18,8 @@ import binascii
 import json
 from collections.abc import Callable, Iterator
 
-from broker.client_messages import OutMessage
 from broker.errors import InvalidField
+from broker.partitions.client_messages import OutMessage
 from index_file import IndexHit
 
 Order = tuple[int, int, int]  # store time, offset, partition
@@ -91,3 +91,4 @@ def find_by_key(query: Callable[[int, int | None], list[IndexHit]],
         out.append(msg)
         last = k
     return out, None
+

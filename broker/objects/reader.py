@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Protocol
 
 from broker.errors import ObjectFormatError
-from broker.object_format import (
+from broker.objects.format import (
     FOOTER_SIZE,
     Footer,
     IndexEntry,

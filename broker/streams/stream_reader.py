@@ -7,11 +7,11 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from broker.block_cache import BlockCache
-from broker.log_cache import LogCache
 from broker.metadata.client import MetadataClient
-from broker.object_format import StreamRecord
-from broker.object_reader import ObjectReader
+from broker.objects.format import StreamRecord
+from broker.objects.reader import ObjectReader
+from broker.streams.block_cache import BlockCache
+from broker.streams.log_cache import LogCache
 from storage_tier import BlobStore
 
 

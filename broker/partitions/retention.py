@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from broker.metadata import MetadataClient
-from broker.stream_reader import StreamReader
+from broker.streams.stream_reader import StreamReader
 
 
 @dataclass(frozen=True)
@@ -63,3 +63,4 @@ def retention_start(meta: MetadataClient, reader: StreamReader, stream_id: int, 
             total -= size
             new_start = max(new_start, ref.end)
     return new_start
+

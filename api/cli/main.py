@@ -13,15 +13,15 @@ import sys
 
 # command -> (module, one-line help). A command appears once its module exists.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "serve": ("api.serve_cli", "start broker + index + HTTP on one process"),
-    "produce": ("api.client_cli", "produce a message through a server"),
-    "consume": ("api.client_cli", "read a partition from an offset"),
-    "query": ("api.client_cli", "find messages by key"),
-    "get": ("api.client_cli", "fetch one message by id"),
-    "inspect-index": ("index_file.inspect_cli", "dump an index file (native or RocketMQ format)"),
-    "inspect-object": ("broker.inspect_cli", "dump a stream object's data blocks and index block"),
-    "import-rocketmq": ("index_service.import_cli", "register a directory of RocketMQ tiered index files"),
-    "spark-build": ("index_service.spark_cli", "batch-build compacted indexes from the broker's objects"),
+    "serve": ("api.cli.serve", "start broker + index + HTTP on one process"),
+    "produce": ("api.cli.client", "produce a message through a server"),
+    "consume": ("api.cli.client", "read a partition from an offset"),
+    "query": ("api.cli.client", "find messages by key"),
+    "get": ("api.cli.client", "fetch one message by id"),
+    "inspect-index": ("api.cli.inspect_index", "dump an index file (native or RocketMQ format)"),
+    "inspect-object": ("api.cli.inspect_object", "dump a stream object's data blocks and index block"),
+    "import-rocketmq": ("api.cli.import_rocketmq", "register a directory of RocketMQ tiered index files"),
+    "spark-build": ("api.cli.spark_build", "batch-build compacted indexes from the broker's objects"),
     "bench": ("bench.cli", "run benchmarks against their peers"),
 }
 

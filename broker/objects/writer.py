@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from broker.object_format import (
+from broker.objects.format import (
     BLOCK_HEADER_SIZE,
     DEFAULT_BLOCK_SIZE,
     Footer,

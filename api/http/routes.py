@@ -8,10 +8,10 @@ from typing import Annotated, Any, TypeVar
 from fastapi import APIRouter, Depends, Path, Query, Request
 from starlette.concurrency import run_in_threadpool
 
-from api.auth import require
 from api.backend import Backend, InMessage, OutMessage
-from api.errors import as_http, client_error
-from api.models import (
+from api.http.auth import require
+from api.http.errors import as_http, client_error
+from api.http.models import (
     CURSOR_PATTERN,
     MAX_PAGE,
     MAX_VALUE_BYTES,

@@ -16,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-from index_service.spark_build import (
+from jobs.spark_build import (
     DEFAULT_MAX_ITEMS,
     DEFAULT_NAMESPACE,
     DEFAULT_SLOTS,

@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from broker.metadata import MetadataClient
-from broker.topic_errors import TopicNotFound
-from broker.topics import TopicInfo, TopicRegistry
+from broker.partitions.topic_errors import TopicNotFound
+from broker.partitions.topics import TopicInfo, TopicRegistry
 
 #: allowance for clock skew between the broker that stamped a record and the one that committed it
 CLOCK_SKEW_MS = 5 * 60 * 1000

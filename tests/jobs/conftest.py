@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from broker.client_messages import InMessage
 from broker.node import BrokerNode
+from broker.partitions.client_messages import InMessage
 
 TOPIC = "orders"
 PARTITIONS = 3

@@ -10,15 +10,15 @@ from fastapi import FastAPI, Request, Response
 from fastapi.responses import HTMLResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from api import errors
 from api.backend import Backend
 from api.config import Settings
-from api.metrics import Metrics
-from api.routes import router
+from api.http import errors
+from api.http.metrics import Metrics
+from api.http.routes import router
 from broker.node import BrokerNode
 from storage_tier import BlobStore
 
-PAGE = Path(__file__).with_name("web") / "index.html"
+PAGE = Path(__file__).parent.parent / "web" / "index.html"
 
 
 def create_app(settings: Settings, backend: Backend, stores: Mapping[str, BlobStore] | None = None,

@@ -6,7 +6,7 @@ in [lo, hi), the same entry the broker's dispatcher hands to the index when the 
 offset, size (key + value + header names and values, as the produce path counts it), store time (the
 record timestamp, which the broker sets to the produce time) and the record's index keys.
 
-`record_keys(record, kinds)` is `broker.records.index_keys` restricted to the chosen kinds (the key,
+`record_keys(record, kinds)` is `broker.partitions.records.index_keys` restricted to the chosen kinds (the key,
 header KEYS split on spaces, header UNIQ_KEY); with all three it returns exactly `index_keys(record)`.
 
 Imports only the object and record codecs and storage_tier (no metadata client), so Spark executors
@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
-from broker.object_reader import ObjectReader, RangeSource
-from broker.records import HEADER_KEYS, HEADER_UNIQ_KEY, Record, parse_batches
+from broker.objects.reader import ObjectReader, RangeSource
+from broker.partitions.records import HEADER_KEYS, HEADER_UNIQ_KEY, Record, parse_batches
 
 KIND_RECORD_KEY = "record-key"
 KIND_KEYS = "KEYS"
@@ -39,7 +39,7 @@ def parse_kinds(spec: str | Iterable[str]) -> tuple[str, ...]:
 
 
 def record_keys(record: Record, kinds: tuple[str, ...] = ALL_KINDS) -> list[str]:
-    """Keys the record is indexed under, de-duplicated in order (see broker.records.index_keys)."""
+    """Keys the record is indexed under, de-duplicated in order (see broker.partitions.records.index_keys)."""
     out: list[str] = []
 
     def add(raw: bytes | None) -> None:
