@@ -92,3 +92,12 @@ def find_by_key(query: Callable[[int, int | None], list[IndexHit]],
         last = k
     return out, None
 
+
+def check_key_query(key: object, begin_ms: object, end_ms: object) -> None:
+    """The arguments of a key lookup, checked before the index is asked."""
+    if not isinstance(key, str) or not key:
+        raise InvalidField("key", "must be a non-empty string")
+    if isinstance(begin_ms, bool) or not isinstance(begin_ms, int) or begin_ms < 0:
+        raise InvalidField("begin", f"must be a non-negative integer, got {begin_ms!r}")
+    if end_ms is not None and (isinstance(end_ms, bool) or not isinstance(end_ms, int) or end_ms < begin_ms):
+        raise InvalidField("end", f"must be an integer at or after begin ({begin_ms}), got {end_ms!r}")

@@ -12,10 +12,15 @@ objects wholly below it MARK_DESTROYED; `cleanup_objects` then deletes them from
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
+from broker.errors import Fenced
 from broker.metadata import MetadataClient
+from broker.partitions.partition_map import PartitionMap
 from broker.streams.stream_reader import StreamReader
+
+log = logging.getLogger("mqindex.broker.retention")
 
 
 @dataclass(frozen=True)
@@ -64,3 +69,29 @@ def retention_start(meta: MetadataClient, reader: StreamReader, stream_id: int, 
             new_start = max(new_start, ref.end)
     return new_start
 
+
+def apply_retention(parts: PartitionMap, policy: RetentionPolicy, now_ms: int) -> dict[str, int]:
+    """One retention pass over the partitions this node leads: trim each data stream to what `policy`
+    keeps, and each meta stream to its newest state record. Returns the new start offsets by partition."""
+    trimmed: dict[str, int] = {}
+    owned = parts.owned()
+    parts.meta.catch_up()
+    for p in owned:
+        data = p.data
+        if data is None:
+            continue
+        try:
+            if policy.active:
+                cached = parts.storage.cached_bytes(p.data_stream)
+                new_start = retention_start(parts.meta, parts.storage.reader, p.data_stream, cached, policy, now_ms)
+                if new_start > parts.start_offset(p):
+                    data.trim(new_start)
+                    trimmed[p.name] = new_start
+                    log.info("retention trimmed", extra={"topic": p.topic.name, "partition": p.index,
+                                                         "stream": p.data_stream, "start_offset": new_start})
+            p.trim_meta()
+        except Fenced as exc:
+            parts.storage.check_fenced([p.data_stream], exc)
+    if trimmed:
+        parts.write_states([p for p in owned if p.name in trimmed], clean=False)
+    return trimmed

@@ -1,0 +1,231 @@
+"""PartitionMap: the topics and partitions this node knows, which of them it leads, and their lifecycle.
+
+- `add_topic` learns a topic (from the registry in the controller metadata);
+- `claim` opens the meta and data streams of each partition no other node holds, at epoch + 1 (one
+  metadata transaction; a partition whose two streams did not both open is released again);
+- `load_states` / `write_states` read and write the partition state records of the meta streams;
+- `on_lost` (wired to StreamStorage.on_lost) stops serving partitions whose streams were fenced;
+- `topic` / `partition` resolve and validate names from requests; `bounds` and `records` read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+from broker.errors import InvalidField, OffsetOutOfRange
+from broker.metadata import MetadataClient
+from broker.metadata.image import OPENED
+from broker.partitions.partition import Partition
+from broker.partitions.partition_state import PartitionState
+from broker.partitions.records import Record, parse_batches
+from broker.partitions.topic_errors import PartitionNotFound, TopicNotFound
+from broker.partitions.topics import TopicInfo, TopicRegistry, validate_topic_name
+from broker.streams import Stream, StreamStorage
+
+log = logging.getLogger("mqindex.broker.partitions")
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class PartitionMap:
+    def __init__(self, meta: MetadataClient, storage: StreamStorage, node_id: int) -> None:
+        self.meta = meta
+        self.storage = storage
+        self.node_id = node_id
+        self.registry = TopicRegistry(meta)
+        self.checkpoint: Callable[[str, int], int | None] = lambda topic, partition: None
+        self.closed = False
+        self.unclean: list[str] = []
+        self._topics: dict[str, TopicInfo] = {}
+        self._partitions: dict[tuple[str, int], Partition] = {}
+        self._by_stream: dict[int, Partition] = {}
+        self._names_by_id: dict[int, str] = {}
+        self._lock = threading.RLock()
+        storage.on_lost = self.on_lost
+
+    # -- learning and claiming --------------------------------------------------------------------
+    def load_all(self) -> list[Partition]:
+        for name in self.registry.names():
+            info = self.registry.get(name, refresh=False)
+            if info is not None:
+                self.add_topic(info)
+        with self._lock:
+            return list(self._partitions.values())
+
+    def add_topic(self, info: TopicInfo) -> list[Partition]:
+        with self._lock:
+            self._topics[info.name] = info
+            self._names_by_id[info.topic_id] = info.name
+            out = []
+            for i, s in enumerate(info.streams):
+                key = (info.name, i)
+                if key not in self._partitions:
+                    p = Partition(info, i, s.meta_stream, s.data_stream)
+                    self._partitions[key] = p
+                    self._by_stream[s.meta_stream] = p
+                    self._by_stream[s.data_stream] = p
+                    out.append(p)
+            return out
+
+    def claim(self, parts: list[Partition]) -> None:
+        """Open the meta and data streams of each partition no other node holds, at a new epoch."""
+        if not parts:
+            return
+        self.meta.catch_up()
+        self.storage.release_stale([sid for p in parts for sid in (p.meta_stream, p.data_stream)])
+        requests = []
+        for p in parts:
+            ms = self.meta.get_stream(p.meta_stream, refresh=False)
+            ds = self.meta.get_stream(p.data_stream, refresh=False)
+            if OPENED in (ms.state, ds.state):
+                owner = ds.owner if ds.state == OPENED else ms.owner
+                p.owned, p.why_not_owned = False, f"opened by node {owner}"
+                continue
+            p.epoch = max(ms.epoch, ds.epoch) + 1
+            requests += [(p.meta_stream, p.epoch), (p.data_stream, p.epoch)]
+        opened = self.storage.open_streams(requests)
+        undo: list[Stream] = []
+        for p in parts:
+            if p.meta_stream not in opened:
+                continue
+            m, d = opened[p.meta_stream], opened[p.data_stream]
+            if isinstance(m, Stream) and isinstance(d, Stream):
+                p.meta, p.data, p.owned = m, d, True
+                continue
+            p.owned = False
+            p.why_not_owned = "; ".join(r for r in (m, d) if isinstance(r, str))
+            undo += [s for s in (m, d) if isinstance(s, Stream)]
+            log.warning("partition not opened", extra={"topic": p.topic.name, "partition": p.index,
+                                                       "epoch": p.epoch, "reason": p.why_not_owned})
+        if undo:
+            self.storage.close_streams(undo)
+
+    def load_states(self, parts: list[Partition]) -> None:
+        for p in parts:
+            if p.owned and not p.load_state():
+                self.unclean.append(p.name)
+
+    def write_states(self, parts: list[Partition], clean: bool) -> None:
+        """Append a state record to each owned partition's meta stream and wait until they are durable."""
+        futures = []
+        for p in parts:
+            if not p.owned:
+                continue
+            ck = self.checkpoint(p.topic.name, p.index)
+            futures.append(p.write_state(PartitionState(self.start_offset(p), clean, ck, self.node_id, p.epoch,
+                                                        now_ms())))
+        for f in futures:
+            f.result()
+
+    def create_topic(self, name: str, partitions: int) -> TopicInfo:
+        """Register a topic in the metadata and lead every partition of it nobody holds."""
+        info = self.registry.create(name, partitions)
+        parts = self.add_topic(info)
+        self.claim(parts)
+        self.write_states([p for p in parts if p.owned], clean=False)
+        return info
+
+    def list_topics(self) -> list[TopicInfo]:
+        out = []
+        for name in self.registry.names():
+            info = self.cached_topic(name) or self.registry.get(name, refresh=False)
+            if info is not None:
+                out.append(info)
+        return out
+
+    def learn_and_claim(self, info: TopicInfo) -> list[Partition]:
+        parts = self.add_topic(info)
+        if parts and not self.closed:
+            self.claim(parts)  # created by another node: take the partitions nobody holds
+            self.write_states([p for p in parts if p.owned], clean=False)
+        return parts
+
+    def on_lost(self, streams: list[Stream], exc: Exception) -> None:
+        """Streams fenced by a newer owner: stop serving their partitions (both streams of each)."""
+        siblings = []
+        for s in streams:
+            p = self._by_stream.get(s.stream_id)
+            if p is None or not p.owned:
+                continue
+            with p.lock:
+                p.owned, p.why_not_owned = False, f"fenced: {exc}"
+            siblings += [x for x in p.streams if x is not s and not x.fenced]
+            p.meta = p.data = None
+            log.error("partition fenced: another owner holds its streams", extra={
+                "topic": p.topic.name, "partition": p.index, "stream": s.stream_id, "epoch": p.epoch,
+                "error": str(exc)})
+        if siblings:
+            self.storage.abandon(siblings)
+
+    # -- lookups ----------------------------------------------------------------------------------
+    def topic(self, name: str) -> TopicInfo:
+        if not isinstance(name, str):
+            raise InvalidField("topic", "must be a string")
+        with self._lock:
+            info = self._topics.get(name)
+        if info is not None:
+            return info
+        info = self.registry.get(name)
+        if info is None:
+            validate_topic_name(name)
+            raise TopicNotFound(name)
+        self.learn_and_claim(info)
+        return info
+
+    def cached_topic(self, name: str) -> TopicInfo | None:
+        with self._lock:
+            return self._topics.get(name)
+
+    def name_of(self, topic_id: int) -> str | None:
+        with self._lock:
+            name = self._names_by_id.get(topic_id)
+        return name if name is not None else self.registry.name_of(topic_id)
+
+    def partition(self, info: TopicInfo, partition: object, field_name: str = "partition") -> Partition:
+        if isinstance(partition, bool) or not isinstance(partition, int):
+            raise InvalidField(field_name, f"must be an integer, got {partition!r}")
+        if not 0 <= partition < info.partitions:
+            raise PartitionNotFound(info.name, partition, info.partitions)
+        return self._partitions[(info.name, partition)]
+
+    def get(self, topic: str, partition: int) -> Partition:
+        return self._partitions[(topic, partition)]
+
+    def owned(self) -> list[Partition]:
+        with self._lock:
+            return [p for p in self._partitions.values() if p.owned]
+
+    def start_offset(self, p: Partition) -> int:
+        return self.meta.get_stream(p.data_stream, refresh=False).start_offset
+
+    def bounds(self, p: Partition) -> tuple[int, int]:
+        """[start, end) readable now: acknowledged records when this node leads, committed ones otherwise."""
+        if p.owned:
+            return self.start_offset(p), p.acked_end
+        s = self.meta.get_stream(p.data_stream)
+        return s.start_offset, s.end_offset
+
+    def describe(self, topic: str, partition: int) -> dict[str, object]:
+        info = self.topic(topic)
+        p = self.partition(info, partition)
+        start, end = self.bounds(p)
+        return {"topic": info.name, "partition": p.index, "owned": p.owned, "epoch": p.epoch,
+                "meta_stream": p.meta_stream, "data_stream": p.data_stream, "start_offset": start,
+                "end_offset": end, "state": dataclasses.asdict(p.state)}
+
+    def records(self, p: Partition, start: int, end: int) -> Iterator[Record]:
+        """Kafka records with offsets in [start, end), in order."""
+        try:
+            for sr in self.storage.read(p.data_stream, start, end):
+                for b in parse_batches(sr.payload):
+                    for r in b.records:
+                        if start <= r.offset < end:
+                            yield r
+        except OffsetOutOfRange:
+            return  # trimmed by retention meanwhile

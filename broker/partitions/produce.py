@@ -1,0 +1,102 @@
+"""The produce path: validate -> route to partitions -> one Kafka RecordBatch v2 per partition -> append.
+
+Each partition's batch is built, its offsets assigned under the partition lock and its stream record
+queued on the WAL in the same critical section (so the WAL holds every partition's batches in offset
+order). When the WAL's group commit has fsynced it, the record is in the log cache and the batch's index
+entries (every record's key, KEYS and UNIQ_KEY) go to the dispatcher; `produce` returns after that for
+every partition of the request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from broker.errors import Fenced, InvalidField, NotOwner
+from broker.objects.format import RECORD_HEADER_SIZE
+from broker.partitions.client_messages import InMessage, Produced
+from broker.partitions.message_id import encode_message_id
+from broker.partitions.partition_map import PartitionMap, now_ms
+from broker.partitions.partitioner import RoundRobin, partition_for_key
+from broker.partitions.records import ProducerRecord, build_batch, index_keys, with_base_offset
+from broker.partitions.topics import TopicInfo
+from index_file import IndexEntry
+
+
+def record_size(m: InMessage) -> int:
+    return len(m.key or b"") + len(m.value or b"") + sum(len(k) + len(v or b"") for k, v in m.headers)
+
+
+def validate_message(i: int, m: object) -> None:
+    if not isinstance(m, InMessage):
+        raise InvalidField(f"messages.{i}", f"must be an InMessage, got {type(m).__name__}")
+    for name, v in (("value", m.value), ("key", m.key)):
+        if v is not None and not isinstance(v, bytes):
+            raise InvalidField(f"messages.{i}.{name}", "must be bytes or null")
+    for h in m.headers:
+        if not (isinstance(h, tuple) and len(h) == 2 and isinstance(h[0], str) and isinstance(h[1], bytes)):
+            raise InvalidField(f"messages.{i}.headers", "must be (name, bytes) pairs")
+
+
+class Producer:
+    def __init__(self, parts: PartitionMap, max_body: int, dispatch: Callable[[list[IndexEntry]], None]) -> None:
+        self.parts = parts
+        self.max_body = max_body  # largest WAL record body
+        self.dispatch = dispatch
+        self.round_robin = RoundRobin()
+
+    def route(self, info: TopicInfo, messages: list[InMessage]) -> dict[int, list[int]]:
+        """Partition -> indexes of its messages: explicit partition, else murmur2 of the key, else round robin."""
+        groups: dict[int, list[int]] = {}
+        for i, m in enumerate(messages):
+            validate_message(i, m)
+            if m.partition is not None:
+                p = m.partition
+                self.parts.partition(info, p, f"messages.{i}.partition")
+            elif m.key is not None:
+                p = partition_for_key(m.key, info.partitions)
+            else:
+                p = self.round_robin.next(info.name, info.partitions)
+            groups.setdefault(p, []).append(i)
+        return groups
+
+    def produce(self, info: TopicInfo, messages: list[InMessage], node_id: int) -> list[Produced]:
+        """Append every message; returns once all are fsynced in the WAL."""
+        if not isinstance(messages, list) or not messages:
+            raise InvalidField("messages", "must be a non-empty list")
+        groups = self.route(info, messages)
+        for pi in groups:
+            part = self.parts.get(info.name, pi)
+            if not part.owned:
+                raise NotOwner(f"partition {part.name} is not served by node {node_id}: {part.why_not_owned}")
+        self.parts.storage.wait_for_cache_room()
+        now = now_ms()
+        pending = []
+        for pi, idxs in groups.items():
+            part = self.parts.get(info.name, pi)
+            msgs = [messages[i] for i in idxs]
+            records = [ProducerRecord(m.value, m.key, list(m.headers), now) for m in msgs]
+            batch = build_batch(records)
+            if len(batch) + RECORD_HEADER_SIZE > self.max_body:
+                raise InvalidField("messages", f"{len(batch)} bytes for partition {pi} in one request exceed "
+                                               f"the {self.max_body}-byte limit")
+            keys = [index_keys(r) for r in records]
+            with part.lock:
+                data = part.data
+                if not part.owned or data is None:
+                    raise NotOwner(f"partition {part.name} is no longer served by node {node_id}")
+                base = data.next_offset
+                entries = [IndexEntry(info.name, pi, base + j, record_size(m), now, k)
+                           for j, (m, k) in enumerate(zip(msgs, keys, strict=True)) if k]
+                try:
+                    fut = data.append(with_base_offset(batch, base), len(msgs), base,
+                                      (lambda rec, e=entries: self.dispatch(e)) if entries else None)
+                except Fenced as exc:
+                    raise NotOwner(f"partition {part.name} is no longer served by node {node_id}: {exc}") from None
+            pending.append((fut, pi, base, idxs))
+        results: list[Produced | None] = [None] * len(messages)
+        for fut, pi, base, idxs in pending:
+            fut.result()
+            for j, i in enumerate(idxs):
+                results[i] = Produced(pi, base + j, encode_message_id(info.topic_id, pi, base + j), now)
+        self.parts.storage.check_usable()
+        return results  # type: ignore[return-value]

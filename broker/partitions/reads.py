@@ -1,0 +1,86 @@
+"""Reads of Kafka records: a partition from an offset, one message by id, and the index catch-up range."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from broker.errors import InvalidField
+from broker.partitions.client_messages import OutMessage
+from broker.partitions.message_id import decode_message_id, encode_message_id
+from broker.partitions.partition_map import PartitionMap
+from broker.partitions.records import Record, index_keys
+from broker.partitions.topic_errors import TopicNotFound
+from broker.partitions.topics import TopicInfo
+from index_file import IndexEntry
+
+CATCH_UP_BATCH = 4096
+
+
+def out_message(topic: str, topic_id: int, partition: int, r: Record) -> OutMessage:
+    return OutMessage(topic=topic, partition=partition, offset=r.offset,
+                      msg_id=encode_message_id(topic_id, partition, r.offset), key=r.key, value=r.value,
+                      headers=[(k, v if v is not None else b"") for k, v in r.headers], timestamp=r.timestamp_ms)
+
+
+def fetch(parts: PartitionMap, topic: str, partition: int, offset: int, max_count: int
+          ) -> tuple[list[OutMessage], int]:
+    """Up to `max_count` messages from `offset` on, and the offset to continue from."""
+    info = parts.topic(topic)
+    p = parts.partition(info, partition)
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise InvalidField("offset", f"must be a non-negative integer, got {offset!r}")
+    if isinstance(max_count, bool) or not isinstance(max_count, int) or max_count < 1:
+        raise InvalidField("max", f"must be a positive integer, got {max_count!r}")
+    start, end = parts.bounds(p)
+    pos = max(offset, start)
+    out: list[OutMessage] = []
+    if pos < end:
+        for r in parts.records(p, pos, min(end, pos + max_count)):
+            out.append(out_message(info.name, info.topic_id, p.index, r))
+    next_offset = out[-1].offset + 1 if out else (pos if offset < end else offset)
+    return out, next_offset
+
+
+def message_at(parts: PartitionMap, info: TopicInfo, partition: int, offset: int) -> OutMessage | None:
+    if not 0 <= partition < info.partitions:
+        return None
+    p = parts.get(info.name, partition)
+    start, end = parts.bounds(p)
+    if not start <= offset < end:
+        return None
+    for r in parts.records(p, offset, offset + 1):
+        if r.offset == offset:
+            return out_message(info.name, info.topic_id, partition, r)
+    return None
+
+
+def get_by_id(parts: PartitionMap, msg_id: str) -> OutMessage | None:
+    """The message a 32-hex id names (topic id, partition, offset): no index is read."""
+    mid = decode_message_id(msg_id)
+    name = parts.name_of(mid.topic_id)
+    if name is None:
+        return None
+    try:
+        info = parts.topic(name)
+    except TopicNotFound:
+        return None
+    if info.topic_id != mid.topic_id:
+        return None
+    return message_at(parts, info, mid.partition, mid.offset)
+
+
+def index_entries(parts: PartitionMap, topic: str, partition: int, start: int, end: int
+                  ) -> Iterator[list[IndexEntry]]:
+    """Index entries of [start, end) of one partition, read back from the stream (re-dispatch)."""
+    p = parts.get(topic, partition)
+    batch: list[IndexEntry] = []
+    for r in parts.records(p, start, end):
+        keys = index_keys(r)
+        if keys:
+            size = len(r.key or b"") + len(r.value or b"") + sum(len(k) + len(v or b"") for k, v in r.headers)
+            batch.append(IndexEntry(topic, partition, r.offset, size, r.timestamp_ms, keys))
+            if len(batch) >= CATCH_UP_BATCH:
+                yield batch
+                batch = []
+    if batch:
+        yield batch

@@ -1,0 +1,317 @@
+"""StreamStorage: the streams of one node over its WAL, log cache, block cache and object store.
+
+    storage = StreamStorage.open(wal_dir, store, meta, ...)    # replays the WAL (held until restore)
+    opened = storage.open_streams([(sid, epoch), ...])          # Stream or the reason it was refused
+    storage.restore_from_wal()                                  # acknowledged records not yet in objects
+    storage.start()                                             # the uploader thread
+    ... Stream.append / Stream.fetch / Stream.trim ...
+    storage.flush(); storage.stop(); storage.force_upload(); storage.close(); storage.close_streams(...)
+
+Append path: `Stream.append` -> `append` queues the encoded stream record on the WAL under one lock (so
+WAL order is each stream's offset order) and registers its trim slot -> the WAL's group commit fsyncs ->
+in WAL order the record enters the log cache, the stream's confirmed end advances, the caller's
+`on_durable` runs, the uploader is told the cache size -> the returned future resolves.
+
+Upload path (`force_upload`, run by the UploadLoop thread on size or interval): snapshot the cache of the
+open streams -> `upload_batch` (stream objects for big runs, one stream set object for the rest) ->
+commit in the controller metadata with the stream epochs checked -> drop from the cache -> trim the WAL
+below the oldest record not yet committed. A fenced commit finds which streams this node lost
+(`check_fenced`), drops them and tells the owner of the streams through `on_lost`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from broker.errors import Fenced, WalError
+from broker.metadata import MetadataClient
+from broker.metadata.image import OPENED
+from broker.objects.format import RECORD_HEADER, RECORD_HEADER_SIZE, RECORD_MAGIC, StreamRecord, encode_record
+from broker.streams.block_cache import BlockCache
+from broker.streams.log_cache import LogCache
+from broker.streams.stream import Stream
+from broker.streams.stream_reader import StreamReader
+from broker.streams.upload_loop import UploadLoop
+from broker.streams.uploader import upload_batch
+from broker.streams.wal import Wal, WalRecord
+from broker.streams.wal_trim import WalSlot, WalTrimTracker
+from storage_tier import BlobStore, StorageUnavailable
+
+log = logging.getLogger("mqindex.broker.streams")
+
+_FAR = 1 << 62
+
+
+def decode_stream_record(body: bytes) -> StreamRecord:
+    """A WAL body: one stream record in the object format (33-byte header + payload)."""
+    if len(body) < RECORD_HEADER_SIZE:
+        raise WalError(f"WAL body of {len(body)} bytes is shorter than a stream record header")
+    magic, sid, epoch, base, count, plen = RECORD_HEADER.unpack_from(body, 0)
+    if magic != RECORD_MAGIC or plen != len(body) - RECORD_HEADER_SIZE:
+        raise WalError(f"WAL body is not a stream record (magic {magic}, payload {plen} of {len(body)} bytes)")
+    return StreamRecord(sid, epoch, base, count, body[RECORD_HEADER_SIZE:])
+
+
+class StreamStorage:
+    def __init__(self, wal: Wal, store: BlobStore, meta: MetadataClient, *, upload_threshold: int,
+                 upload_interval_s: float, so_threshold: int, block_cache_bytes: int, max_cache_bytes: int) -> None:
+        self.wal = wal
+        self.store = store
+        self.meta = meta
+        self.so_threshold = so_threshold
+        self.max_cache_bytes = max_cache_bytes
+        self.cache = LogCache()
+        self.block_cache = BlockCache(block_cache_bytes)
+        self.reader = StreamReader(store, meta, self.cache, block_cache=self.block_cache)
+        self.tracker = WalTrimTracker()
+        self.uploader = UploadLoop(self.force_upload, lambda: self.cache.size, upload_threshold, upload_interval_s)
+        self.on_lost: Callable[[list[Stream], Exception], None] = lambda streams, exc: None
+        self.failed: BaseException | None = None
+        self._open: dict[int, Stream] = {}
+        self._recovered = [(w, decode_stream_record(w.body)) for w in wal.recovered]
+        self._append_lock = threading.Lock()  # orders WAL appends with their trim slots
+        self._upload_lock = threading.Lock()
+
+    @classmethod
+    def open(cls, wal_dir: Path, store: BlobStore, meta: MetadataClient, *, upload_threshold: int,
+             upload_interval_s: float, so_threshold: int, block_cache_bytes: int, max_cache_bytes: int,
+             wal_options: dict[str, int] | None = None) -> StreamStorage:
+        wal = Wal.open(wal_dir, **dict(wal_options or {}))
+        try:
+            return cls(wal, store, meta, upload_threshold=upload_threshold, upload_interval_s=upload_interval_s,
+                       so_threshold=so_threshold, block_cache_bytes=block_cache_bytes,
+                       max_cache_bytes=max_cache_bytes)
+        except BaseException:
+            wal.close()
+            raise
+
+    # -- opening and closing streams --------------------------------------------------------------
+    def release_stale(self, stream_ids: list[int]) -> None:
+        """Close the streams of `stream_ids` that this node's previous incarnation left OPENED."""
+        stale = []
+        for sid in stream_ids:
+            s = self.meta.get_stream(sid, refresh=False)
+            if s.state == OPENED and s.owner == self.meta.node_id and sid not in self._open:
+                stale.append((sid, s.epoch))
+        if stale:
+            self.meta.close_streams(stale)
+
+    def open_streams(self, requests: list[tuple[int, int]]) -> dict[int, Stream | str]:
+        """Open each (stream id, epoch) in one metadata transaction: a Stream, or why it was refused."""
+        results = self.meta.open_streams(requests) if requests else {}
+        out: dict[int, Stream | str] = {}
+        committed: dict[int, int] = {}
+        for sid, epoch in requests:
+            err = results.get(sid)
+            if err is not None:
+                out[sid] = str(err)
+                continue
+            end = self.meta.get_stream(sid, refresh=False).end_offset
+            stream = Stream(self, sid, epoch, end)
+            self._open[sid] = stream
+            committed[sid] = end
+            out[sid] = stream
+        self.tracker.committed(committed)
+        return out
+
+    def close_streams(self, streams: list[Stream]) -> None:
+        """Close the streams at their epochs in the metadata (after their data is uploaded)."""
+        live = [s for s in streams if not s.fenced and not s.closed]
+        for s in live:
+            s.closed = True
+            self._open.pop(s.stream_id, None)
+        if live:
+            self.meta.close_streams([(s.stream_id, s.epoch) for s in live])
+
+    def abandon(self, streams: list[Stream]) -> None:
+        """This node no longer owns these streams: drop their cached records and stop them holding the WAL."""
+        for s in streams:
+            s.fenced = True
+            self._open.pop(s.stream_id, None)
+            self.cache.mark_uploaded({s.stream_id: _FAR})
+            self.tracker.forget_stream(s.stream_id)
+
+    def restore_from_wal(self) -> dict[int, int]:
+        """Put WAL records beyond each open stream's committed end back in the cache, re-stamped with the
+        stream's epoch; records of streams not open here stop holding the WAL. Returns records restored per
+        stream. Called once, after the streams of the previous incarnation are opened."""
+        restored: dict[int, int] = {}
+        recovered, self._recovered = self._recovered, []
+        for w, rec in recovered:
+            self.tracker.add(WalSlot(rec.stream_id, rec.last_offset, w.next_offset))
+            stream = self._open.get(rec.stream_id)
+            if stream is None:
+                self.tracker.forget_stream(rec.stream_id)
+                with contextlib.suppress(Exception):
+                    if rec.last_offset > self.meta.get_stream(rec.stream_id, refresh=False).end_offset:
+                        log.error("acknowledged WAL records of a stream this node does not own are not restored",
+                                  extra={"stream": rec.stream_id, "offset": rec.base_offset})
+                continue
+            if rec.last_offset <= stream.next_offset:
+                continue  # already committed (or restored)
+            if rec.base_offset != stream.next_offset:
+                raise WalError(f"WAL recovery: stream {rec.stream_id} record at {rec.base_offset} does not continue "
+                               f"the stream at {stream.next_offset}")
+            self.cache.append(dataclasses.replace(rec, epoch=stream.epoch))
+            stream.next_offset = stream.confirmed_end = rec.last_offset
+            restored[rec.stream_id] = restored.get(rec.stream_id, 0) + rec.count
+        return restored
+
+    @property
+    def has_unuploaded(self) -> bool:
+        return bool(self.cache.size or len(self.tracker))
+
+    # -- appends ----------------------------------------------------------------------------------
+    def append(self, stream: Stream, rec: StreamRecord, on_durable: Callable[[StreamRecord], None] | None
+               ) -> Future[Any]:
+        """The WAL append behind `Stream.append` (the caller holds the stream's lock)."""
+        slot = WalSlot(rec.stream_id, rec.last_offset)
+        body = encode_record(rec)
+        with self._append_lock:
+            wal_fut = self.wal.append_async(body)
+            self.tracker.add(slot)
+        out: Future[Any] = Future()
+
+        def durable(f: Future[Any]) -> None:
+            exc = f.exception()
+            if exc is not None:
+                self.failed = self.failed or exc
+                out.set_exception(exc)
+                return
+            slot.wal_next = f.result().next_offset
+            try:
+                self.cache.append(rec)
+            except ValueError as e:  # a bug: fail loudly and stop acknowledging
+                self.failed = e
+                log.error("log cache append failed", extra={"stream": rec.stream_id, "offset": rec.base_offset,
+                                                            "error": str(e)})
+                out.set_exception(WalError(f"the broker node failed: {e}"))
+                return
+            stream.confirmed_end = rec.last_offset
+            if on_durable is not None:
+                on_durable(rec)
+            self.uploader.notify(self.cache.size)
+            out.set_result(f.result())
+
+        wal_fut.add_done_callback(durable)
+        return out
+
+    def check_usable(self) -> None:
+        if self.failed is not None:
+            raise WalError(f"the broker node failed and acknowledges nothing more: {self.failed}")
+
+    def wait_for_cache_room(self, timeout: float = 30.0) -> None:
+        """Back-pressure: wait while the cache holds more than its limit (object storage is behind)."""
+        if self.cache.size <= self.max_cache_bytes:
+            return
+        self.uploader.notify(self.cache.size)
+        deadline = time.monotonic() + timeout
+        while self.cache.size > self.max_cache_bytes:
+            if time.monotonic() > deadline:
+                raise StorageUnavailable("broker", None, f"log cache holds {self.cache.size} bytes not yet uploaded "
+                                                         f"(limit {self.max_cache_bytes}); object storage is behind")
+            time.sleep(0.01)
+
+    # -- reads ------------------------------------------------------------------------------------
+    def read(self, sid: int, start: int, end: int, max_bytes: int = 1 << 20) -> Iterator[StreamRecord]:
+        """Stream records covering [start, end) of any stream, in order (cache, block cache, objects)."""
+        pos = start
+        misses = 0
+        while pos < end:
+            recs = self.reader.read(sid, pos, end, max_bytes)
+            recs = [r for r in recs if r.last_offset > pos]
+            if not recs:
+                misses += 1  # an upload moved data from the cache to objects between two looks
+                if misses > 3:
+                    return
+                continue
+            misses = 0
+            for r in recs:
+                if r.base_offset > pos:
+                    log.error("gap in stream", extra={"stream": sid, "offset": pos, "next": r.base_offset})
+                    return
+                yield r
+                pos = r.last_offset
+
+    def cached_bytes(self, sid: int) -> int:
+        return sum(len(r.payload) for r in (self.cache.read(sid, 0, _FAR) or []))
+
+    # -- uploads ----------------------------------------------------------------------------------
+    def start(self) -> None:
+        self.uploader.start()
+
+    def force_upload(self) -> int:
+        """Upload everything cached for the open streams, commit, drop it from the cache, trim the WAL.
+        Returns the payload bytes uploaded."""
+        with self._upload_lock:
+            total = 0
+            for _ in range(3):
+                snap = {sid: recs for sid, recs in self.cache.snapshot().items() if self._is_open(sid)}
+                if not snap:
+                    break
+                try:
+                    res = upload_batch(snap, self.store, self.meta, so_threshold=self.so_threshold)
+                except Fenced as exc:
+                    self.check_fenced(list(snap), exc)
+                    continue
+                self.cache.mark_uploaded(res.uploaded)
+                self.tracker.committed(res.uploaded)
+                total += sum(len(r.payload) for recs in snap.values() for r in recs)
+                log.debug("uploaded", extra={"streams": len(snap), "bytes": total,
+                                             "stream_objects": [o.object_id for o in res.stream_objects],
+                                             "object": res.stream_set_object.object_id
+                                             if res.stream_set_object else None})
+                break
+            point = self.tracker.trim_point()
+            if point is not None and point > self.wal.trim_offset:
+                self.wal.trim(point)
+            return total
+
+    def flush(self, timeout: float | None = 120.0) -> None:
+        """Upload what the cache holds now, on the uploader thread, and wait for it."""
+        self.uploader.upload_now(timeout)
+
+    def _is_open(self, sid: int) -> bool:
+        s = self._open.get(sid)
+        return s is not None and not s.fenced
+
+    def check_fenced(self, sids: list[int], exc: Exception) -> list[Stream]:
+        """A commit of these streams was fenced: find which streams this node lost, abandon them and report
+        them through `on_lost`. A newer incarnation of this node having registered loses every stream."""
+        self.meta.catch_up()
+        node = self.meta.image.nodes.get(self.meta.node_id)
+        node_fenced = node is None or node.epoch != self.meta.node_epoch
+        candidates = list(self._open) if node_fenced else sids
+        lost = []
+        for sid in candidates:
+            s = self._open.get(sid)
+            if s is None or s.fenced:
+                continue
+            m = self.meta.get_stream(sid, refresh=False)
+            if node_fenced or m.epoch != s.epoch or m.owner != self.meta.node_id or m.state != OPENED:
+                lost.append(s)
+                log.error("stream fenced: another owner holds it", extra={
+                    "stream": sid, "epoch": s.epoch, "current_epoch": m.epoch, "owner": m.owner, "error": str(exc)})
+        if lost:
+            self.abandon(lost)
+            self.on_lost(lost, exc)
+        return lost
+
+    def stop(self) -> None:
+        """Stop the uploader thread."""
+        self.uploader.stop()
+
+    def close(self) -> None:
+        self.wal.close()
+
+    @property
+    def recovered_records(self) -> list[tuple[WalRecord, StreamRecord]]:
+        return list(self._recovered)

@@ -1,0 +1,72 @@
+"""Stream: one stream opened by this node at an epoch (AutoMQ's S3Stream), knowing nothing of Kafka.
+
+    s = storage.open_streams([(sid, epoch)])[sid]      # see broker/streams/storage.py
+    fut = s.append(payload, count, base_offset)          # resolves once the WAL has it on disk
+    for rec in s.fetch(start, end): ...                  # cache -> block cache -> objects
+    s.trim(new_start); storage.close_streams([s])
+
+Offsets are stream offsets: a record of `count` items at `base_offset` ends at `base_offset + count`.
+`next_offset` is the next offset an append must start at; `confirmed_end` is the end of what the WAL has
+made durable (acknowledged). The caller orders its appends (it holds a lock of its own around choosing
+the base offset and calling `append`), so the stream checks continuity rather than assigning offsets.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
+
+from broker.errors import Fenced
+from broker.objects.format import StreamRecord
+
+if TYPE_CHECKING:
+    from broker.streams.storage import StreamStorage
+
+
+class Stream:
+    def __init__(self, storage: StreamStorage, stream_id: int, epoch: int, end_offset: int) -> None:
+        self.storage = storage
+        self.stream_id = stream_id
+        self.epoch = epoch
+        self.next_offset = end_offset  # where the next append starts
+        self.confirmed_end = end_offset  # offsets below are durable (cache or objects)
+        self.fenced = False  # another owner holds it now: nothing more is appended or committed
+        self.closed = False
+        self._lock = threading.Lock()
+
+    @property
+    def start_offset(self) -> int:
+        return self.storage.meta.get_stream(self.stream_id, refresh=False).start_offset
+
+    @property
+    def committed_end(self) -> int:
+        """The end of what is committed to objects (the controller metadata's end offset)."""
+        return self.storage.meta.get_stream(self.stream_id, refresh=False).end_offset
+
+    def append(self, payload: bytes, count: int, base_offset: int,
+               on_durable: Callable[[StreamRecord], None] | None = None) -> Future[Any]:
+        """Queue `payload` (`count` offsets from `base_offset` = next_offset) for the WAL. The future resolves
+        after the fsync, once the record is in the log cache and `confirmed_end` covers it; `on_durable`
+        runs just before that, in WAL order."""
+        with self._lock:
+            if self.closed or self.fenced:
+                raise Fenced(f"stream {self.stream_id} is {'fenced' if self.fenced else 'closed'} on this node")
+            if base_offset != self.next_offset:
+                raise ValueError(f"stream {self.stream_id}: append at {base_offset}, expected {self.next_offset}")
+            rec = StreamRecord(self.stream_id, self.epoch, base_offset, count, payload)
+            fut = self.storage.append(self, rec, on_durable)
+            self.next_offset = rec.last_offset
+        return fut
+
+    def fetch(self, start: int, end: int, max_bytes: int = 1 << 20) -> Iterator[StreamRecord]:
+        """Records covering [start, end) in order."""
+        return self.storage.read(self.stream_id, start, end, max_bytes)
+
+    def trim(self, new_start: int) -> None:
+        """Raise the stream's start offset (retention); objects wholly below it are cleaned up later."""
+        self.storage.meta.trim_stream(self.stream_id, self.epoch, new_start)
+
+    def __repr__(self) -> str:
+        return f"Stream({self.stream_id}, epoch={self.epoch}, next={self.next_offset})"
