@@ -26,6 +26,9 @@ class Settings:
     metadata: str = ""  # metadata database URL; default sqlite:///<data_dir>/metadata.sqlite
     tokens: dict[str, list[str]] = field(default_factory=dict)  # bearer token -> scopes (read, produce, admin)
     node_id: int = 0  # this broker's id; brokers sharing one metadata database need distinct ids
+    advertised_url: str = ""  # how the other nodes reach this one; default http://HOST:PORT
+    lease_ms: int = 10_000  # a node is dead to the others this long after its last heartbeat
+    cluster_token: str = ""  # bearer token this node presents to the others (needed when tokens are configured)
 
     def resolved(self) -> Settings:
         data = Path(self.data_dir).resolve()
@@ -37,6 +40,9 @@ class Settings:
             metadata=self.metadata or f"sqlite:///{data}/metadata.sqlite",
             tokens=dict(self.tokens),
             node_id=self.node_id,
+            advertised_url=self.advertised_url or f"http://{self.host}:{self.port}",
+            lease_ms=self.lease_ms,
+            cluster_token=self.cluster_token,
         )
 
 
@@ -53,6 +59,14 @@ def _coerce(name: str, value: Any) -> Any:
         if not 0 <= port <= 65535:
             raise ConfigError(f"port must be 0-65535, got {port}")
         return port
+    if name == "lease_ms":
+        try:
+            lease = int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"lease_ms must be an integer, got {value!r}") from None
+        if not 300 <= lease <= 3_600_000:
+            raise ConfigError(f"lease_ms must be 300 to 3600000, got {lease}")
+        return lease
     if name == "node_id":
         try:
             node = int(value)

@@ -65,3 +65,12 @@ class InvalidField(BrokerError, ValueError):
 
 class NotOwner(Fenced):
     """This node does not own the partition's streams (another node opened them at a newer epoch)."""
+
+
+class NotLeader(NotOwner):
+    """Another node leads the partition: retry there (HTTP 421 with the leader's id and address)."""
+
+    def __init__(self, message: str, leader: int, leader_url: str | None) -> None:
+        super().__init__(message)
+        self.leader = leader
+        self.leader_url = leader_url

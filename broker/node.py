@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from broker.cluster.cluster import Cluster
+from broker.cluster.membership import DEFAULT_LEASE_MS
 from broker.metadata import MetadataClient
 from broker.partitions import reads
 from broker.partitions.client_messages import InMessage, OutMessage, Produced
@@ -78,13 +80,17 @@ class BrokerNode:
              retention_ms: int | None = None, retention_bytes: int | None = None,
              maintenance_interval_s: float = 30.0, namespace: str = DEFAULT_NAMESPACE,
              block_cache_bytes: int = DEFAULT_BLOCK_CACHE_BYTES, max_cache_bytes: int | None = None,
-             read_your_writes_s: float = 5.0, wal_options: dict[str, int] | None = None) -> BrokerNode:
+             read_your_writes_s: float = 5.0, wal_options: dict[str, int] | None = None,
+             http_address: str | None = None, lease_ms: int = DEFAULT_LEASE_MS,
+             cluster_token: str | None = None) -> BrokerNode:
         """Open (recovering) the node whose local state is in `data_dir`: `wal/` and `index/` there, objects
         in `store_url`, controller metadata at `metadata_url` (sqlite:///... or postgresql://...).
 
         index_config: IndexService options (ServiceConfig fields; "store" overrides the index's store URL).
         Retention: None keeps data forever. read_your_writes_s: how long find_by_key waits for records
-        acknowledged before it to be indexed."""
+        acknowledged before it to be indexed. http_address: where the other nodes reach this one (its
+        advertised HTTP URL); lease_ms: how long this node stays alive for the others without a heartbeat;
+        cluster_token: the bearer token this node presents to the others."""
         d = Path(data_dir)
         d.mkdir(parents=True, exist_ok=True)
         lock_fd = os.open(d / "broker.lock", os.O_RDWR | os.O_CREAT, 0o644)
@@ -99,7 +105,8 @@ class BrokerNode:
                    maintenance_interval_s=maintenance_interval_s, read_your_writes_s=read_your_writes_s)
         node._lock_fd = lock_fd
         try:
-            node._start(dict(index_config or {}), store_url, dict(
+            node._start(dict(index_config or {}), store_url, dict(http=http_address, lease_ms=lease_ms,
+                                                                   token=cluster_token), dict(
                 upload_threshold=upload_threshold, upload_interval_s=upload_interval_s, so_threshold=so_threshold,
                 block_cache_bytes=block_cache_bytes,
                 max_cache_bytes=max_cache_bytes or max(4 * upload_threshold, 256 << 20),
@@ -111,22 +118,26 @@ class BrokerNode:
 
     def _abandon(self) -> None:
         """Release what a failed open took (no clean-shutdown work)."""
-        for closer in (lambda: self.storage.close(), lambda: self.index.close(), self.meta.close, self.store.close):
+        for closer in (lambda: self.cluster.stop(), lambda: self.storage.close(), lambda: self.index.close(),
+                       self.meta.close, self.store.close):
             with contextlib.suppress(Exception):
                 closer()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
 
-    def _start(self, index_config: dict[str, Any], store_url: str, storage_options: dict[str, Any]) -> None:
+    def _start(self, index_config: dict[str, Any], store_url: str, cluster_options: dict[str, Any],
+               storage_options: dict[str, Any]) -> None:
         from index_service import IndexService
 
         started = time.monotonic()
         self.meta.register_node()
         self.storage = StreamStorage.open(self.data_dir / "wal", self.store, self.meta, **storage_options)
         self.partitions = parts = PartitionMap(self.meta, self.storage, self.node_id)
+        self.cluster = Cluster(parts, self.meta, self.meta.url, self.node_id, **cluster_options)
+        self.cluster.start_membership()
         every = parts.load_all()
-        parts.claim(every)
+        self.cluster.claim_at_open(every)
         restored = self.storage.restore_from_wal()
         self.recovered_records = sum(restored.get(p.data_stream, 0) for p in every)
         parts.load_states(every)
@@ -150,6 +161,7 @@ class BrokerNode:
             catch_up.append(CatchUp(p.topic.name, p.index, start, p.acked_end))
         parts.write_states(owned, clean=False)
         self.dispatcher.start(catch_up)
+        self.cluster.start(self.index, self.dispatcher)
         self.storage.start()
         self.maintenance.start()
         log.info("broker node open", extra={
@@ -173,7 +185,7 @@ class BrokerNode:
     # -- topics ----------------------------------------------------------------------------------
     def create_topic(self, name: str, partitions: int) -> dict[str, Any]:
         self._check_usable()
-        return self.partitions.create_topic(name, partitions).as_dict()
+        return self.cluster.create_topic(name, partitions).as_dict()
 
     def list_topics(self) -> list[dict[str, Any]]:
         return [info.as_dict() for info in self.partitions.list_topics()]
@@ -200,7 +212,7 @@ class BrokerNode:
             log.warning("index lags: lookup answers from what is indexed", extra={"topic": topic})
 
         def query(ask: int, end: int | None) -> list[Any]:
-            return self.index.query(info.name, key, ask, begin_ms, end)
+            return self.cluster.query(info.name, key, ask, begin_ms, end)
 
         return find_by_key(query, lambda part, off: reads.message_at(self.partitions, info, part, off),
                            lambda m: key in index_keys(m), end_ms, max_count, cursor)  # type: ignore[arg-type]
@@ -213,6 +225,31 @@ class BrokerNode:
                         "end_ms": f.end_ms if f.end_ms is not None else f.begin_ms,
                         "items": f.items, "location": f.location})
         return out
+
+    def local_index_query(self, topic: str, key: str, max_count: int, begin_ms: int, end_ms: int | None
+                          ) -> list[Any]:
+        """This node's own index only (what the other nodes ask for a cluster-wide lookup)."""
+        try:
+            self.dispatcher.wait_idle(self.read_your_writes_s)
+        except TimeoutError:
+            log.warning("index lags: lookup answers from what is indexed", extra={"topic": topic})
+        return self.index.query(topic, key, max_count, begin_ms, end_ms)
+
+    # -- cluster ------------------------------------------------------------------------------------
+    def cluster_nodes(self) -> list[dict[str, Any]]:
+        return self.cluster.nodes()
+
+    def reassign(self, topic: str, partition: int, target: int) -> dict[str, Any]:
+        self._check_usable()
+        return self.cluster.reassign(topic, partition, target)
+
+    def rebalance(self, execute: bool) -> dict[str, Any]:
+        moves = self.cluster.rebalance_plan()
+        names = {p.topic.topic_id: p.topic.name for p in self.partitions.all()}
+        plan = [{"topic": names[m.topic_id], "partition": m.partition, "from": m.source, "to": m.target}
+                for m in moves]
+        done = [self.cluster.reassign(m["topic"], m["partition"], m["to"]) for m in plan] if execute else []
+        return {"plan": plan, "executed": done}
 
     def flush(self, timeout: float = 120.0) -> None:
         """Upload what the cache holds now (tests and benchmarks; the uploader does it on its own)."""
@@ -227,6 +264,7 @@ class BrokerNode:
         """One pass: retention trims, meta-stream trims, expired/destroyed object cleanup."""
         now = _now_ms() if now_ms is None else now_ms
         trimmed = apply_retention(self.partitions, self.retention, now)
+        self.cluster.publish_index_files(self.index_files())
         cleaned = self.meta.cleanup_objects(self.store, now_ms=max(now, _now_ms()))
         if cleaned.deleted or cleaned.expired:
             log.info("objects cleaned up", extra={"deleted": cleaned.deleted, "expired": cleaned.expired})
@@ -242,8 +280,18 @@ class BrokerNode:
         if self._closed:
             return
         self._closed = True
-        self.partitions.closed = True
         self.maintenance.stop()
+        try:
+            if self.cluster.drain() or self.cluster.others_alive():
+                # leaving a cluster: every index file uploaded and published, so any node reads them
+                self.dispatcher.wait_idle(60.0)
+                self.index.roll()
+                self.index.maintain()
+                self.cluster.publish_index_files(self.index_files())
+        except Exception as exc:  # noqa: BLE001 - the node still closes cleanly; the others take over later
+            log.error("leaving the cluster incompletely", extra={"node_id": self.node_id, "error": str(exc)})
+        self.cluster.stop()
+        self.partitions.closed = True
         clean = self.storage.failed is None
         try:
             self.storage.flush()

@@ -1,4 +1,4 @@
-"""`mqindex produce | consume | query | get`: talk to a running server over HTTP.
+"""`mqindex produce | consume | query | get | nodes | reassign | rebalance`: talk to a server over HTTP.
 
 Readable tables by default, `--json` for scripts; an error prints one line and exits non-zero.
 """
@@ -73,15 +73,22 @@ def _time(value: str | None, name: str) -> int | None:
 
 
 def _request(args: argparse.Namespace, method: str, path: str, **kw: Any) -> Any:
+    """One request; a 421 (another node leads the partition) is followed to the leader it names."""
     headers = {"Authorization": f"Bearer {args.token}"} if args.token else {}
-    try:
-        resp = httpx.request(method, args.url.rstrip("/") + path, headers=headers, timeout=60, **kw)
-    except httpx.HTTPError as exc:
-        raise ClientError(f"cannot reach {args.url}: {exc}") from None
-    try:
-        body = resp.json()
-    except ValueError:
-        body = {"error": resp.text.strip()[:200]}
+    base = args.url.rstrip("/")
+    for _ in range(3):
+        try:
+            resp = httpx.request(method, base + path, headers=headers, timeout=60, **kw)
+        except httpx.HTTPError as exc:
+            raise ClientError(f"cannot reach {base}: {exc}") from None
+        try:
+            body = resp.json()
+        except ValueError:
+            body = {"error": resp.text.strip()[:200]}
+        if resp.status_code == 421 and body.get("leader_url"):
+            base = str(body["leader_url"]).rstrip("/")
+            continue
+        break
     if resp.status_code >= 400:
         raise ClientError(f"{resp.status_code}: {body.get('error', body)}")
     return body
@@ -167,4 +174,62 @@ def run_get(args: argparse.Namespace) -> int:
         _show_messages(args, [m])
         print("headers:", json.dumps(m["headers"]))
         print(f"value ({m['encoding']}):", m["value"])
+    return 0
+
+
+def add_nodes_arguments(p: argparse.ArgumentParser) -> None:
+    _common(p)
+
+
+def add_reassign_arguments(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    p.add_argument("topic")
+    p.add_argument("partition", type=int)
+    p.add_argument("--to", type=int, required=True, help="the node that leads the partition from now on")
+
+
+def add_rebalance_arguments(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    p.add_argument("--execute", action="store_true", help="run the plan (default: print it only)")
+
+
+def run_nodes(args: argparse.Namespace) -> int:
+    nodes = _request(args, "GET", "/v1/cluster/nodes")["nodes"]
+    if args.json:
+        print(json.dumps(nodes, indent=2))
+    else:
+        print(_table([{**n, "partitions": " ".join(n["partitions"]) or "-"} for n in nodes],
+                     ["node_id", "epoch", "state", "http", "partitions"]))
+    return 0
+
+
+def run_reassign(args: argparse.Namespace) -> int:
+    body = _request(args, "POST", "/v1/admin/reassignments",
+                    json={"topic": args.topic, "partition": args.partition, "to": args.to})
+    if args.json:
+        print(json.dumps(body, indent=2))
+    else:
+        print(f"{body['topic']}-{body['partition']}: node {body['from']} -> node {body['to']} "
+              f"(leader epoch {body['leader_epoch']}) in {body['seconds']:.3f}s")
+    return 0
+
+
+def run_rebalance(args: argparse.Namespace) -> int:
+    plan = _request(args, "POST", "/v1/admin/rebalance", json={"execute": False})["plan"]
+    if args.json and not args.execute:
+        print(json.dumps(plan, indent=2))
+        return 0
+    print(f"plan: {len(plan)} move(s)", file=sys.stderr)
+    if plan and not args.json:
+        print(_table(plan, ["topic", "partition", "from", "to"]))
+    if not args.execute or not plan:
+        return 0
+    done = []
+    for i, m in enumerate(plan, 1):  # one move at a time, progress on stderr
+        done.append(_request(args, "POST", "/v1/admin/reassignments",
+                             json={"topic": m["topic"], "partition": m["partition"], "to": m["to"]}))
+        print(f"[{i}/{len(plan)}] {m['topic']}-{m['partition']} -> node {m['to']} "
+              f"in {done[-1]['seconds']:.3f}s", file=sys.stderr)
+    if args.json:
+        print(json.dumps(done, indent=2))
     return 0

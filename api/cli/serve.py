@@ -21,6 +21,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metadata", help="metadata database URL (default sqlite:///DATA_DIR/metadata.sqlite)")
     p.add_argument("--node-id", dest="node_id", type=int,
                    help="this broker's id (default 0); brokers sharing one metadata database need distinct ids")
+    p.add_argument("--advertised-url", dest="advertised_url",
+                   help="URL the other nodes use to reach this one (default http://HOST:PORT)")
+    p.add_argument("--lease-ms", dest="lease_ms", type=int,
+                   help="node lease: dead to the others this long after its last heartbeat (default 10000)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,11 +34,14 @@ def run(args: argparse.Namespace) -> int:
     from broker.node import BrokerNode
 
     settings = load_settings(args.config, data_dir=args.data_dir, host=args.host, port=args.port,
-                             store=args.store, metadata=args.metadata, node_id=args.node_id).resolved()
+                             store=args.store, metadata=args.metadata, node_id=args.node_id,
+                             advertised_url=args.advertised_url, lease_ms=args.lease_ms).resolved()
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
     log.info("opening the node (recovering from the WAL and the index state folders if needed)",
              extra={"data_dir": settings.data_dir})
-    node = BrokerNode.open(settings.data_dir, settings.store, settings.metadata, node_id=settings.node_id)
+    node = BrokerNode.open(settings.data_dir, settings.store, settings.metadata, node_id=settings.node_id,
+                           http_address=settings.advertised_url, lease_ms=settings.lease_ms,
+                           cluster_token=settings.cluster_token or None)
     app = app_for_node(settings, node)
     log.info("serving", extra={"host": settings.host, "port": settings.port, "store": settings.store,
                                "metadata": settings.metadata, "data_dir": settings.data_dir})

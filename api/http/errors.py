@@ -7,7 +7,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from api.http.models import FieldError
-from broker.errors import Fenced, MessageIdError
+from broker.errors import Fenced, MessageIdError, NotLeader
 from broker.partitions.topic_errors import TopicExists
 from storage_tier import StorageUnavailable
 
@@ -22,6 +22,8 @@ def status_for(exc: Exception) -> tuple[int, str | None]:
         return 400, "msg_id"
     if isinstance(exc, LookupError):
         return 404, field
+    if isinstance(exc, NotLeader):
+        return 421, "partition"
     if isinstance(exc, (Fenced, StorageUnavailable)):
         return 503, None
     if isinstance(exc, ValueError):
@@ -49,7 +51,10 @@ def as_http(exc: Exception) -> HTTPException | None:
     status, field = status_for(exc)
     if status == 500:
         return None
-    return HTTPException(status, detail={"error": str(exc), "field": field})
+    detail: dict[str, object] = {"error": str(exc), "field": field}
+    if isinstance(exc, NotLeader):  # retriable at the leader
+        detail |= {"leader": exc.leader, "leader_url": exc.leader_url}
+    return HTTPException(status, detail=detail)
 
 
 def client_error(field: str, message: str, status: int = 400) -> HTTPException:

@@ -88,6 +88,22 @@ class IndexFilesOut(BaseModel):
 class ErrorOut(BaseModel):
     error: str
     field: str | None = None
+    leader: int | None = Field(None, description="421 only: the node that leads the partition")
+    leader_url: str | None = Field(None, description="421 only: where to send the request instead")
+
+
+class ReassignIn(BaseModel):
+    topic: str = Field(pattern=TOPIC_PATTERN)
+    partition: int = Field(ge=0)
+    to: int = Field(ge=0, lt=2**31, description="the node that leads the partition from now on")
+
+
+class RebalanceIn(BaseModel):
+    execute: bool = False
+
+
+class IndexHitsOut(BaseModel):
+    hits: list[tuple[int, int, int, int]] = Field(description="[partition, offset, size, store_time_ms], newest first")
 
 
 def decode_value(value: str | None, encoding: str, field: str) -> bytes | None:

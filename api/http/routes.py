@@ -21,11 +21,14 @@ from api.http.models import (
     FetchOut,
     FieldError,
     IndexFilesOut,
+    IndexHitsOut,
     LookupOut,
     MessageOut,
     ProducedOut,
     ProduceIn,
     ProduceOut,
+    ReassignIn,
+    RebalanceIn,
     TopicIn,
     TopicOut,
     decode_value,
@@ -34,7 +37,7 @@ from api.http.models import (
 
 T = TypeVar("T")
 TopicPath = Annotated[str, Path(pattern=TOPIC_PATTERN, description="topic name")]
-ERRORS: dict[int | str, dict[str, Any]] = {s: {"model": ErrorOut} for s in (400, 401, 403, 404, 409, 413, 503)}
+ERRORS: dict[int | str, dict[str, Any]] = {s: {"model": ErrorOut} for s in (400, 401, 403, 404, 409, 413, 421, 503)}
 router = APIRouter(responses=ERRORS)
 
 
@@ -125,3 +128,35 @@ async def get_by_id(request: Request, msg_id: MsgIdPath) -> MessageOut:
 @router.get("/v1/index/files", response_model=IndexFilesOut, dependencies=[Depends(require("read"))])
 async def index_files(request: Request) -> IndexFilesOut:
     return IndexFilesOut(files=await call(request, Backend.index_files))
+
+
+# -- the cluster -----------------------------------------------------------------------------------
+@router.get("/v1/cluster/nodes", dependencies=[Depends(require("read"))])
+async def cluster_nodes(request: Request) -> Any:
+    """Every node with its state (alive, expired, shut_down), lease, addresses and the partitions it leads."""
+    return {"nodes": await call(request, Backend.cluster_nodes)}
+
+
+@router.post("/v1/admin/reassignments", dependencies=[Depends(require("admin"))])
+async def reassign(body: ReassignIn, request: Request) -> Any:
+    """Move a partition's leadership to another live node; answers once the target serves it."""
+    return await call(request, Backend.reassign, body.topic, body.partition, body.to)
+
+
+@router.post("/v1/admin/rebalance", dependencies=[Depends(require("admin"))])
+async def rebalance(body: RebalanceIn, request: Request) -> Any:
+    """The moves that give every live node an equal share of the partitions; run them with execute=true."""
+    return await call(request, Backend.rebalance, body.execute)
+
+
+@router.get("/v1/internal/index/query", response_model=IndexHitsOut, dependencies=[Depends(require("read"))])
+async def local_index_query(request: Request, topic: Annotated[str, Query(pattern=TOPIC_PATTERN)],
+                            key: Annotated[str, Query(min_length=1)],
+                            begin: Annotated[int, Query(ge=0)] = 0,
+                            end: Annotated[int | None, Query(ge=0)] = None,
+                            max: Annotated[int, Query(ge=1, le=100_000)] = 64) -> IndexHitsOut:
+    """This node's own index hits (another node's cluster-wide key lookup asks every live node)."""
+    if end is not None and begin > end:
+        raise client_error("begin", f"({begin}) is after end ({end})")
+    hits = await call(request, Backend.local_index_query, topic, key, max, begin, end)
+    return IndexHitsOut(hits=[(h.queue_id, h.offset, h.size, h.store_time_ms) for h in hits])

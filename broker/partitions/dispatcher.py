@@ -39,7 +39,7 @@ class Dispatcher:
         self._read_entries = read_entries
         self._flush = flush
         self._cond = threading.Condition()
-        self._queue: deque[list[IndexEntry]] = deque()
+        self._queue: deque[list[IndexEntry] | CatchUp] = deque()
         self._catch_up: list[CatchUp] = []
         self._enqueued = 0
         self._done = 0
@@ -53,6 +53,15 @@ class Dispatcher:
     def start(self, catch_up: list[CatchUp]) -> None:
         self._catch_up = [c for c in catch_up if c.end > c.start]
         self._thread.start()
+
+    def enqueue_catch_up(self, c: CatchUp) -> None:
+        """Re-dispatch a range of a partition this node starts leading while running (a moved partition);
+        entries enqueued after it go after it."""
+        if c.end > c.start:
+            with self._cond:
+                self._queue.append(c)
+                self._enqueued += 1
+                self._cond.notify_all()
 
     def enqueue(self, entries: list[IndexEntry]) -> None:
         if not entries:
@@ -86,18 +95,20 @@ class Dispatcher:
         if self._thread.is_alive():
             self._thread.join()
 
+    def _redispatch(self, c: CatchUp) -> None:
+        n = 0
+        for entries in self._read_entries(c):
+            self._put_batch(entries)
+            n += len(entries)
+        self.dispatched += n
+        self.redispatched += n
+        log.info("re-dispatched to the index", extra={"topic": c.topic, "partition": c.partition,
+                                                       "from_offset": c.start, "to_offset": c.end, "entries": n})
+
     def _run(self) -> None:
         try:
             for c in list(self._catch_up):
-                n = 0
-                for entries in self._read_entries(c):
-                    self._put_batch(entries)
-                    n += len(entries)
-                self.dispatched += n
-                self.redispatched += n
-                log.info("re-dispatched to the index", extra={"topic": c.topic, "partition": c.partition,
-                                                               "from_offset": c.start, "to_offset": c.end,
-                                                               "entries": n})
+                self._redispatch(c)
                 with self._cond:
                     self._catch_up.remove(c)
                     self._cond.notify_all()
@@ -108,13 +119,22 @@ class Dispatcher:
                     if not self._queue and self._stop:
                         return
                     batch: list[IndexEntry] = []
+                    catch_up: CatchUp | None = None
                     n = 0
                     while self._queue and len(batch) < 65536:
-                        batch.extend(self._queue.popleft())
+                        if isinstance(self._queue[0], CatchUp):
+                            if not batch:
+                                catch_up = self._queue.popleft()  # type: ignore[assignment]
+                                n += 1
+                            break
+                        batch.extend(self._queue.popleft())  # type: ignore[arg-type]
                         n += 1
                     self._busy = True
                 try:
-                    self._put_batch(batch)
+                    if catch_up is not None:
+                        self._redispatch(catch_up)
+                    if batch:
+                        self._put_batch(batch)
                     self.dispatched += len(batch)
                 finally:
                     with self._cond:

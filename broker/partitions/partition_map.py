@@ -16,9 +16,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from broker.errors import InvalidField, OffsetOutOfRange
+from broker.errors import InvalidField, NotLeader, NotOwner, OffsetOutOfRange
 from broker.metadata import MetadataClient
 from broker.metadata.image import OPENED
+from broker.partitions.client_messages import OutMessage
 from broker.partitions.partition import Partition
 from broker.partitions.partition_state import PartitionState
 from broker.partitions.records import Record, parse_batches
@@ -40,6 +41,10 @@ class PartitionMap:
         self.node_id = node_id
         self.registry = TopicRegistry(meta)
         self.checkpoint: Callable[[str, int], int | None] = lambda topic, partition: None
+        # the cluster's answers (broker/cluster): the leader of a partition (node id, HTTP address) when
+        # another node leads it, and a message read from the node that holds it
+        self.leader_elsewhere: Callable[[Partition], tuple[int, str | None] | None] = lambda p: None
+        self.remote_message: Callable[[str, int, int], OutMessage | None] | None = None
         self.closed = False
         self.unclean: list[str] = []
         self._topics: dict[str, TopicInfo] = {}
@@ -196,6 +201,18 @@ class PartitionMap:
 
     def get(self, topic: str, partition: int) -> Partition:
         return self._partitions[(topic, partition)]
+
+    def all(self) -> list[Partition]:
+        with self._lock:
+            return list(self._partitions.values())
+
+    def not_served(self, p: Partition) -> NotOwner:
+        """The error for a request this node cannot serve for `p`: NotLeader naming the leader when
+        another node leads it (retry there), NotOwner (retry later) while it is moving or opening."""
+        where = self.leader_elsewhere(p)
+        if where is not None:
+            return NotLeader(f"partition {p.name} is led by node {where[0]}", where[0], where[1])
+        return NotOwner(f"partition {p.name} is not served by node {self.node_id}: {p.why_not_owned}")
 
     def owned(self) -> list[Partition]:
         with self._lock:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from broker.errors import Fenced, InvalidField, NotOwner
+from broker.errors import Fenced, InvalidField
 from broker.objects.format import RECORD_HEADER_SIZE
 from broker.partitions.client_messages import InMessage, Produced
 from broker.partitions.message_id import encode_message_id
@@ -67,7 +67,7 @@ class Producer:
         for pi in groups:
             part = self.parts.get(info.name, pi)
             if not part.owned:
-                raise NotOwner(f"partition {part.name} is not served by node {node_id}: {part.why_not_owned}")
+                raise self.parts.not_served(part)
         self.parts.storage.wait_for_cache_room()
         now = now_ms()
         pending = []
@@ -83,15 +83,15 @@ class Producer:
             with part.lock:
                 data = part.data
                 if not part.owned or data is None:
-                    raise NotOwner(f"partition {part.name} is no longer served by node {node_id}")
+                    raise self.parts.not_served(part)
                 base = data.next_offset
                 entries = [IndexEntry(info.name, pi, base + j, record_size(m), now, k)
                            for j, (m, k) in enumerate(zip(msgs, keys, strict=True)) if k]
                 try:
                     fut = data.append(with_base_offset(batch, base), len(msgs), base,
                                       (lambda rec, e=entries: self.dispatch(e)) if entries else None)
-                except Fenced as exc:
-                    raise NotOwner(f"partition {part.name} is no longer served by node {node_id}: {exc}") from None
+                except Fenced:
+                    raise self.parts.not_served(part) from None
             pending.append((fut, pi, base, idxs))
         results: list[Produced | None] = [None] * len(messages)
         for fut, pi, base, idxs in pending:

@@ -32,6 +32,8 @@ def fetch(parts: PartitionMap, topic: str, partition: int, offset: int, max_coun
     if isinstance(max_count, bool) or not isinstance(max_count, int) or max_count < 1:
         raise InvalidField("max", f"must be a positive integer, got {max_count!r}")
     start, end = parts.bounds(p)
+    if not p.owned and offset >= end and parts.leader_elsewhere(p) is not None:
+        raise parts.not_served(p)  # the fresh tail lives on the leader
     pos = max(offset, start)
     out: list[OutMessage] = []
     if pos < end:
@@ -46,6 +48,8 @@ def message_at(parts: PartitionMap, info: TopicInfo, partition: int, offset: int
         return None
     p = parts.get(info.name, partition)
     start, end = parts.bounds(p)
+    if not p.owned and offset >= end and parts.remote_message is not None:
+        return parts.remote_message(info.name, partition, offset)  # acknowledged on the leader, not uploaded
     if not start <= offset < end:
         return None
     for r in parts.records(p, offset, offset + 1):

@@ -1,0 +1,1 @@
+"""The cluster: node leases, partition leaders, reassignment, and key lookups across nodes."""

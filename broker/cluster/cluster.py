@@ -1,0 +1,215 @@
+"""Cluster: this node's place among the others, composed from leases, leaders, the watcher and peers.
+
+    cluster = Cluster(parts, meta, metadata_url, node_id, http=..., lease_ms=...)
+    cluster.start_membership()          # lease registered (the node is alive for the others)
+    cluster.claim_at_open(every)        # partitions assigned here, unassigned, or left open by a crash here
+    cluster.start(index, dispatcher)    # the watcher, key lookups across nodes
+    cluster.create_topic / reassign / rebalance_plan / nodes / drain / stop
+
+A node leads exactly the partitions the metadata assigns to it (broker/cluster/assignment.py); the
+AssignmentWatcher carries out changes (broker/cluster/handoff.py); ClusterIndex answers key lookups over
+every node's index; requests for a partition led elsewhere are answered with NotLeader naming the leader.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from broker.cluster.assignment import Move, leaders, plan_rebalance, set_leaders, spread
+from broker.cluster.cluster_index import ClusterIndex, publish_files
+from broker.cluster.handoff import hand_off
+from broker.cluster.membership import DEFAULT_LEASE_MS, Membership
+from broker.cluster.peers import Peers
+from broker.cluster.watcher import AssignmentWatcher
+from broker.errors import InvalidField
+from broker.metadata import MetadataClient
+from broker.metadata.image import OPENED
+from broker.metadata.leases import LeaseTable
+from broker.partitions.client_messages import OutMessage
+from broker.partitions.dispatcher import Dispatcher
+from broker.partitions.partition import Partition
+from broker.partitions.partition_map import PartitionMap
+from broker.partitions.topics import TopicInfo
+from index_file import IndexHit
+from storage_tier import StorageUnavailable
+
+log = logging.getLogger("mqindex.broker.cluster")
+
+
+class Cluster:
+    def __init__(self, parts: PartitionMap, meta: MetadataClient, metadata_url: str, node_id: int, *,
+                 http: str | None = None, kafka: str | None = None, lease_ms: int = DEFAULT_LEASE_MS,
+                 token: str | None = None, watch_interval_s: float = 0.1) -> None:
+        self.parts = parts
+        self.meta = meta
+        self.node_id = node_id
+        self.watch_interval_s = watch_interval_s
+        self.membership = Membership(LeaseTable(metadata_url), node_id, meta.node_epoch or 0, http, kafka,
+                                     lease_ms, on_fenced=self._lease_lost)
+        self.peers = Peers(token)
+        self.index: ClusterIndex | None = None
+        self.watcher: AssignmentWatcher | None = None
+        parts.leader_elsewhere = self.leader_elsewhere
+        parts.remote_message = self.remote_message
+
+    # -- opening ----------------------------------------------------------------------------------
+    def start_membership(self) -> None:
+        self.membership.start()
+
+    def claim_at_open(self, every: list[Partition]) -> None:
+        """Open the partitions assigned here, the unassigned ones nobody holds (recorded as led here), and
+        the ones this node's previous incarnation left open (so their WAL records are uploaded; the watcher
+        hands them to their leader)."""
+        lead = leaders(self.meta, refresh=True)
+        mine = []
+        for p in every:
+            want = lead.get((p.topic.topic_id, p.index))
+            ds = self.meta.get_stream(p.data_stream, refresh=False)
+            left_open = ds.state == OPENED and ds.owner == self.node_id
+            if want is None or want.node == self.node_id or left_open:
+                mine.append(p)
+        self.parts.claim(mine)
+        new = {(p.topic.topic_id, p.index): self.node_id for p in mine
+               if p.owned and (p.topic.topic_id, p.index) not in lead}
+        if new:
+            set_leaders(self.meta, new)
+
+    def start(self, index: Any, dispatcher: Dispatcher) -> None:
+        def sync_index() -> None:
+            dispatcher.wait_idle(60.0)
+
+        self.index = ClusterIndex(self.node_id, index.query, self.membership, self.peers, self.meta,
+                                  getattr(index, "store", None))
+        self.watcher = AssignmentWatcher(self.parts, sync_index, dispatcher.enqueue_catch_up, self.watch_interval_s)
+        self.watcher.start()
+
+    # -- answers for the partitions layer ---------------------------------------------------------
+    def leader_elsewhere(self, p: Partition) -> tuple[int, str | None] | None:
+        want = leaders(self.meta).get((p.topic.topic_id, p.index))
+        if want is None or want.node == self.node_id:
+            return None
+        node = self.membership.alive().get(want.node)
+        return (want.node, node.http) if node is not None else None
+
+    def remote_message(self, topic: str, partition: int, offset: int) -> OutMessage | None:
+        info = self.parts.cached_topic(topic)
+        if info is None:
+            return None
+        where = self.leader_elsewhere(self.parts.get(topic, partition))
+        if where is None or where[1] is None:
+            return None
+        return self.peers.message(where[1], topic, partition, offset)
+
+    def query(self, topic: str, key: str, max_count: int, begin_ms: int, end_ms: int | None) -> list[IndexHit]:
+        assert self.index is not None
+        return self.index.query(topic, key, max_count, begin_ms, end_ms)
+
+    # -- topics and moves ---------------------------------------------------------------------------
+    def create_topic(self, name: str, partitions: int, wait_s: float = 30.0) -> TopicInfo:
+        """Create the topic with its partitions spread over the live nodes; returns once each is served."""
+        info = self.parts.registry.create(name, partitions)
+        new = self.parts.add_topic(info)
+        load: dict[int, int] = {}
+        for lead in leaders(self.meta, refresh=True).values():
+            load[lead.node] = load.get(lead.node, 0) + 1
+        alive = set(self.membership.alive(max_age_s=0)) | {self.node_id}
+        chosen = spread(partitions, alive, load)
+        set_leaders(self.meta, {(info.topic_id, i): node for i, node in enumerate(chosen)})
+        mine = [p for p in new if chosen[p.index] == self.node_id]
+        self.parts.claim(mine)
+        self.parts.write_states([p for p in mine if p.owned], clean=False)
+        self._wait_served(info, chosen, wait_s)
+        return info
+
+    def _wait_served(self, info: TopicInfo, chosen: list[int], wait_s: float) -> None:
+        deadline = time.monotonic() + wait_s
+        for i, node in enumerate(chosen):
+            sid = info.streams[i].data_stream
+            while True:
+                s = self.meta.get_stream(sid)
+                if s.state == OPENED and s.owner == node:
+                    break
+                if time.monotonic() > deadline:
+                    raise StorageUnavailable("cluster", None, f"partition {info.name}-{i} not opened by node {node} "
+                                                              f"after {wait_s}s")
+                time.sleep(0.02)
+
+    def reassign(self, topic: str, partition: int, target: int, wait_s: float = 30.0) -> dict[str, Any]:
+        """Record `target` as the partition's leader and wait until it serves the partition."""
+        started = time.monotonic()
+        info = self.parts.topic(topic)
+        p = self.parts.partition(info, partition)
+        if isinstance(target, bool) or not isinstance(target, int) or target not in self.membership.alive(0):
+            raise InvalidField("to", f"node {target!r} is not a live node")
+        old = leaders(self.meta, refresh=True).get((info.topic_id, partition))
+        before = self.meta.get_stream(p.data_stream).epoch
+        lead = set_leaders(self.meta, {(info.topic_id, partition): target})[(info.topic_id, partition)]
+        deadline = time.monotonic() + wait_s
+        while True:
+            s = self.meta.get_stream(p.data_stream)
+            if s.state == OPENED and s.owner == target and (s.epoch > before or old is None or old.node == target):
+                break
+            if time.monotonic() > deadline:
+                raise StorageUnavailable("cluster", None, f"{p.name} not served by node {target} after {wait_s}s")
+            time.sleep(0.01)
+        seconds = time.monotonic() - started
+        log.info("partition reassigned", extra={"topic": topic, "partition": partition, "target": target,
+                                                "source": None if old is None else old.node, "seconds": seconds})
+        return {"topic": topic, "partition": partition, "from": None if old is None else old.node, "to": target,
+                "leader_epoch": lead.epoch, "stream_epoch": s.epoch, "seconds": round(seconds, 3)}
+
+    def rebalance_plan(self) -> list[Move]:
+        current: dict[tuple[int, int], int | None] = {}
+        lead = leaders(self.meta, refresh=True)
+        for p in self.parts.all():
+            want = lead.get((p.topic.topic_id, p.index))
+            current[(p.topic.topic_id, p.index)] = None if want is None else want.node
+        return plan_rebalance(current, self.membership.alive(0))
+
+    def nodes(self) -> list[dict[str, Any]]:
+        led: dict[int, list[str]] = {}
+        names = {p.topic.topic_id: p.topic.name for p in self.parts.all()}
+        for (tid, part), lead in sorted(leaders(self.meta, refresh=True).items()):
+            if tid in names:
+                led.setdefault(lead.node, []).append(f"{names[tid]}-{part}")
+        return [n.as_dict() | {"partitions": led.get(n.node_id, [])} for n in self.membership.nodes()]
+
+    def publish_index_files(self, files: list[dict[str, Any]]) -> None:
+        publish_files(self.meta, self.node_id, files)
+
+    def others_alive(self) -> bool:
+        return any(n != self.node_id for n in self.membership.alive(0))
+
+    def drain(self) -> int:
+        """Graceful shutdown: hand every partition led here to the other live nodes. Returns how many moved."""
+        others = [n for n in self.membership.alive(0) if n != self.node_id]
+        owned = self.parts.owned()
+        if not others or not owned or self.watcher is None:
+            return 0
+        if self.watcher is not None:
+            self.watcher.stop()
+        load: dict[int, int] = {}
+        for lead in leaders(self.meta, refresh=True).values():
+            if lead.node in others:
+                load[lead.node] = load.get(lead.node, 0) + 1
+        targets = spread(len(owned), others, load)
+        set_leaders(self.meta, {(p.topic.topic_id, p.index): t for p, t in zip(owned, targets, strict=True)})
+        moved = 0
+        for p, t in zip(owned, targets, strict=True):
+            moved += hand_off(self.parts, p, t, self.watcher.sync_index)
+        log.info("drained", extra={"node_id": self.node_id, "partitions": moved, "to": sorted(set(targets))})
+        return moved
+
+    def _lease_lost(self) -> None:
+        self.parts.storage.check_fenced([s.stream_id for p in self.parts.owned() for s in p.streams],
+                                        RuntimeError("this node's lease belongs to a newer incarnation"))
+
+    def stop(self) -> None:
+        if self.watcher is not None:
+            self.watcher.stop()
+        if self.index is not None:
+            self.index.close()
+        self.membership.stop()
+        self.peers.close()

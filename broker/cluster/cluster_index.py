@@ -1,0 +1,115 @@
+"""Key lookups across the cluster: every node's index, each file read once per query.
+
+`ClusterIndex.query` has IndexService.query's contract (newest first: store time, then offset, then
+partition; exactly min(max_count, matches); no duplicates) over the whole cluster:
+- this node's IndexService answers for its own files (writing, compacted and uploaded);
+- every other live node answers for its own files through its HTTP API (`/v1/internal/index/query`), in
+  parallel: entries not yet uploaded are reached where they live;
+- a node that is not alive (shut down, or its lease expired) cannot answer, so its uploaded files, which it
+  publishes in the metadata KV (`index_files/<node>`: store key and time range of each), are read directly
+  from the object store, one ranged GET per file after a cached summary load.
+Each node's files are read by exactly one of these paths, so no file is read twice for one query. The
+answers are merged, de-duplicated by (partition, offset) and cut at max_count.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from broker.cluster.membership import Membership
+from broker.cluster.peers import Peers
+from broker.metadata import MetadataClient
+from index_file import IndexHit, RemoteCompactedIndexReader
+
+log = logging.getLogger("mqindex.broker.cluster")
+
+FILES_PREFIX = "index_files/"
+LocalQuery = Callable[[str, str, int, int, int | None], list[IndexHit]]
+
+
+def publish_files(meta: MetadataClient, node_id: int, files: list[dict[str, Any]]) -> None:
+    """Record this node's uploaded index files (store key, begin, end) in the KV when they changed."""
+    body = json.dumps(sorted(([f["location"], f["begin_ms"], f["end_ms"]] for f in files
+                              if f["state"] == "UPLOADED"), key=lambda x: x[0]))
+    key = f"{FILES_PREFIX}{node_id}"
+    if meta.kv_get(key) != body:
+        meta.kv_put(key, body)
+
+
+def merge_hits(groups: list[list[IndexHit]], max_count: int) -> list[IndexHit]:
+    seen: set[tuple[int, int]] = set()
+    out = []
+    for h in sorted((h for g in groups for h in g), key=lambda h: (h.store_time_ms, h.offset, h.queue_id),
+                    reverse=True):
+        if (h.queue_id, h.offset) in seen:
+            continue
+        seen.add((h.queue_id, h.offset))
+        out.append(h)
+        if len(out) == max_count:
+            break
+    return out
+
+
+class ClusterIndex:
+    def __init__(self, node_id: int, local: LocalQuery, membership: Membership, peers: Peers,
+                 meta: MetadataClient, index_store: Any, max_readers: int = 256) -> None:
+        self.node_id = node_id
+        self.local = local
+        self.membership = membership
+        self.peers = peers
+        self.meta = meta
+        self.index_store = index_store
+        self._readers: OrderedDict[str, RemoteCompactedIndexReader] = OrderedDict()
+        self._max_readers = max_readers
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(8, thread_name_prefix="cluster-query")
+
+    def query(self, topic: str, key: str, max_count: int, begin_ms: int, end_ms: int | None) -> list[IndexHit]:
+        alive = self.membership.alive()
+        futures = [self._pool.submit(self.peers.index_query, n.http, topic, key, max_count, begin_ms, end_ms)
+                   for nid, n in sorted(alive.items()) if nid != self.node_id and n.http]
+        groups = [self.local(topic, key, max_count, begin_ms, end_ms)]
+        groups += self._departed(alive, topic, key, max_count, begin_ms, end_ms)
+        groups += [f.result() for f in futures]
+        return merge_hits(groups, max_count)
+
+    def _departed(self, alive: dict[int, Any], topic: str, key: str, max_count: int, begin_ms: int,
+                  end_ms: int | None) -> list[list[IndexHit]]:
+        """Hits from the published uploaded files of nodes that are not alive."""
+        out = []
+        hi = end_ms if end_ms is not None else 1 << 62
+        for k, v in self.meta.kv_items(FILES_PREFIX, refresh=False).items():
+            node = int(k[len(FILES_PREFIX):])
+            if node == self.node_id or node in alive:
+                continue
+            for location, fb, fe in json.loads(v):
+                if fe < begin_ms or fb > hi:
+                    continue
+                out.append(self._reader(location).query(topic, key, max_count, begin_ms, hi))
+        return out
+
+    def _reader(self, location: str) -> RemoteCompactedIndexReader:
+        with self._lock:
+            r = self._readers.get(location)
+            if r is not None:
+                self._readers.move_to_end(location)
+                return r
+        r = RemoteCompactedIndexReader(self.index_store, location)
+        with self._lock:
+            self._readers[location] = r
+            while len(self._readers) > self._max_readers:
+                self._readers.popitem(last=False)[1].close()
+        return r
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False)
+        with self._lock:
+            for r in self._readers.values():
+                r.close()
+            self._readers.clear()

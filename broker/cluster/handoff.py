@@ -1,0 +1,89 @@
+"""Moving a partition between nodes (reference/003, the six steps), source side and target side.
+
+Source (`hand_off`): stop accepting writes for the partition (produce answers "not leader" from now on),
+wait for its in-flight WAL appends, wait until the index holds everything acknowledged, write a clean
+partition state record with the index checkpoint to the meta stream, force-upload the cached data, close
+both streams at the partition's epoch.
+
+Target (`take_over`): when both streams are closed, open them at a higher epoch (`PartitionMap.claim`),
+load the state record, resume index dispatch after the index checkpoint the source recorded (so nothing
+is indexed twice or skipped), write a state record, serve.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from broker.metadata.image import OPENED
+from broker.partitions.dispatcher import CatchUp
+from broker.partitions.partition import Partition
+from broker.partitions.partition_map import PartitionMap, now_ms
+from broker.partitions.partition_state import PartitionState
+
+log = logging.getLogger("mqindex.broker.cluster")
+
+
+def hand_off(parts: PartitionMap, p: Partition, target: int, sync_index: Callable[[], None],
+             timeout_s: float = 30.0) -> bool:
+    """Source steps; True when the partition's streams are closed here. On a failure the partition is
+    served again and the error logged (the caller retries later)."""
+    started = time.monotonic()
+    with p.lock:
+        if not p.owned or p.data is None or p.meta is None:
+            return False
+        p.owned, p.why_not_owned = False, f"moving to node {target}"
+    data, meta = p.data, p.meta
+    try:
+        deadline = time.monotonic() + timeout_s
+        while data.confirmed_end < data.next_offset:  # appends queued before the stop are acknowledged first
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"WAL appends of {p.name} not durable after {timeout_s}s")
+            time.sleep(0.002)
+        sync_index()
+        ck = parts.checkpoint(p.topic.name, p.index)
+        state = PartitionState(parts.start_offset(p), True, ck, parts.node_id, p.epoch, now_ms())
+        p.write_state(state).result(timeout_s)
+        parts.storage.force_upload()
+        if parts.storage.cached_bytes(data.stream_id) or parts.storage.cached_bytes(meta.stream_id):
+            raise RuntimeError(f"{p.name}: data still cached after the upload")
+        parts.storage.close_streams([meta, data])
+    except Exception as exc:  # noqa: BLE001 - keep serving; the watcher tries again
+        with p.lock:
+            if not (meta.fenced or data.fenced):
+                p.owned, p.why_not_owned = True, ""
+        log.error("partition hand-off failed; serving it again", extra={
+            "topic": p.topic.name, "partition": p.index, "target": target, "error": f"{type(exc).__name__}: {exc}"})
+        return False
+    p.meta = p.data = None
+    log.info("partition handed off", extra={"topic": p.topic.name, "partition": p.index, "target": target,
+                                            "epoch": p.epoch, "end_offset": data.confirmed_end,
+                                            "index_checkpoint": ck,
+                                            "seconds": round(time.monotonic() - started, 3)})
+    return True
+
+
+def take_over(parts: PartitionMap, p: Partition, catch_up: Callable[[CatchUp], None]) -> bool:
+    """Target steps; False while the source still holds a stream (try again on the next look)."""
+    if p.owned:
+        return True
+    ms = parts.meta.get_stream(p.meta_stream, refresh=False)
+    ds = parts.meta.get_stream(p.data_stream, refresh=False)
+    if OPENED in (ms.state, ds.state) and parts.node_id not in (ms.owner, ds.owner):
+        return False
+    started = time.monotonic()
+    parts.claim([p])
+    if not p.owned:
+        return False
+    parts.load_states([p])
+    own = parts.checkpoint(p.topic.name, p.index)
+    moved = p.state.index_checkpoint
+    start = max(-1 if own is None else own, -1 if moved is None else moved) + 1
+    start = max(start, parts.start_offset(p))
+    catch_up(CatchUp(p.topic.name, p.index, start, p.acked_end))
+    parts.write_states([p], clean=False)
+    log.info("partition taken over", extra={"topic": p.topic.name, "partition": p.index, "epoch": p.epoch,
+                                            "end_offset": p.acked_end, "index_from": start,
+                                            "seconds": round(time.monotonic() - started, 3)})
+    return True

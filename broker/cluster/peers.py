@@ -1,0 +1,64 @@
+"""Calls from this node to the others over their HTTP API: index queries and single-message reads.
+
+httpx (a dependency already) with short timeouts; a peer that does not answer is a StorageUnavailable
+(retriable 503 to the client), never a silently shorter answer.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import httpx
+
+from broker.partitions.client_messages import OutMessage
+from index_file import IndexHit
+from storage_tier import StorageUnavailable
+
+
+class Peers:
+    def __init__(self, token: str | None = None, timeout_s: float = 10.0) -> None:
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        self._client = httpx.Client(timeout=timeout_s, headers=headers)
+
+    def _get(self, url: str, params: dict[str, Any]) -> httpx.Response:
+        try:
+            return self._client.get(url, params=params)
+        except httpx.HTTPError as exc:
+            raise StorageUnavailable("cluster", url, f"node at {url} did not answer: {exc}") from exc
+
+    def index_query(self, base: str, topic: str, key: str, max_count: int, begin_ms: int,
+                    end_ms: int | None) -> list[IndexHit]:
+        params: dict[str, Any] = {"topic": topic, "key": key, "max": max_count, "begin": begin_ms}
+        if end_ms is not None:
+            params["end"] = end_ms
+        r = self._get(f"{base}/v1/internal/index/query", params)
+        if r.status_code != 200:
+            raise StorageUnavailable("cluster", base, f"index query on {base} answered {r.status_code}: {r.text[:200]}")
+        return [IndexHit(topic, int(p), int(o), int(s), int(t), key, True) for p, o, s, t in r.json()["hits"]]
+
+    def message(self, base: str, topic: str, partition: int, offset: int) -> OutMessage | None:
+        r = self._get(f"{base}/v1/topics/{topic}/partitions/{partition}/messages", {"offset": offset, "max": 1})
+        if r.status_code != 200:
+            raise StorageUnavailable("cluster", base, f"read on {base} answered {r.status_code}: {r.text[:200]}")
+        for m in r.json()["messages"]:
+            if m["offset"] == offset:
+                return _message(m)
+        return None
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _message(m: dict[str, Any]) -> OutMessage:
+    raw = m.get("value")
+    if raw is None:
+        value = None
+    elif m.get("encoding") == "base64":
+        value = base64.b64decode(raw)
+    else:
+        value = str(raw).encode()
+    key = m["key"].encode() if m.get("key") is not None else None
+    headers = [(k, str(v).encode()) for k, v in (m.get("headers") or {}).items()]
+    return OutMessage(topic=m["topic"], partition=m["partition"], offset=m["offset"], msg_id=m["msg_id"], key=key,
+                      value=value, headers=headers, timestamp=m["timestamp"])

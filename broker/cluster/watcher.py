@@ -1,0 +1,73 @@
+"""AssignmentWatcher: makes this node lead exactly the partitions the metadata assigns to it.
+
+Nodes learn of changes by a short poll of the metadata log (every `interval_s`, default 0.1 s): a poll is
+one indexed `SELECT ... WHERE log_offset > ?` that returns nothing when nothing changed, it works the same
+on SQLite and PostgreSQL, and a reassignment is seen within one interval. (PostgreSQL LISTEN/NOTIFY would
+save the empty polls but needs a connection per node held open outside the log's transactions, and does
+nothing for SQLite.)
+
+Each look: catch up with the log, learn topics other nodes created, then for every partition
+- assigned elsewhere and led here: hand it off (source steps);
+- assigned here and not led here: take it over once its streams are closed (target steps).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from broker.cluster import handoff
+from broker.cluster.assignment import leaders
+from broker.partitions.dispatcher import CatchUp
+from broker.partitions.partition_map import PartitionMap
+
+log = logging.getLogger("mqindex.broker.cluster")
+
+
+class AssignmentWatcher:
+    def __init__(self, parts: PartitionMap, sync_index: Callable[[], None], catch_up: Callable[[CatchUp], None],
+                 interval_s: float = 0.1) -> None:
+        self.parts = parts
+        self.sync_index = sync_index
+        self.catch_up = catch_up
+        self.interval_s = interval_s
+        self.lock = threading.Lock()  # one reconcile at a time (the thread, a drain, a test)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="broker-assignment", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.reconcile()
+            except Exception as exc:  # noqa: BLE001 - next look tries again
+                log.warning("assignment look failed", extra={"error": f"{type(exc).__name__}: {exc}"})
+
+    def reconcile(self) -> None:
+        with self.lock:
+            if self._stop.is_set():
+                return
+            parts = self.parts
+            parts.meta.catch_up()
+            for name in parts.registry.names():
+                if parts.cached_topic(name) is None:
+                    info = parts.registry.get(name, refresh=False)
+                    if info is not None:
+                        parts.add_topic(info)
+            lead = leaders(parts.meta)
+            for p in parts.all():
+                want = lead.get((p.topic.topic_id, p.index))
+                if want is None:
+                    continue
+                if p.owned and want.node != parts.node_id:
+                    handoff.hand_off(parts, p, want.node, self.sync_index)
+                elif not p.owned and want.node == parts.node_id and not p.why_not_owned.startswith("fenced"):
+                    handoff.take_over(parts, p, self.catch_up)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()

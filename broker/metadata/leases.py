@@ -1,0 +1,117 @@
+"""Node leases: which broker nodes are alive, where to reach them, until when.
+
+One row per node in `node_leases` beside the metadata log (same database): node id, node epoch, advertised
+HTTP and Kafka addresses, lease expiry and state (`alive` or `shut_down`). Heartbeats update the row in
+place instead of appending to the metadata log, so a cluster's idle heartbeats do not grow the log.
+Expiry is computed with the database server's clock (PostgreSQL `clock_timestamp()`, SQLite `julianday`)
+so nodes on hosts with skewed clocks agree on who is alive.
+
+A heartbeat only succeeds for the row's current epoch: a node whose id re-registered with a newer epoch (a
+new incarnation) learns from its failed heartbeat that it is fenced.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
+
+from storage_tier.store_url import sqlite_path
+
+ALIVE = "alive"
+EXPIRED = "expired"
+SHUT_DOWN = "shut_down"
+
+_PG_NOW = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
+_SQLITE_NOW = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
+
+
+@dataclass(frozen=True)
+class NodeLease:
+    node_id: int
+    epoch: int
+    http: str | None
+    kafka: str | None
+    expires_ms: int
+    state: str  # alive, expired, shut_down (as seen at `now_ms`)
+    now_ms: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"node_id": self.node_id, "epoch": self.epoch, "http": self.http, "kafka": self.kafka,
+                "lease_expires_ms": self.expires_ms, "state": self.state}
+
+
+class LeaseTable:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._lock = threading.Lock()
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        if scheme == "sqlite":
+            self._pg = False
+            self._conn: Any = sqlite3.connect(sqlite_path(url), isolation_level=None, check_same_thread=False,
+                                              timeout=30)
+            self._now = _SQLITE_NOW
+            self._p = "?"
+        elif scheme in ("postgresql", "postgres"):
+            import psycopg
+
+            self._pg = True
+            params = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+            schema = params.pop("schema", None)
+            dsn = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(params), ""))
+            self._conn = psycopg.connect(dsn, autocommit=True)
+            if schema is not None:
+                self._conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+                self._conn.execute(f'SET search_path TO "{schema}"')
+            self._now = _PG_NOW
+            self._p = "%s"
+        else:
+            raise ValueError(f"unsupported metadata URL {url!r}")
+        self._sql("CREATE TABLE IF NOT EXISTS node_leases (node_id BIGINT PRIMARY KEY, epoch BIGINT NOT NULL, "
+                  "http TEXT, kafka TEXT, expires_ms BIGINT NOT NULL, state TEXT NOT NULL)")
+
+    def _sql(self, sql: str, args: tuple[Any, ...] = ()) -> Any:
+        with self._lock:
+            cur = self._conn.execute(sql.replace("?", self._p), args)
+            return cur
+
+    def register(self, node_id: int, epoch: int, http: str | None, kafka: str | None, lease_ms: int) -> None:
+        """Insert or take over the node's row at `epoch` (a newer incarnation replaces an older one)."""
+        self._sql(f"INSERT INTO node_leases (node_id, epoch, http, kafka, expires_ms, state) "
+                  f"VALUES (?, ?, ?, ?, {self._now} + ?, 'alive') ON CONFLICT (node_id) DO UPDATE SET "
+                  f"epoch = excluded.epoch, http = excluded.http, kafka = excluded.kafka, "
+                  f"expires_ms = excluded.expires_ms, state = 'alive' WHERE node_leases.epoch <= excluded.epoch",
+                  (node_id, epoch, http, kafka, lease_ms))
+
+    def heartbeat(self, node_id: int, epoch: int, lease_ms: int) -> bool:
+        """Extend the lease; False when the row belongs to a newer epoch (this incarnation is fenced)."""
+        cur = self._sql(f"UPDATE node_leases SET expires_ms = {self._now} + ?, state = 'alive' "
+                        f"WHERE node_id = ? AND epoch = ?", (lease_ms, node_id, epoch))
+        return bool(cur.rowcount)
+
+    def shut_down(self, node_id: int, epoch: int) -> None:
+        self._sql("UPDATE node_leases SET state = 'shut_down' WHERE node_id = ? AND epoch = ?", (node_id, epoch))
+
+    def expire(self, node_id: int, epoch: int) -> None:
+        """End a lease now (a node fenced by the others, or a test)."""
+        self._sql(f"UPDATE node_leases SET expires_ms = {self._now} - 1 WHERE node_id = ? AND epoch = ?",
+                  (node_id, epoch))
+
+    def nodes(self) -> list[NodeLease]:
+        rows = self._sql(f"SELECT node_id, epoch, http, kafka, expires_ms, state, {self._now} FROM node_leases "
+                         f"ORDER BY node_id").fetchall()
+        out = []
+        for node_id, epoch, http, kafka, expires, state, now in rows:
+            shown = SHUT_DOWN if state == SHUT_DOWN else (ALIVE if int(expires) > int(now) else EXPIRED)
+            out.append(NodeLease(int(node_id), int(epoch), http, kafka, int(expires), shown, int(now)))
+        return out
+
+    def alive(self) -> dict[int, NodeLease]:
+        return {n.node_id: n for n in self.nodes() if n.state == ALIVE}
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
