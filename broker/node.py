@@ -45,7 +45,8 @@ from broker.partitions.key_lookup import find_by_key
 from broker.partitions.message_id import decode_message_id, encode_message_id
 from broker.partitions.partition_state import PartitionState
 from broker.partitions.partitioner import RoundRobin, partition_for_key
-from broker.partitions.records import ProducerRecord, Record, build_batch, index_keys, parse_batches, with_base_offset
+from broker.partitions.reads import parsed_records, served_before_damage
+from broker.partitions.records import ProducerRecord, Record, build_batch, index_keys, with_base_offset
 from broker.partitions.retention import RetentionPolicy, retention_start
 from broker.partitions.topic_errors import PartitionNotFound, TopicNotFound
 from broker.partitions.topics import TopicInfo, TopicRegistry, validate_topic_name
@@ -606,11 +607,8 @@ class BrokerNode:
 
     def _records(self, p: Partition, start: int, end: int) -> Iterator[Record]:
         try:
-            for sr in self._read_stream(p.data_stream, start, end):
-                for b in parse_batches(sr.payload):
-                    for r in b.records:
-                        if start <= r.offset < end:
-                            yield r
+            yield from parsed_records(self.reader, p.data_stream, self._read_stream(p.data_stream, start, end),
+                                      start, end)
         except OffsetOutOfRange:
             return  # trimmed by retention meanwhile
 
@@ -625,7 +623,7 @@ class BrokerNode:
         pos = max(offset, start)
         out: list[OutMessage] = []
         if pos < end:
-            for r in self._records(p, pos, min(end, pos + max_count)):
+            for r in served_before_damage(self._records(p, pos, min(end, pos + max_count))):
                 out.append(_out_message(info.name, info.topic_id, p.index, r))
         next_offset = out[-1].offset + 1 if out else (pos if offset < end else offset)
         return out, next_offset
