@@ -14,6 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from api.backend import Backend
 from api.config import Settings
 from api.http import errors
+from api.http.body_limit import BodyLimit
 from api.http.metrics import Metrics
 from api.http.models import MAX_REQUEST_BYTES
 from api.http.routes import router
@@ -25,7 +26,7 @@ PAGE = Path(__file__).parent.parent / "web" / "index.html"
 
 def create_app(settings: Settings, backend: Backend, stores: Mapping[str, BlobStore] | None = None,
                metrics: Metrics | None = None) -> FastAPI:
-    app = FastAPI(title="mqindex", version="0.1.0", max_body_size=MAX_REQUEST_BYTES,
+    app = FastAPI(title="mqindex", version="0.1.0",
                   description="Produce, fetch and find messages by key or id on object storage. Every error "
                               "answers JSON {\"error\", \"field\"}; bad input is a 4xx naming the field "
                               "(validation errors are 400, never 422); damage in the store is a 502 that also "
@@ -36,6 +37,7 @@ def create_app(settings: Settings, backend: Backend, stores: Mapping[str, BlobSt
     app.state.backend = backend
     app.state.metrics = metrics
     errors.install(app)
+    app.add_middleware(BodyLimit, limit=MAX_REQUEST_BYTES)
     app.include_router(router)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
 
