@@ -11,13 +11,11 @@ Rules (each pins a known RocketMQ defect):
   32-bit hash only, so their hits go through the verifier when one is configured (and are dropped
   unless it confirms them), or are returned with exact=False for the caller to check;
 - a file whose bytes fail a check (an uploaded file damaged in the store) is skipped: the answer comes
-  from the other files and names the damaged one in `Hits.damaged` (logged once per file).
+  from the other files and names the damaged one in `Hits.damaged`.
 """
 
 from __future__ import annotations
 
-import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -26,8 +24,6 @@ from index_file.errors import FormatError
 from index_service.file_map import FileMap
 from index_service.managed_file import ManagedFile
 from storage_tier.errors import BlobNotFound
-
-log = logging.getLogger("mqindex.index_service.query")
 
 _UNBOUNDED = 1 << 30
 
@@ -80,20 +76,10 @@ class QueryStats:
     damaged: list[DamagedFile] = field(default_factory=list)
 
 
-_logged_lock = threading.Lock()
-_logged: set[str] = set()
-
-
 def _damaged(mf: ManagedFile, exc: Exception) -> DamagedFile:
-    where = mf.remote_key or mf.location
+    """The caller reports it (the HTTP layer counts it and logs each file once)."""
     check = exc.check if isinstance(exc, FormatError) else "missing object"
-    with _logged_lock:
-        first = where not in _logged
-        _logged.add(where)
-    if first:  # once per file, not once per query
-        log.error("index file damaged: queries answer from the other files", extra={
-            "object": where, "check": check, "state": mf.state.value, "error": str(exc)})
-    return DamagedFile(where, check, str(exc))
+    return DamagedFile(mf.remote_key or mf.location, check, str(exc))
 
 
 def run_query(files: FileMap, topic: str, key: str, max_count: int, lo: int, hi: int,
