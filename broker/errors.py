@@ -8,7 +8,9 @@ class BrokerError(Exception):
 
 
 class ObjectFormatError(BrokerError):
-    """An object in the store is not a valid S3Stream object: names the object key and the failed check."""
+    """An object in the store is not a valid S3Stream object: names the object key and the failed check.
+
+    It is damage in the store, never the client's doing: the HTTP layer answers it with a 5xx (OPERATIONS.md)."""
 
     def __init__(self, key: str, check: str, detail: str = "") -> None:
         self.key = key

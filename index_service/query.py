@@ -9,16 +9,21 @@ Rules (each pins a known RocketMQ defect):
   queue desc), one hit per (queue_id, offset) even when a record is in two files;
 - native files match the 64-bit fingerprint of `topic#key` (exact=True); RocketMQ files match a
   32-bit hash only, so their hits go through the verifier when one is configured (and are dropped
-  unless it confirms them), or are returned with exact=False for the caller to check.
+  unless it confirms them), or are returned with exact=False for the caller to check;
+- a file whose bytes fail a check (an uploaded file damaged in the store) is skipped: the answer comes
+  from the other files and names the damaged one in `Hits.damaged`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from index_file import IndexHit
+from index_file.errors import FormatError
 from index_service.file_map import FileMap
+from index_service.managed_file import ManagedFile
+from storage_tier.errors import BlobNotFound
 
 _UNBOUNDED = 1 << 30
 
@@ -44,15 +49,41 @@ def merge(held: list[IndexHit], new: list[IndexHit], max_count: int) -> list[Ind
     return out
 
 
+@dataclass(frozen=True)
+class DamagedFile:
+    """An index file a query could not read: its store key (or path), the failed check, the error."""
+
+    object: str
+    check: str
+    error: str
+
+
+class Hits(list[IndexHit]):
+    """The hits of a query, and the index files it skipped as damaged (an empty list when none)."""
+
+    damaged: list[DamagedFile]
+
+    def __init__(self, hits: list[IndexHit], damaged: list[DamagedFile]) -> None:
+        super().__init__(hits)
+        self.damaged = damaged
+
+
 @dataclass
 class QueryStats:
     files_considered: int = 0
     files_read: int = 0
     stopped_early: bool = False
+    damaged: list[DamagedFile] = field(default_factory=list)
+
+
+def _damaged(mf: ManagedFile, exc: Exception) -> DamagedFile:
+    """The caller reports it (the HTTP layer counts it and logs each file once)."""
+    check = exc.check if isinstance(exc, FormatError) else "missing object"
+    return DamagedFile(mf.remote_key or mf.location, check, str(exc))
 
 
 def run_query(files: FileMap, topic: str, key: str, max_count: int, lo: int, hi: int,
-              verifier: Callable[[IndexHit], bool] | None, stats: QueryStats | None = None) -> list[IndexHit]:
+              verifier: Callable[[IndexHit], bool] | None, stats: QueryStats | None = None) -> Hits:
     stats = stats if stats is not None else QueryStats()
     held: list[IndexHit] = []
     cands = files.candidates(lo, hi)
@@ -62,14 +93,18 @@ def run_query(files: FileMap, topic: str, key: str, max_count: int, lo: int, hi:
             stats.stopped_early = True  # the global counter: nothing older can enter the answer
             break
         stats.files_read += 1
-        if mf.exact:
-            hits = mf.query(topic, key, max_count, lo, hi)
-        else:
-            hits = mf.query(topic, key, _UNBOUNDED, lo, hi)  # candidates: some may fail verification
-            if verifier is not None:
-                hits = _verified(hits, held, max_count, verifier)
+        try:
+            if mf.exact:
+                hits = mf.query(topic, key, max_count, lo, hi)
+            else:
+                hits = mf.query(topic, key, _UNBOUNDED, lo, hi)  # candidates: some may fail verification
+                if verifier is not None:
+                    hits = _verified(hits, held, max_count, verifier)
+        except (FormatError, BlobNotFound) as exc:
+            stats.damaged.append(_damaged(mf, exc))
+            continue
         held = merge(held, hits, max_count)
-    return held
+    return Hits(held, stats.damaged)
 
 
 def _verified(hits: list[IndexHit], held: list[IndexHit], max_count: int,

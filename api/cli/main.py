@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "inspect-index": ("api.cli.inspect_index", "dump an index file (native or RocketMQ format)"),
     "inspect-object": ("api.cli.inspect_object", "dump a stream object's data blocks and index block"),
     "import-rocketmq": ("api.cli.import_rocketmq", "register a directory of RocketMQ tiered index files"),
+    "scrub": ("api.cli.scrub", "verify every checksum of the stored objects and index files; list the damaged"),
     "spark-build": ("api.cli.spark_build", "batch-build compacted indexes from the broker's objects"),
     "bench": ("bench.cli", "run benchmarks against their peers"),
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import HTMLResponse
@@ -13,7 +14,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from api.backend import Backend
 from api.config import Settings
 from api.http import errors
+from api.http.body_limit import BodyLimit
 from api.http.metrics import Metrics
+from api.http.models import MAX_REQUEST_BYTES
 from api.http.routes import router
 from broker.node import BrokerNode
 from storage_tier import BlobStore
@@ -24,14 +27,19 @@ PAGE = Path(__file__).parent.parent / "web" / "index.html"
 def create_app(settings: Settings, backend: Backend, stores: Mapping[str, BlobStore] | None = None,
                metrics: Metrics | None = None) -> FastAPI:
     app = FastAPI(title="mqindex", version="0.1.0",
-                  description="Produce, fetch and find messages by key or id on object storage.")
+                  description="Produce, fetch and find messages by key or id on object storage. Every error "
+                              "answers JSON {\"error\", \"field\"}; bad input is a 4xx naming the field "
+                              "(validation errors are 400, never 422); damage in the store is a 502 that also "
+                              "names the \"object\" and the failed \"check\".")
     metrics = metrics or Metrics()
     metrics.watch_stores(stores or {})
     app.state.settings = settings
     app.state.backend = backend
     app.state.metrics = metrics
     errors.install(app)
+    app.add_middleware(BodyLimit, limit=MAX_REQUEST_BYTES)
     app.include_router(router)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
 
     @app.middleware("http")
     async def measure(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
@@ -58,6 +66,23 @@ def create_app(settings: Settings, backend: Backend, stores: Mapping[str, BlobSt
         return HTMLResponse(page_html)
 
     return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI documents a 422 for every route with parameters; this server answers validation errors with a
+    400 in the {"error", "field"} shape (api/http/errors.py), so the document says that instead."""
+    if app.openapi_schema is None:
+        from fastapi.openapi.utils import get_openapi
+
+        schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        for item in schema.get("paths", {}).values():
+            for op in item.values():
+                if isinstance(op, dict):
+                    op.get("responses", {}).pop("422", None)
+        for name in ("HTTPValidationError", "ValidationError"):
+            schema.get("components", {}).get("schemas", {}).pop(name, None)
+        app.openapi_schema = schema
+    return app.openapi_schema
 
 
 def app_for_node(settings: Settings, node: BrokerNode) -> FastAPI:

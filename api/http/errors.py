@@ -1,19 +1,49 @@
-"""One mapping from errors to HTTP responses: a JSON body {"error", "field"} and a 4xx for bad input."""
+"""One mapping from errors to HTTP responses, for every error the server answers, framework ones included.
+
+- bad input: a 4xx with a JSON body {"error", "field"} naming the field at fault (also an unparsable body,
+  an unknown route (404), a wrong method (405), a body over the size limit (413) and every validation
+  error, which is a 400, never a 422);
+- damage in the store (a broker object or an index file failing a check when read back): 502 with
+  {"error", "field": null, "object", "check"} naming the object key and the failed check (OPERATIONS.md);
+- the store or the metadata unavailable, or this node fenced: 503;
+- anything else: 500 with {"error", "field": null}, never plain text.
+"""
 
 from __future__ import annotations
+
+import logging
+from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.http.models import FieldError
-from broker.errors import Fenced, MessageIdError, NotLeader
+from broker.errors import Fenced, MessageIdError, NotLeader, ObjectFormatError
 from broker.partitions.topic_errors import TopicExists
+from index_file.errors import FormatError
 from storage_tier import StorageUnavailable
+
+log = logging.getLogger("mqindex.api.errors")
+
+#: the status of damage found in the store: the server's upstream (the object store) gave back bad bytes
+DAMAGE_STATUS = 502
+
+
+def damage_of(exc: BaseException) -> tuple[str, str, str] | None:
+    """(component, object, check) when `exc` is damage found in the store, else None."""
+    if isinstance(exc, ObjectFormatError):
+        return "broker", exc.key, exc.check
+    if isinstance(exc, FormatError):
+        return "index", exc.path, exc.check
+    return None
 
 
 def status_for(exc: Exception) -> tuple[int, str | None]:
     field = getattr(exc, "field", None)
+    if damage_of(exc) is not None:  # before ValueError: index FormatError is one, yet never the client's fault
+        return DAMAGE_STATUS, None
     if isinstance(exc, FieldError):
         return exc.status, exc.field
     if isinstance(exc, TopicExists):
@@ -31,25 +61,55 @@ def status_for(exc: Exception) -> tuple[int, str | None]:
     return 500, None
 
 
+def _field_of(loc: tuple[Any, ...] | list[Any]) -> str | None:
+    return ".".join(str(p) for p in loc if p not in ("body", "query", "path", "header")) or None
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
         first = errors[0] if errors else {"loc": (), "msg": "bad request"}
-        field = ".".join(str(p) for p in first["loc"] if p not in ("body", "query", "path")) or None
+        if first.get("type") == "json_invalid":
+            return JSONResponse(status_code=400, content={"error": f"body is not valid JSON: {first['msg']}",
+                                                          "field": "body"})
+        field = _field_of(first["loc"])
         return JSONResponse(status_code=400, content={"error": f"{field}: {first['msg']}" if field else first["msg"],
                                                       "field": field})
 
-    @app.exception_handler(HTTPException)
-    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
-        body = exc.detail if isinstance(exc.detail, dict) else {"error": str(exc.detail), "field": None}
-        return JSONResponse(status_code=exc.status_code, content=body, headers=exc.headers)
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if isinstance(exc.detail, dict):
+            body = exc.detail
+        else:
+            field = "body" if exc.status_code in (400, 413) else None
+            body = {"error": str(exc.detail), "field": field}
+        return JSONResponse(status_code=exc.status_code, content=body, headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(ObjectFormatError)
+    @app.exception_handler(FormatError)
+    async def damaged(request: Request, exc: Exception) -> JSONResponse:
+        component, obj, check = damage_of(exc)  # type: ignore[misc]
+        request.app.state.metrics.corrupt_read(component, obj, check, str(exc))
+        return JSONResponse(status_code=DAMAGE_STATUS, content=damage_body(exc))
+
+    @app.exception_handler(Exception)
+    async def internal(request: Request, exc: Exception) -> JSONResponse:
+        log.error("unhandled error", exc_info=exc, extra={"path": request.url.path})
+        return JSONResponse(status_code=500, content={"error": f"internal error: {type(exc).__name__}",
+                                                      "field": None})
+
+
+def damage_body(exc: Exception) -> dict[str, Any]:
+    _component, obj, check = damage_of(exc)  # type: ignore[misc]
+    return {"error": f"damaged in the store: {exc}", "field": None, "object": obj, "check": check}
 
 
 def as_http(exc: Exception) -> HTTPException | None:
-    """The HTTPException for a backend error that is the client's doing (or a 503), None for a real fault."""
+    """The HTTPException for a backend error that is the client's doing (or a 503), None for damage in the
+    store (its own handler answers it) and for a real fault."""
     status, field = status_for(exc)
-    if status == 500:
+    if status in (500, DAMAGE_STATUS):
         return None
     detail: dict[str, object] = {"error": str(exc), "field": field}
     if isinstance(exc, NotLeader):  # retriable at the leader

@@ -1,8 +1,11 @@
 """Prometheus metrics of one server process: HTTP requests and latencies by route (produce, fetch, query, get),
-the object stores' request meters, WAL group commits and index files per state."""
+the object stores' request meters, WAL group commits, index files per state and reads that found damage in
+the store (`mqindex_corrupt_reads_total{component="broker"|"index"}`)."""
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections import Counter as Tally
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -13,6 +16,8 @@ from prometheus_client.registry import Collector
 
 from index_service import FileState
 from storage_tier import BlobStore
+
+log = logging.getLogger("mqindex.api.damage")
 
 
 class StoreCollector(Collector):
@@ -70,6 +75,22 @@ class Metrics:
                                    registry=self.registry)
         self.http_latency = Histogram("mqindex_http_latency_seconds", "HTTP request latency by route", ["route"],
                                       registry=self.registry)
+        self.corrupt_reads = Counter("mqindex_corrupt_reads", "Reads that found an object or index file damaged in "
+                                     "the store", ["component"], registry=self.registry)
+        for component in ("broker", "index"):
+            self.corrupt_reads.labels(component)
+        self._damage_lock = threading.Lock()
+        self._damaged: set[tuple[str, str]] = set()
+
+    def corrupt_read(self, component: str, obj: str, check: str, error: str) -> None:
+        """Count one read that found damage; log the object the first time only (not once per request)."""
+        self.corrupt_reads.labels(component).inc()
+        with self._damage_lock:
+            first = (component, obj) not in self._damaged
+            self._damaged.add((component, obj))
+        if first:
+            log.error("damaged in the store", extra={"component": component, "object": obj, "check": check,
+                                                     "error": error})
 
     def watch_stores(self, stores: Mapping[str, BlobStore]) -> None:
         if stores:

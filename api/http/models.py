@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field
 
 MAX_VALUE_BYTES = 1024 * 1024  # one message's value
 MAX_MESSAGES_PER_REQUEST = 1000
@@ -14,6 +14,22 @@ MAX_PAGE = 1000  # `max` of one page of a key lookup or fetch
 TOPIC_PATTERN = r"^[a-zA-Z0-9._-]{1,249}$"
 MSG_ID_PATTERN = r"^[0-9a-fA-F]{16}[0-7][0-9a-fA-F]{15}$"  # topic id, partition, offset < 2**63
 CURSOR_PATTERN = r"^[A-Za-z0-9_=-]{1,256}$"
+MAX_REQUEST_BYTES = 32 << 20  # one request body; larger ones get a 413 before they are read in full
+MAX_INT = (1 << 63) - 1  # offsets, times: what the store's 64-bit fields hold
+MAX_PARTITION = (1 << 31) - 1
+
+
+def check_text(value: str) -> str:
+    """Text must be encodable as UTF-8 (JSON lets a client send a lone UTF-16 surrogate such as "\\ud800",
+    which no stored byte string can hold): refused with a 400 naming the field, nothing stored."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"is not valid text: {exc.reason} at character {exc.start}") from None
+    return value
+
+
+Text = Annotated[str, AfterValidator(check_text)]
 
 
 class TopicIn(BaseModel):
@@ -29,10 +45,10 @@ class TopicOut(BaseModel):
 
 
 class MessageIn(BaseModel):
-    key: str | None = None
-    value: str | None = Field(None, description="text, or base64 when encoding is base64")
-    headers: dict[str, str] = Field(default_factory=dict)
-    partition: int | None = Field(None, ge=0)
+    key: Text | None = None
+    value: Text | None = Field(None, description="text, or base64 when encoding is base64")
+    headers: dict[Text, Text] = Field(default_factory=dict)
+    partition: int | None = Field(None, ge=0, le=MAX_PARTITION)
     encoding: Literal["utf-8", "base64"] = "utf-8"
 
 
@@ -68,9 +84,22 @@ class FetchOut(BaseModel):
     next_offset: int
 
 
+class UnreadableOut(BaseModel):
+    """A hit that could not be read because the store holds it damaged."""
+
+    component: Literal["broker", "index"] = Field(description="broker: an object holding messages; "
+                                                              "index: an index file")
+    object: str = Field(description="store key of the damaged object or index file")
+    check: str = Field(description="the check that failed")
+    error: str
+    partition: int | None = Field(None, description="the message's partition (broker objects)")
+    offset: int | None = Field(None, description="the message's offset (broker objects)")
+
+
 class LookupOut(BaseModel):
     messages: list[MessageOut]
     next_cursor: str | None
+    unreadable: list[UnreadableOut] = Field(default_factory=list, description="hits skipped as damaged in the store")
 
 
 class IndexFileOut(BaseModel):
@@ -104,6 +133,22 @@ class RebalanceIn(BaseModel):
 
 class IndexHitsOut(BaseModel):
     hits: list[tuple[int, int, int, int]] = Field(description="[partition, offset, size, store_time_ms], newest first")
+
+
+class DamageOut(ErrorOut):
+    """Damage in the store (502): the object key and the check that failed."""
+
+    object: str
+    check: str
+
+
+class ScrubOut(BaseModel):
+    """What `mqindex scrub` prints with --json (jobs/scrub.py)."""
+
+    objects_checked: int
+    index_files_checked: int
+    bytes_read: int
+    damaged: list[dict[str, Any]]
 
 
 def decode_value(value: str | None, encoding: str, field: str) -> bytes | None:

@@ -13,10 +13,12 @@ from api.http.auth import require
 from api.http.errors import as_http, client_error
 from api.http.models import (
     CURSOR_PATTERN,
+    MAX_INT,
     MAX_PAGE,
     MAX_VALUE_BYTES,
     MSG_ID_PATTERN,
     TOPIC_PATTERN,
+    DamageOut,
     ErrorOut,
     FetchOut,
     FieldError,
@@ -29,15 +31,21 @@ from api.http.models import (
     ProduceOut,
     ReassignIn,
     RebalanceIn,
+    ScrubOut,
+    Text,
     TopicIn,
     TopicOut,
+    UnreadableOut,
     decode_value,
     encode_bytes,
 )
 
 T = TypeVar("T")
 TopicPath = Annotated[str, Path(pattern=TOPIC_PATTERN, description="topic name")]
-ERRORS: dict[int | str, dict[str, Any]] = {s: {"model": ErrorOut} for s in (400, 401, 403, 404, 409, 413, 421, 503)}
+ERRORS: dict[int | str, dict[str, Any]] = {
+    **{s: {"model": ErrorOut} for s in (400, 401, 403, 404, 405, 409, 413, 421, 500, 503)},
+    502: {"model": DamageOut, "description": "damage in the store: the object key and the failed check"},
+}
 router = APIRouter(responses=ERRORS)
 
 
@@ -92,7 +100,7 @@ async def produce(topic: TopicPath, body: ProduceIn, request: Request) -> Produc
 @router.get("/v1/topics/{topic}/partitions/{partition}/messages", response_model=FetchOut,
             dependencies=[Depends(require("read"))])
 async def fetch(request: Request, topic: TopicPath, partition: Annotated[int, Path(ge=0)],
-                offset: Annotated[int, Query(ge=0)] = 0,
+                offset: Annotated[int, Query(ge=0, le=MAX_INT)] = 0,
                 max: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100) -> FetchOut:
     messages, next_offset = await call(request, Backend.fetch, topic, partition, offset, max)
     return FetchOut(messages=[message_out(m) for m in messages], next_offset=next_offset)
@@ -100,17 +108,23 @@ async def fetch(request: Request, topic: TopicPath, partition: Annotated[int, Pa
 
 @router.get("/v1/messages", response_model=LookupOut, dependencies=[Depends(require("read"))])
 async def find_by_key(request: Request, topic: Annotated[str, Query(pattern=TOPIC_PATTERN)],
-                      key: Annotated[str, Query(min_length=1)],
-                      begin: Annotated[int, Query(ge=0, description="store time from, ms")] = 0,
-                      end: Annotated[int | None, Query(ge=0, description="store time to, ms")] = None,
+                      key: Annotated[Text, Query(min_length=1)],
+                      begin: Annotated[int, Query(ge=0, le=MAX_INT, description="store time from, ms")] = 0,
+                      end: Annotated[int | None, Query(ge=0, le=MAX_INT, description="store time to, ms")] = None,
                       max: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 64,
                       cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN,
                                                           description="next_cursor of the previous page")] = None
                       ) -> LookupOut:
     if end is not None and begin > end:
         raise client_error("begin", f"({begin}) is after end ({end})")
-    messages, next_cursor = await call(request, Backend.find_by_key, topic, key, begin, end, max, cursor)
-    return LookupOut(messages=[message_out(m) for m in messages], next_cursor=next_cursor)
+    page = await call(request, Backend.find_by_key, topic, key, begin, end, max, cursor)
+    messages, next_cursor = page
+    unreadable = list(getattr(page, "unreadable", ()))  # broker.partitions.key_lookup.LookupPage
+    for u in unreadable:
+        request.app.state.metrics.corrupt_read(u.component, u.object, u.check, u.error)
+    return LookupOut(messages=[message_out(m) for m in messages], next_cursor=next_cursor,
+                     unreadable=[UnreadableOut(component=u.component, object=u.object, check=u.check, error=u.error,
+                                               partition=u.partition, offset=u.offset) for u in unreadable])
 
 
 MsgIdPath = Annotated[str, Path(pattern=MSG_ID_PATTERN,
@@ -151,12 +165,25 @@ async def rebalance(body: RebalanceIn, request: Request) -> Any:
 
 @router.get("/v1/internal/index/query", response_model=IndexHitsOut, dependencies=[Depends(require("read"))])
 async def local_index_query(request: Request, topic: Annotated[str, Query(pattern=TOPIC_PATTERN)],
-                            key: Annotated[str, Query(min_length=1)],
-                            begin: Annotated[int, Query(ge=0)] = 0,
-                            end: Annotated[int | None, Query(ge=0)] = None,
+                            key: Annotated[Text, Query(min_length=1)],
+                            begin: Annotated[int, Query(ge=0, le=MAX_INT)] = 0,
+                            end: Annotated[int | None, Query(ge=0, le=MAX_INT)] = None,
                             max: Annotated[int, Query(ge=1, le=100_000)] = 64) -> IndexHitsOut:
     """This node's own index hits (another node's cluster-wide key lookup asks every live node)."""
     if end is not None and begin > end:
         raise client_error("begin", f"({begin}) is after end ({end})")
     hits = await call(request, Backend.local_index_query, topic, key, max, begin, end)
     return IndexHitsOut(hits=[(h.queue_id, h.offset, h.size, h.store_time_ms) for h in hits])
+
+
+@router.post("/v1/admin/scrub", response_model=ScrubOut, dependencies=[Depends(require("admin"))])
+async def scrub(request: Request) -> ScrubOut:
+    """Read every committed broker object and every uploaded index file and verify every checksum (ranged
+    reads, bounded memory); the answer lists the damaged ones with their streams, partitions and offsets."""
+    from jobs.scrub import scrub_node
+
+    backend = request.app.state.backend
+    report = await run_in_threadpool(scrub_node, backend)
+    for d in report.damaged:
+        request.app.state.metrics.corrupt_read(d.component, d.object, d.check, d.error)
+    return ScrubOut(**report.as_dict())

@@ -26,6 +26,7 @@ from broker.cluster.membership import Membership
 from broker.cluster.peers import Peers
 from broker.metadata import MetadataClient
 from index_file import IndexHit, RemoteCompactedIndexReader
+from index_service.query import Hits
 
 log = logging.getLogger("mqindex.broker.cluster")
 
@@ -74,10 +75,11 @@ class ClusterIndex:
         alive = self.membership.alive()
         futures = [self._pool.submit(self.peers.index_query, n.http, topic, key, max_count, begin_ms, end_ms)
                    for nid, n in sorted(alive.items()) if nid != self.node_id and n.http]
-        groups = [self.local(topic, key, max_count, begin_ms, end_ms)]
-        groups += self._departed(alive, topic, key, max_count, begin_ms, end_ms)
+        local = self.local(topic, key, max_count, begin_ms, end_ms)
+        groups = [local, *self._departed(alive, topic, key, max_count, begin_ms, end_ms)]
         groups += [f.result() for f in futures]
-        return merge_hits(groups, max_count)
+        # damaged local files the index skipped stay reported (key_lookup lists them as unreadable)
+        return Hits(merge_hits(groups, max_count), list(getattr(local, "damaged", [])))
 
     def _departed(self, alive: dict[int, Any], topic: str, key: str, max_count: int, begin_ms: int,
                   end_ms: int | None) -> list[list[IndexHit]]:

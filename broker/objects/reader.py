@@ -20,6 +20,7 @@ from broker.objects.format import (
     decode_footer,
     decode_index,
 )
+from storage_tier.errors import BlobNotFound, InvalidRange
 
 #: bytes read from the end of an object in the first GET: footer and, usually, the whole index
 DEFAULT_TAIL_READ = 64 << 10
@@ -40,12 +41,15 @@ class ObjectReader:
                  tail_read: int = DEFAULT_TAIL_READ) -> None:
         self.store = store
         self.key = key
-        self.size = store.size(key) if size is None else size
+        try:
+            self.size = store.size(key) if size is None else size
+        except BlobNotFound:
+            raise ObjectFormatError(key, "missing object", "the store has no such key") from None
         if self.size < FOOTER_SIZE:
             raise ObjectFormatError(key, "truncated footer",
                                     f"object is {self.size} bytes, a footer needs {FOOTER_SIZE}")
         tail_start = max(0, self.size - max(tail_read, FOOTER_SIZE))
-        tail = store.get(key, tail_start, self.size)
+        tail = self._get(tail_start, self.size)
         if len(tail) != self.size - tail_start:
             raise ObjectFormatError(key, "truncated object", f"expected {self.size} bytes, read ended early")
         self.footer: Footer = decode_footer(key, tail[-FOOTER_SIZE:], self.size)
@@ -53,9 +57,18 @@ class ObjectReader:
         if ipos >= tail_start:
             raw_index = tail[ipos - tail_start:ipos - tail_start + ilen]
         else:
-            raw_index = store.get(key, ipos, ipos + ilen)
+            raw_index = self._get(ipos, ipos + ilen)
         self.index: list[IndexEntry] = decode_index(key, raw_index, self.footer)
         self._keys = [(e.stream_id, e.start_offset) for e in self.index]
+
+    def _get(self, start: int, end: int) -> bytes:
+        """A ranged read; a missing or shorter-than-committed object is damage named by key and check."""
+        try:
+            return self.store.get(self.key, start, end)
+        except BlobNotFound:
+            raise ObjectFormatError(self.key, "missing object", "the store has no such key") from None
+        except InvalidRange as exc:
+            raise ObjectFormatError(self.key, "truncated object", f"expected {self.size} bytes: {exc}") from None
 
     def entries_for(self, stream_id: int, start: int, end: int) -> list[IndexEntry]:
         """Index entries of `stream_id` overlapping [start, end), in offset order."""
@@ -82,7 +95,7 @@ class ObjectReader:
 
     def _read_run(self, run: list[IndexEntry]) -> Iterator[tuple[IndexEntry, list[StreamRecord]]]:
         lo, hi = run[0].position, run[-1].position + run[-1].size
-        data = self.store.get(self.key, lo, hi)
+        data = self._get(lo, hi)
         if len(data) != hi - lo:
             raise ObjectFormatError(self.key, "truncated object", f"blocks [{lo}, {hi}) returned {len(data)} bytes")
         mv = memoryview(data)

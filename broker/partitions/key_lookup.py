@@ -9,6 +9,10 @@ index returns as many hits as asked, the oldest store time in the answer may be 
 store times strictly newer than it are taken as complete, and the next round asks again up to that
 time. Each candidate's record is fetched and kept only when `index_keys(record)` holds the key, so
 a fingerprint collision or an inexact (RocketMQ hash-only) hit never returns a wrong message.
+
+Damage does not fail the page: a hit whose record sits in a damaged object, and an index file the index
+skipped as damaged, are listed in `LookupPage.unreadable` (object, check, partition and offset when known)
+and the page holds the hits that could be read.
 """
 
 from __future__ import annotations
@@ -17,14 +21,40 @@ import base64
 import binascii
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
-from broker.errors import InvalidField
+from broker.errors import InvalidField, ObjectFormatError
 from broker.partitions.client_messages import OutMessage
 from index_file import IndexHit
 
 Order = tuple[int, int, int]  # store time, offset, partition
 
 _MIN_ASK = 16
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A hit that could not be read: the damaged object (a broker object or an index file), the failed
+    check, and the partition and offset of the message when known (None for a damaged index file)."""
+
+    component: str  # "broker" (an object holding messages) or "index" (an index file)
+    object: str
+    check: str
+    error: str
+    partition: int | None = None
+    offset: int | None = None
+
+
+class LookupPage(tuple):  # type: ignore[type-arg]
+    """(messages, next_cursor), unpacking as the 2-tuple callers expect, plus `unreadable`."""
+
+    unreadable: list[Unreadable]
+
+    def __new__(cls, messages: list[OutMessage], next_cursor: str | None,
+                unreadable: list[Unreadable] | None = None) -> LookupPage:
+        page = super().__new__(cls, (messages, next_cursor))
+        page.unreadable = list(unreadable or [])
+        return page
 
 
 def encode_cursor(k: Order) -> str:
@@ -48,12 +78,16 @@ def decode_cursor(cursor: str) -> Order:
 
 
 def _candidates(query: Callable[[int, int | None], list[IndexHit]], end_ms: int | None,
-                after: Order | None, first_ask: int) -> Iterator[Order]:
+                after: Order | None, first_ask: int, unreadable: list[Unreadable]) -> Iterator[Order]:
     """(store time, offset, partition) of every hit strictly after `after`, in order, paging the index."""
     end = end_ms if after is None else (after[0] if end_ms is None else min(end_ms, after[0]))
     ask = max(first_ask, _MIN_ASK)
     while True:
         hits = query(ask, end)
+        for d in getattr(hits, "damaged", ()):  # index files the index skipped (index_service.query.Hits)
+            u = Unreadable("index", d.object, d.check, d.error)
+            if u not in unreadable:
+                unreadable.append(u)
         complete = len(hits) < ask
         if complete:
             group = hits
@@ -75,22 +109,27 @@ def _candidates(query: Callable[[int, int | None], list[IndexHit]], end_ms: int 
 
 def find_by_key(query: Callable[[int, int | None], list[IndexHit]],
                 fetch: Callable[[int, int], OutMessage | None], has_key: Callable[[OutMessage], bool],
-                end_ms: int | None, max_count: int, cursor: str | None) -> tuple[list[OutMessage], str | None]:
+                end_ms: int | None, max_count: int, cursor: str | None) -> LookupPage:
     """One page: `query(max_count, end_ms)` asks the index, `fetch(partition, offset)` reads a record."""
     if isinstance(max_count, bool) or not isinstance(max_count, int) or max_count < 1:
         raise InvalidField("max", f"must be a positive integer, got {max_count!r}")
     after = decode_cursor(cursor) if cursor is not None else None
     out: list[OutMessage] = []
     last: Order | None = None
-    for k in _candidates(query, end_ms, after, max_count + 1):
-        msg = fetch(k[2], k[1])
+    unreadable: list[Unreadable] = []
+    for k in _candidates(query, end_ms, after, max_count + 1, unreadable):
+        try:
+            msg = fetch(k[2], k[1])
+        except ObjectFormatError as exc:
+            unreadable.append(Unreadable("broker", exc.key, exc.check, str(exc), k[2], k[1]))
+            continue
         if msg is None or not has_key(msg):
             continue  # trimmed by retention, or not really this key
         if len(out) == max_count:
-            return out, encode_cursor(last)  # type: ignore[arg-type]
+            return LookupPage(out, encode_cursor(last), unreadable)  # type: ignore[arg-type]
         out.append(msg)
         last = k
-    return out, None
+    return LookupPage(out, None, unreadable)
 
 
 def check_key_query(key: object, begin_ms: object, end_ms: object) -> None:

@@ -20,9 +20,10 @@ from broker.errors import InvalidField, NotLeader, NotOwner, OffsetOutOfRange
 from broker.metadata import MetadataClient
 from broker.metadata.image import OPENED
 from broker.partitions.client_messages import OutMessage
+from broker.partitions.damage import parsed_records
 from broker.partitions.partition import Partition
 from broker.partitions.partition_state import PartitionState
-from broker.partitions.records import Record, parse_batches
+from broker.partitions.records import Record
 from broker.partitions.topic_errors import PartitionNotFound, TopicNotFound
 from broker.partitions.topics import TopicInfo, TopicRegistry, validate_topic_name
 from broker.streams import Stream, StreamStorage
@@ -239,10 +240,7 @@ class PartitionMap:
     def records(self, p: Partition, start: int, end: int) -> Iterator[Record]:
         """Kafka records with offsets in [start, end), in order."""
         try:
-            for sr in self.storage.read(p.data_stream, start, end):
-                for b in parse_batches(sr.payload):
-                    for r in b.records:
-                        if start <= r.offset < end:
-                            yield r
+            yield from parsed_records(self.storage.reader, p.data_stream, self.storage.read(p.data_stream, start, end),
+                                      start, end)
         except OffsetOutOfRange:
             return  # trimmed by retention meanwhile

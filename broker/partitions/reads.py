@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from broker.errors import InvalidField
 from broker.partitions.client_messages import OutMessage
+from broker.partitions.damage import served_before_damage
 from broker.partitions.message_id import decode_message_id, encode_message_id
 from broker.partitions.partition_map import PartitionMap
 from broker.partitions.records import Record, index_keys
@@ -37,7 +38,7 @@ def fetch(parts: PartitionMap, topic: str, partition: int, offset: int, max_coun
     pos = max(offset, start)
     out: list[OutMessage] = []
     if pos < end:
-        for r in parts.records(p, pos, min(end, pos + max_count)):
+        for r in served_before_damage(parts.records(p, pos, min(end, pos + max_count))):
             out.append(out_message(info.name, info.topic_id, p.index, r))
     next_offset = out[-1].offset + 1 if out else (pos if offset < end else offset)
     return out, next_offset

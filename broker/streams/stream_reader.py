@@ -1,12 +1,14 @@
 """Stream read path: log cache first, then the block cache, then objects found through the metadata lookup,
 reading only the blocks that cover the requested offsets (ranged GETs), with each object's index cached
-after first use."""
+after first use. A damaged object raises `ObjectFormatError` naming it, unless records before it were read:
+those are returned and the next read, which starts inside the damaged object, raises."""
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
 
+from broker.errors import ObjectFormatError
 from broker.metadata.client import MetadataClient
 from broker.objects.format import StreamRecord
 from broker.objects.reader import ObjectReader
@@ -71,6 +73,14 @@ class StreamReader:
             out.extend(r for r in blocks[e.position] if r.last_offset > start and r.base_offset < end)
         return out
 
+    def object_at(self, stream_id: int, offset: int) -> str | None:
+        """The key of the committed object holding `offset` of the stream (None: not in an object)."""
+        lookup = self.meta.get_objects(stream_id, offset, offset + 1, limit=1)
+        for ref in lookup.objects:
+            if ref.start <= offset < ref.end:
+                return self.meta.object_key(ref.object_id)
+        return None
+
     def read(self, stream_id: int, start: int, end: int, max_bytes: int = 1 << 20) -> list[StreamRecord]:
         """Records overlapping [start, end), in order, stopping after about `max_bytes` of payload."""
         if self.cache is not None:
@@ -84,7 +94,13 @@ class StreamReader:
             if not lookup.objects:
                 break
             for ref in lookup.objects:
-                recs = self._read_object(ref.object_id, ref.size, stream_id, pos, min(end, ref.end), max_bytes - got)
+                try:
+                    recs = self._read_object(ref.object_id, ref.size, stream_id, pos, min(end, ref.end),
+                                             max_bytes - got)
+                except ObjectFormatError:
+                    if out:
+                        return out  # serve what precedes the damaged object; a read starting in it raises
+                    raise
                 if not recs:
                     return out
                 out.extend(recs)

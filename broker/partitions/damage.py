@@ -1,0 +1,61 @@
+"""Damage on the partition read path: Kafka records parsed out of stream records, a batch that
+fails its checks turned into store damage naming the object, and a fetch that serves what precedes damage.
+
+A record batch read back from the store whose CRC no longer matches is damage in the store, never the
+client's doing: it surfaces as `ObjectFormatError(object key, "record batch crc")` (the HTTP layer answers
+it with a 5xx naming the object), not as the `RecordFormatError` (a ValueError, so a 400) the parser raises
+for bytes a client sent.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from typing import TypeVar
+
+from broker.errors import ObjectFormatError, RecordFormatError
+from broker.objects.format import StreamRecord
+from broker.partitions.records import Record, parse_batches
+from broker.streams.stream_reader import StreamReader
+
+log = logging.getLogger("mqindex.broker.reads")
+
+T = TypeVar("T")
+
+
+def damaged_batch(reader: StreamReader, stream_id: int, rec: StreamRecord, exc: RecordFormatError) -> ObjectFormatError:
+    """The store damage a batch that fails to parse stands for, naming the object that holds it."""
+    key = reader.object_at(stream_id, rec.base_offset)
+    if key is None:  # not in a committed object (log cache): still not the client's doing
+        key = f"stream {stream_id} cache"
+    check = "record batch crc" if "CRC mismatch" in str(exc) else "record batch"
+    return ObjectFormatError(key, check, f"stream {stream_id} offsets [{rec.base_offset}, {rec.last_offset}): {exc}")
+
+
+def parsed_records(reader: StreamReader, stream_id: int, stream_records: Iterable[StreamRecord],
+                   start: int, end: int) -> Iterator[Record]:
+    """The Kafka records of [start, end) held by these stream records, each batch CRC-checked."""
+    for sr in stream_records:
+        try:
+            batches = list(parse_batches(sr.payload))
+        except RecordFormatError as exc:
+            raise damaged_batch(reader, stream_id, sr, exc) from exc
+        for b in batches:
+            for r in b.records:
+                if start <= r.offset < end:
+                    yield r
+
+
+def served_before_damage(items: Iterator[T]) -> list[T]:
+    """Everything `items` yields up to the first damaged object. With something already read, those are the
+    answer (the next read starts inside the damaged object and gets the error); with nothing read, the
+    damage is raised."""
+    out: list[T] = []
+    try:
+        for item in items:
+            out.append(item)
+    except ObjectFormatError as exc:
+        if not out:
+            raise
+        log.debug("read stops before a damaged object", extra={"object": exc.key, "check": exc.check})
+    return out
