@@ -123,9 +123,9 @@ class PartitionMap:
         for f in futures:
             f.result()
 
-    def create_topic(self, name: str, partitions: int) -> TopicInfo:
+    def create_topic(self, name: str, partitions: int, configs: dict[str, int] | None = None) -> TopicInfo:
         """Register a topic in the metadata and lead every partition of it nobody holds."""
-        info = self.registry.create(name, partitions)
+        info = self.registry.create(name, partitions, configs)
         parts = self.add_topic(info)
         self.claim(parts)
         self.write_states([p for p in parts if p.owned], clean=False)
