@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from api.node_settings import BY_NAME, coerce
+
 
 class ConfigError(ValueError):
     pass
@@ -26,6 +28,8 @@ class Settings:
     metadata: str = ""  # metadata database URL; default sqlite:///<data_dir>/metadata.sqlite
     tokens: dict[str, list[str]] = field(default_factory=dict)  # bearer token -> scopes (read, produce, admin)
     node_id: int = 0  # this broker's id; brokers sharing one metadata database need distinct ids
+    # -- node and index settings (api/node_settings.py: names, defaults, what each does) --
+    node: dict[str, Any] = field(default_factory=dict)  # only the settings given; the rest take defaults
 
     def resolved(self) -> Settings:
         data = Path(self.data_dir).resolve()
@@ -37,10 +41,11 @@ class Settings:
             metadata=self.metadata or f"sqlite:///{data}/metadata.sqlite",
             tokens=dict(self.tokens),
             node_id=self.node_id,
+            node=dict(self.node),
         )
 
 
-_NAMES = {f.name for f in fields(Settings)}
+_NAMES = {f.name for f in fields(Settings)} - {"node"}
 SCOPES = {"read", "produce", "admin"}
 
 
@@ -89,14 +94,15 @@ def load_settings(config_file: str | None = None, env: dict[str, str] | None = N
                 doc = tomllib.load(f)
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"config file {config_file}: {exc}") from None
-        unknown = set(doc) - _NAMES
+        unknown = set(doc) - _NAMES - set(BY_NAME)
         if unknown:
             raise ConfigError(f"config file {config_file}: unknown setting(s) {sorted(unknown)}")
         values.update(doc)
     env = os.environ if env is None else env
-    for name in _NAMES:
+    for name in _NAMES | set(BY_NAME):
         key = f"MQINDEX_{name.upper()}"
         if key in env:
             values[name] = env[key]
     values.update({k: v for k, v in flags.items() if v is not None})
-    return Settings(**{k: _coerce(k, v) for k, v in values.items()})
+    node = {k: coerce(BY_NAME[k], values.pop(k)) for k in list(values) if k in BY_NAME}
+    return Settings(**{k: _coerce(k, v) for k, v in values.items()}, node=node)

@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "consume": ("api.cli.client", "read a partition from an offset"),
     "query": ("api.cli.client", "find messages by key"),
     "get": ("api.cli.client", "fetch one message by id"),
+    "topics": ("api.cli.topics", "create, describe and alter topics (retention configs)"),
     "inspect-index": ("api.cli.inspect_index", "dump an index file (native or RocketMQ format)"),
     "inspect-object": ("api.cli.inspect_object", "dump a stream object's data blocks and index block"),
     "import-rocketmq": ("api.cli.import_rocketmq", "register a directory of RocketMQ tiered index files"),

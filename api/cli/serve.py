@@ -8,6 +8,7 @@ import signal
 from pathlib import Path
 
 from api.config import load_settings
+from api.node_settings import NODE_SETTINGS, open_kwargs
 
 log = logging.getLogger("mqindex.serve")
 
@@ -21,6 +22,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metadata", help="metadata database URL (default sqlite:///DATA_DIR/metadata.sqlite)")
     p.add_argument("--node-id", dest="node_id", type=int,
                    help="this broker's id (default 0); brokers sharing one metadata database need distinct ids")
+    for s in NODE_SETTINGS:  # every node and index setting (api/node_settings.py, docs/OPERATIONS.md)
+        p.add_argument("--" + s.name.replace("_", "-"), dest=s.name, metavar="N",
+                       help=f"{s.help} (default {s.default if s.default is not None else 'unset'})")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,11 +34,13 @@ def run(args: argparse.Namespace) -> int:
     from broker.node import BrokerNode
 
     settings = load_settings(args.config, data_dir=args.data_dir, host=args.host, port=args.port,
-                             store=args.store, metadata=args.metadata, node_id=args.node_id).resolved()
+                             store=args.store, metadata=args.metadata, node_id=args.node_id,
+                             **{s.name: getattr(args, s.name) for s in NODE_SETTINGS}).resolved()
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
     log.info("opening the node (recovering from the WAL and the index state folders if needed)",
              extra={"data_dir": settings.data_dir})
-    node = BrokerNode.open(settings.data_dir, settings.store, settings.metadata, node_id=settings.node_id)
+    node = BrokerNode.open(settings.data_dir, settings.store, settings.metadata, node_id=settings.node_id,
+                           **open_kwargs(settings.node))
     app = app_for_node(settings, node)
     log.info("serving", extra={"host": settings.host, "port": settings.port, "store": settings.store,
                                "metadata": settings.metadata, "data_dir": settings.data_dir})

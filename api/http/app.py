@@ -15,6 +15,7 @@ from api.config import Settings
 from api.http import errors
 from api.http.metrics import Metrics
 from api.http.routes import router
+from api.http.topic_routes import router as topic_router
 from broker.node import BrokerNode
 from storage_tier import BlobStore
 
@@ -32,6 +33,7 @@ def create_app(settings: Settings, backend: Backend, stores: Mapping[str, BlobSt
     app.state.metrics = metrics
     errors.install(app)
     app.include_router(router)
+    app.include_router(topic_router)
 
     @app.middleware("http")
     async def measure(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
