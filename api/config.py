@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from api.node_settings import BY_NAME, coerce
+
 
 class ConfigError(ValueError):
     pass
@@ -29,6 +31,8 @@ class Settings:
     advertised_url: str = ""  # how the other nodes reach this one; default http://HOST:PORT
     lease_ms: int = 10_000  # a node is dead to the others this long after its last heartbeat
     cluster_token: str = ""  # bearer token this node presents to the others (needed when tokens are configured)
+    # -- node and index settings (api/node_settings.py: names, defaults, what each does) --
+    node: dict[str, Any] = field(default_factory=dict)  # only the settings given; the rest take defaults
 
     def resolved(self) -> Settings:
         data = Path(self.data_dir).resolve()
@@ -43,10 +47,11 @@ class Settings:
             advertised_url=self.advertised_url or f"http://{self.host}:{self.port}",
             lease_ms=self.lease_ms,
             cluster_token=self.cluster_token,
+            node=dict(self.node),
         )
 
 
-_NAMES = {f.name for f in fields(Settings)}
+_NAMES = {f.name for f in fields(Settings)} - {"node"}
 SCOPES = {"read", "produce", "admin"}
 
 
@@ -103,14 +108,15 @@ def load_settings(config_file: str | None = None, env: dict[str, str] | None = N
                 doc = tomllib.load(f)
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"config file {config_file}: {exc}") from None
-        unknown = set(doc) - _NAMES
+        unknown = set(doc) - _NAMES - set(BY_NAME)
         if unknown:
             raise ConfigError(f"config file {config_file}: unknown setting(s) {sorted(unknown)}")
         values.update(doc)
     env = os.environ if env is None else env
-    for name in _NAMES:
+    for name in _NAMES | set(BY_NAME):
         key = f"MQINDEX_{name.upper()}"
         if key in env:
             values[name] = env[key]
     values.update({k: v for k, v in flags.items() if v is not None})
-    return Settings(**{k: _coerce(k, v) for k, v in values.items()})
+    node = {k: coerce(BY_NAME[k], values.pop(k)) for k in list(values) if k in BY_NAME}
+    return Settings(**{k: _coerce(k, v) for k, v in values.items()}, node=node)

@@ -22,13 +22,14 @@ import fcntl
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from broker.cluster.cluster import Cluster
 from broker.cluster.membership import DEFAULT_LEASE_MS
 from broker.metadata import MetadataClient
-from broker.partitions import reads
+from broker.partitions import reads, topic_admin
 from broker.partitions.client_messages import InMessage, OutMessage, Produced
 from broker.partitions.dispatcher import CatchUp, Dispatcher
 from broker.partitions.key_lookup import check_key_query, find_by_key
@@ -36,7 +37,7 @@ from broker.partitions.partition_map import PartitionMap
 from broker.partitions.partition_map import now_ms as _now_ms
 from broker.partitions.produce import Producer
 from broker.partitions.records import index_keys
-from broker.partitions.retention import RetentionPolicy, apply_retention
+from broker.partitions.retention import RetentionPolicy, apply_retention, data_is_live
 from broker.periodic import Periodic
 from broker.streams import StreamStorage
 from broker.streams.block_cache import DEFAULT_BLOCK_CACHE_BYTES
@@ -68,6 +69,8 @@ class BrokerNode:
         self.index: Any  # IndexService
         self.dispatcher: Dispatcher
         self._closed = False
+        self.clock: Callable[[], int] = _now_ms
+        self.settings: dict[str, Any] = {}
         self._lock_fd: int | None = None
         self.recovered_records = 0
         self.unclean_partitions: list[str] = []
@@ -82,15 +85,17 @@ class BrokerNode:
              block_cache_bytes: int = DEFAULT_BLOCK_CACHE_BYTES, max_cache_bytes: int | None = None,
              read_your_writes_s: float = 5.0, wal_options: dict[str, int] | None = None,
              http_address: str | None = None, lease_ms: int = DEFAULT_LEASE_MS,
-             cluster_token: str | None = None) -> BrokerNode:
+             cluster_token: str | None = None, clock: Callable[[], int] | None = None) -> BrokerNode:
         """Open (recovering) the node whose local state is in `data_dir`: `wal/` and `index/` there, objects
         in `store_url`, controller metadata at `metadata_url` (sqlite:///... or postgresql://...).
 
         index_config: IndexService options (ServiceConfig fields; "store" overrides the index's store URL).
-        Retention: None keeps data forever. read_your_writes_s: how long find_by_key waits for records
-        acknowledged before it to be indexed. http_address: where the other nodes reach this one (its
-        advertised HTTP URL); lease_ms: how long this node stays alive for the others without a heartbeat;
-        cluster_token: the bearer token this node presents to the others."""
+        Retention: the server default for topics without `retention.ms` / `retention.bytes`; None keeps
+        data forever. read_your_writes_s: how long find_by_key waits for records acknowledged before it to
+        be indexed. clock: milliseconds (append time, retention, the index); tests inject one.
+        http_address: where the other nodes reach this one (its advertised HTTP URL); lease_ms: how long this
+        node stays alive for the others without a heartbeat; cluster_token: the bearer token this node presents
+        to the others."""
         d = Path(data_dir)
         d.mkdir(parents=True, exist_ok=True)
         lock_fd = os.open(d / "broker.lock", os.O_RDWR | os.O_CREAT, 0o644)
@@ -104,6 +109,14 @@ class BrokerNode:
         node = cls(d, store, meta, node_id=node_id, retention=RetentionPolicy(retention_ms, retention_bytes),
                    maintenance_interval_s=maintenance_interval_s, read_your_writes_s=read_your_writes_s)
         node._lock_fd = lock_fd
+        node.clock = clock or _now_ms
+        node.settings = dict(  # the effective values, for GET /v1/config
+            node_id=node_id, namespace=namespace, upload_threshold=upload_threshold,
+            upload_interval_s=upload_interval_s, so_threshold=so_threshold, retention_ms=retention_ms,
+            retention_bytes=retention_bytes, maintenance_interval_s=maintenance_interval_s,
+            block_cache_bytes=block_cache_bytes,
+            max_cache_bytes=max_cache_bytes or max(4 * upload_threshold, 256 << 20),
+            read_your_writes_s=read_your_writes_s)
         try:
             node._start(dict(index_config or {}), store_url, dict(http=http_address, lease_ms=lease_ms,
                                                                    token=cluster_token), dict(
@@ -148,11 +161,14 @@ class BrokerNode:
         # each node's index files under their own prefix: an index service sweeps unclaimed objects under
         # its prefix, so nodes sharing a store must never share one
         index_config.setdefault("remote_prefix", f"index-node-{self.node_id}/")
+        index_config.setdefault("clock", self.clock)
+        # the index follows the data: a file expires once the broker has trimmed every range in it
+        index_config.setdefault("is_live", lambda t, q, off: data_is_live(parts, t, q, off))
         self.index = IndexService.open(self.data_dir / "index", store=index_store, **index_config)
         parts.checkpoint = self.index.checkpoint
         self.dispatcher = Dispatcher(self.index.put_batch, lambda c: reads.index_entries(
-            parts, c.topic, c.partition, c.start, c.end), self.index.flush)
-        self.producer = Producer(parts, self.storage.wal.max_body, self.dispatcher.enqueue)
+            parts, c.topic, c.partition, c.start, c.end, self.clock), self.index.flush)
+        self.producer = Producer(parts, self.storage.wal.max_body, self.dispatcher.enqueue, self.clock)
         owned = parts.owned()
         catch_up = []
         for p in owned:
@@ -183,9 +199,20 @@ class BrokerNode:
         self.storage.check_usable()
 
     # -- topics ----------------------------------------------------------------------------------
-    def create_topic(self, name: str, partitions: int) -> dict[str, Any]:
+    def create_topic(self, name: str, partitions: int, configs: dict[str, int] | None = None) -> dict[str, Any]:
         self._check_usable()
-        return self.cluster.create_topic(name, partitions).as_dict()
+        return self.cluster.create_topic(name, partitions, configs).as_dict()
+
+    def describe_topic(self, name: str) -> dict[str, Any]:
+        return topic_admin.describe(self.partitions, name, self.retention)
+
+    def alter_topic_configs(self, name: str, change: dict[str, int | None]) -> dict[str, Any]:
+        self._check_usable()
+        self.partitions.registry.alter_configs(name, change)
+        return self.describe_topic(name)
+
+    def effective_config(self) -> dict[str, Any]:
+        return topic_admin.effective_config(self.settings, self.index.config)
 
     def list_topics(self) -> list[dict[str, Any]]:
         return [info.as_dict() for info in self.partitions.list_topics()]
@@ -262,7 +289,7 @@ class BrokerNode:
     # -- retention and cleanup -------------------------------------------------------------------
     def run_maintenance(self, now_ms: int | None = None) -> dict[str, Any]:
         """One pass: retention trims, meta-stream trims, expired/destroyed object cleanup."""
-        now = _now_ms() if now_ms is None else now_ms
+        now = self.clock() if now_ms is None else now_ms
         trimmed = apply_retention(self.partitions, self.retention, now)
         self.cluster.publish_index_files(self.index_files())
         cleaned = self.meta.cleanup_objects(self.store, now_ms=max(now, _now_ms()))

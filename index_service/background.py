@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from index_file import FormatError
+from index_service import ranges
 from index_service.config import ServiceConfig
 from index_service.external_builds import adopt_builds
 from index_service.file_map import FileMap
@@ -124,13 +125,32 @@ class Background:
                                                                  "retry_in_s": delay, "failures": mf.failures})
             rep.failed.append(mf.stem)
 
-    def _expire(self, rep: CycleReport) -> set[ManagedFile]:
-        cutoff = self.config.clock() - self.config.retention_ms
-        out: set[ManagedFile] = set()
-        for mf in self.files.by_state(FileState.SEALED, FileState.COMPACTED, FileState.UPLOADED):
+    def _expired(self, mf: ManagedFile, cutoff: int | None) -> str | None:
+        """Why `mf` is expired now, or None: every offset range in it trimmed by the broker (the index
+        follows the data), or older than the explicit index-only retention."""
+        is_live = self.config.is_live
+        if is_live is not None and ranges.all_trimmed(mf.ranges, is_live):
+            return "data trimmed"
+        if cutoff is not None:
             bounds = mf.time_bounds()
             newest = bounds[1] if bounds is not None else mf.begin_ms
             if newest < cutoff:
+                return "index retention"
+        return None
+
+    def _expire(self, rep: CycleReport) -> set[ManagedFile]:
+        r = self.config.retention_ms
+        cutoff = None if r is None else self.config.clock() - r
+        out: set[ManagedFile] = set()
+        for mf in self.files.by_state(FileState.SEALED, FileState.COMPACTED, FileState.UPLOADED):
+            try:
+                why = self._expired(mf, cutoff)
+            except Exception as exc:  # noqa: BLE001 - the broker could not answer: keep the file, retry
+                log.warning("expiry check failed, retrying later", extra={
+                    "file": mf.stem, "state": mf.state.value, "error": f"{type(exc).__name__}: {exc}"})
+                continue
+            if why is not None:
+                log.info("expiring", extra={"file": mf.stem, "state": mf.state.value, "reason": why})
                 try:
                     self.lifecycle.expire(mf)
                     rep.expired.append(mf.stem)

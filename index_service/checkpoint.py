@@ -15,6 +15,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from index_service.ranges import Ranges
+from index_service.ranges import from_body as ranges_from_body
+from index_service.ranges import to_body as ranges_body
 from index_service.state_folders import DocumentError, StateFolders
 
 log = logging.getLogger("mqindex.index_service.checkpoint")
@@ -28,17 +31,19 @@ class Checkpoint:
     writing: str | None = None  # stem of the WRITING file when it was saved
     items: int = 0  # that file's item count when it was saved
     seq: int = 0
+    ranges: Ranges = field(default_factory=dict)  # the WRITING file's offset ranges (see ranges.py)
 
     def to_body(self) -> dict[str, object]:
         return {"version": 1, "seq": self.seq, "writing": self.writing, "items": self.items,
-                "offsets": [[t, q, o] for (t, q), o in self.offsets.items()]}
+                "offsets": [[t, q, o] for (t, q), o in self.offsets.items()],
+                "ranges": ranges_body(self.ranges)}
 
     @classmethod
     def from_body(cls, body: dict[str, object]) -> Checkpoint:
         offsets = {(str(t), int(q)): int(o) for t, q, o in body.get("offsets", [])}  # type: ignore[union-attr]
         writing = body.get("writing")
         return cls(offsets, str(writing) if writing is not None else None, int(body.get("items", 0)),  # type: ignore[arg-type]
-                   int(body.get("seq", 0)))  # type: ignore[arg-type]
+                   int(body.get("seq", 0)), ranges_from_body("checkpoint", body.get("ranges", [])))  # type: ignore[arg-type]
 
 
 class CheckpointStore:
@@ -60,8 +65,9 @@ class CheckpointStore:
             self.current = Checkpoint()
         return self.current
 
-    def save(self, offsets: dict[QueueKey, int], writing: str | None, items: int) -> Checkpoint:
-        ck = Checkpoint(dict(offsets), writing, items, self.current.seq + 1)
+    def save(self, offsets: dict[QueueKey, int], writing: str | None, items: int,
+             ranges: Ranges | None = None) -> Checkpoint:
+        ck = Checkpoint(dict(offsets), writing, items, self.current.seq + 1, dict(ranges or {}))
         self.folders.write_document(self.folders.checkpoint_path, ck.to_body())
         self.current = ck
         return ck

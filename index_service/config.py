@@ -29,8 +29,15 @@ class ServiceConfig:
     max_items: int = 1_000_000
     #: a WRITING file with items rolls once it is this old (by its begin time)
     roll_age_ms: int = HOUR_MS
-    #: files whose newest store time is older than now - retention are deleted (remote and local)
-    retention_ms: int = 72 * HOUR_MS
+    #: index-only retention, an operator option: files whose newest store time is older than
+    #: now - retention_ms are deleted even while the broker still stores their records (those records
+    #: are then no longer found by key). None: a file lives exactly as long as the data it points at
+    #: (see `is_live`).
+    retention_ms: int | None = None
+    #: is_live(topic, queue_id, max_offset): whether the broker still stores the queue's records up to
+    #: max_offset. A file whose every (topic, queue) range is no longer live is expired (index_service/
+    #: ranges.py). None: files expire only by `retention_ms`.
+    is_live: Callable[[str, int, int], bool] | None = None
     #: BlobStore URL uploads go to (None: files stay COMPACTED on local disk)
     store_url: str | None = None
     #: threads of the query pool
@@ -82,8 +89,8 @@ class ServiceConfig:
         for name in ("slots", "max_items", "query_threads", "write_batch", "max_pending", "upload_part_bytes"):
             if int(getattr(self, name)) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        if self.roll_age_ms <= 0 or self.retention_ms <= 0:
-            raise ValueError("roll_age_ms and retention_ms must be > 0")
+        if self.roll_age_ms <= 0 or (self.retention_ms is not None and self.retention_ms <= 0):
+            raise ValueError("roll_age_ms and retention_ms must be > 0 (retention_ms None: follow the data)")
         p = self.remote_prefix
         if not p or not p.endswith("/") or p.startswith("/") or ".." in p.split("/"):
             raise ValueError(f"remote_prefix must be a relative folder ending in '/', got {p!r}")

@@ -23,6 +23,7 @@ import crc32c
 
 from index_file import CompactedIndexReader, compact
 from index_file.native_compacted import HEADER_SIZE, CompactedHeader
+from index_service import ranges
 from index_service.config import ServiceConfig
 from index_service.file_map import FileMap
 from index_service.managed_file import ManagedFile
@@ -172,5 +173,6 @@ class Lifecycle:
                 self.store.delete([key])  # type: ignore[attr-defined]
         self.folders.remove(self.folders.compacted(mf.stem))
         self.folders.remove(self.folders.unsealed(mf.stem))
+        ranges.remove(self.folders, mf.stem)
         self.hook("expire:done")
         log.info("expired", extra={"file": mf.stem, "state": "EXPIRED", "was": state.value, "newest_ms": mf.max_ms})

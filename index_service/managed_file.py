@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from index_file import IndexHit
 from index_service.locks import RWLock
 from index_service.model import FileInfo, FileState
+from index_service.ranges import Ranges
 
 _I64_MAX = (1 << 63) - 1
 
@@ -43,6 +44,8 @@ class ManagedFile:
         self.max_ms: int | None = None
         self.size_bytes = 0
         self.remote_key: str | None = None
+        #: (topic, queue) -> (lowest, highest) offset held; None: unknown (see ranges.py)
+        self.ranges: Ranges | None = None
         # retry bookkeeping of the background thread
         self.failures = 0
         self.next_attempt = 0.0

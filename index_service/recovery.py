@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from index_file import CompactedIndexReader, FormatError, NativeIndexWriter
+from index_service import ranges
 from index_service.checkpoint import CheckpointStore
 from index_service.config import ServiceConfig
 from index_service.file_map import FileMap
@@ -58,6 +59,7 @@ class RecoveryReport:
     recovered_items: int = 0  # items found beyond the WRITING file's last checkpoint
     torn_items: int = 0  # items of a torn tail cleared
     tail_items: int = 0  # items beyond the service checkpoint (dedup set)
+    tail_files: list[str] = field(default_factory=list)  # files holding those items
     finished_transitions: int = 0  # local forms removed because the next state was durable
     imported: int = 0
     quarantined: list[str] = field(default_factory=list)
@@ -179,6 +181,20 @@ def recover(folders: StateFolders, files: FileMap, config: ServiceConfig, store:
             items = mf.form.items()[start:]
             tail.update(zip(items["fp"].tolist(), items["queue"].tolist(), items["offset"].tolist(), strict=True))
             rep.tail_items += len(items)
+        if mf.form.item_count > start:
+            rep.tail_files.append(mf.stem)
+    # 7. offset ranges: saved at seal; the checkpoint holds the WRITING file's
+    for mf in files.files():
+        if mf.state in (FileState.IMPORTED,):
+            continue
+        saved = ranges.load(folders, mf.stem)
+        if saved is not None:
+            mf.ranges = saved
+        elif mf.stem == ck.writing:
+            mf.ranges = dict(ck.ranges)
+        elif mf.state in (FileState.WRITING, FileState.SEALED) and (
+                mf.stem in rep.tail_files or mf.form.item_count == 0):
+            mf.ranges = {}  # every item is beyond the checkpoint: the re-dispatch fills the ranges
     rep.seconds = time.perf_counter() - started
     log.info("recovery finished", extra={k: v for k, v in rep.__dict__.items()})
     return rep, current, tail

@@ -144,8 +144,9 @@ class IndexService:
         rep, current, tail = recover(self.folders, self.files_map, self.config, self.store, self.checkpoints)
         self.recovery = rep
         self.adopted = adopt_builds(self.folders, self.files_map, self.lifecycle)  # external builds (Spark)
+        tail_files = [mf for mf in self.files_map.files() if mf.stem in rep.tail_files]
         self.writer = Writer(self.config, self.folders, self.files_map, self.checkpoints, current, tail,
-                             on_sealed=lambda mf: self.background.wake())
+                             on_sealed=lambda mf: self.background.wake(), tail_files=tail_files)
         self.background = Background(self.config, self.folders, self.files_map, self.lifecycle, self._roll_if_due)
         self.writer.start()
         self.background.start()

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 import xxhash
 
 from index_file import NativeIndexWriter
+from index_service import ranges
 from index_service.checkpoint import CheckpointStore, QueueKey
 from index_service.config import ServiceConfig
 from index_service.file_map import FileMap
@@ -44,13 +45,15 @@ class WriterError(RuntimeError):
 
 class Writer:
     def __init__(self, config: ServiceConfig, folders: StateFolders, files: FileMap, checkpoints: CheckpointStore,
-                 current: ManagedFile | None, tail: set[TailKey], on_sealed: Callable[[ManagedFile], None]) -> None:
+                 current: ManagedFile | None, tail: set[TailKey], on_sealed: Callable[[ManagedFile], None],
+                 tail_files: Sequence[ManagedFile] = ()) -> None:
         self.config = config
         self.folders = folders
         self.files = files
         self.checkpoints = checkpoints
         self.current = current
         self.tail = tail
+        self.tail_files = list(tail_files)  # files holding items beyond the checkpoint (recovery)
         self.on_sealed = on_sealed
         ck = checkpoints.current
         self.accepted: dict[QueueKey, int] = dict(ck.offsets)  # highest offset taken per queue
@@ -189,12 +192,15 @@ class Writer:
             recs, dropped = self._drop_tail(recs)
             skipped += len(dropped)
             extra.extend(dropped)
+            self._extend_tail_ranges(dropped)
         self.skipped += skipped
         i = 0
         while i < len(recs):
             mf = self._ensure_file()
             w: NativeIndexWriter = mf.form
             n = w.put_batch(recs[i:] if i else recs)
+            if mf.ranges is not None:
+                ranges.extend(mf.ranges, recs[i:i + n])
             i += n
             if i < len(recs):
                 if n == 0 and w.item_count == 0:
@@ -223,6 +229,19 @@ class Writer:
                 dropped.append(r)
         return out, dropped
 
+    def _extend_tail_ranges(self, dropped: list[Record]) -> None:
+        """Re-dispatched records found already written beyond the checkpoint: which recovered file holds
+        them is not known (items carry no topic), so every such file's ranges take them (an over-wide
+        range only keeps a file longer, never expires it early)."""
+        if not dropped:
+            return
+        for mf in self.tail_files:
+            if mf.ranges is None:
+                continue
+            ranges.extend(mf.ranges, dropped)
+            if mf is not self.current:
+                ranges.save(self.folders, mf.stem, mf.ranges)
+
     def _commit(self, recs: list[Record], extra: Sequence[Record] = ()) -> None:
         """Sync the WRITING file and save the checkpoint covering recs (and extra: records taken
         with nothing left to write)."""
@@ -240,7 +259,7 @@ class Writer:
             return
         if self.config.sync_writes:
             mf.form.sync()
-        self.checkpoints.save(durable, mf.stem, mf.form.item_count)
+        self.checkpoints.save(durable, mf.stem, mf.form.item_count, mf.ranges)
 
     def _ensure_file(self) -> ManagedFile:
         if self.current is not None:
@@ -255,6 +274,7 @@ class Writer:
         self.folders.publish(scratch, dest)  # fsync, rename into writing/, fsync the folder
         w.path = str(dest)
         mf = ManagedFile(stem, begin, FileState.WRITING, w, str(dest))
+        mf.ranges = {}
         self.files.add(mf)
         self.current = mf
         log.info("new writing file", extra={"file": stem, "state": "WRITING", "begin_ms": begin})
@@ -268,6 +288,8 @@ class Writer:
             self._commit(written)
         mf.form.seal()
         fsync_dir(self.folders.unsealed(mf.stem).parent)
+        if mf.ranges is not None:
+            ranges.save(self.folders, mf.stem, mf.ranges)  # before the checkpoint stops naming the file
         log.info("sealed", extra={"file": mf.stem, "state": "SEALED", "reason": reason, "items": mf.form.item_count})
         if self.config.crash_hook is not None:
             self.config.crash_hook("roll:sealed")

@@ -8,6 +8,7 @@ import signal
 from pathlib import Path
 
 from api.config import load_settings
+from api.node_settings import NODE_SETTINGS, open_kwargs
 
 log = logging.getLogger("mqindex.serve")
 
@@ -25,6 +26,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="URL the other nodes use to reach this one (default http://HOST:PORT)")
     p.add_argument("--lease-ms", dest="lease_ms", type=int,
                    help="node lease: dead to the others this long after its last heartbeat (default 10000)")
+    for s in NODE_SETTINGS:  # every node and index setting (api/node_settings.py, docs/OPERATIONS.md)
+        p.add_argument("--" + s.name.replace("_", "-"), dest=s.name, metavar="N",
+                       help=f"{s.help} (default {s.default if s.default is not None else 'unset'})")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -35,13 +39,14 @@ def run(args: argparse.Namespace) -> int:
 
     settings = load_settings(args.config, data_dir=args.data_dir, host=args.host, port=args.port,
                              store=args.store, metadata=args.metadata, node_id=args.node_id,
-                             advertised_url=args.advertised_url, lease_ms=args.lease_ms).resolved()
+                             advertised_url=args.advertised_url, lease_ms=args.lease_ms,
+                             **{s.name: getattr(args, s.name) for s in NODE_SETTINGS}).resolved()
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
     log.info("opening the node (recovering from the WAL and the index state folders if needed)",
              extra={"data_dir": settings.data_dir})
     node = BrokerNode.open(settings.data_dir, settings.store, settings.metadata, node_id=settings.node_id,
                            http_address=settings.advertised_url, lease_ms=settings.lease_ms,
-                           cluster_token=settings.cluster_token or None)
+                           cluster_token=settings.cluster_token or None, **open_kwargs(settings.node))
     app = app_for_node(settings, node)
     log.info("serving", extra={"host": settings.host, "port": settings.port, "store": settings.store,
                                "metadata": settings.metadata, "data_dir": settings.data_dir})

@@ -18,6 +18,7 @@ from api.http.body_limit import BodyLimit
 from api.http.metrics import Metrics
 from api.http.models import MAX_REQUEST_BYTES
 from api.http.routes import router
+from api.http.topic_routes import router as topic_router
 from broker.node import BrokerNode
 from storage_tier import BlobStore
 
@@ -40,6 +41,7 @@ def create_app(settings: Settings, backend: Backend, stores: Mapping[str, BlobSt
     app.add_middleware(BodyLimit, limit=MAX_REQUEST_BYTES)
     app.include_router(router)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    app.include_router(topic_router)
 
     @app.middleware("http")
     async def measure(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:

@@ -6,7 +6,7 @@ import base64
 import binascii
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field, StrictInt
 
 MAX_VALUE_BYTES = 1024 * 1024  # one message's value
 MAX_MESSAGES_PER_REQUEST = 1000
@@ -36,6 +36,8 @@ class TopicIn(BaseModel):
     name: str = Field(description="1-249 characters of [a-zA-Z0-9._-]", examples=["orders"],
                       pattern=TOPIC_PATTERN)
     partitions: int = Field(1, ge=1, le=10000)
+    configs: dict[str, StrictInt] | None = Field(None, description="topic configs: retention.ms, retention.bytes "
+                                                             "(-1 = unlimited; absent = the server default)")
 
 
 class TopicOut(BaseModel):

@@ -71,7 +71,7 @@ def message_out(m: OutMessage) -> MessageOut:
 
 @router.post("/v1/topics", status_code=201, response_model=TopicOut, dependencies=[Depends(require("admin"))])
 async def create_topic(body: TopicIn, request: Request) -> Any:
-    return await call(request, Backend.create_topic, body.name, body.partitions)
+    return await call(request, Backend.create_topic, body.name, body.partitions, body.configs)
 
 
 @router.get("/v1/topics", response_model=list[TopicOut], dependencies=[Depends(require("read"))])

@@ -107,9 +107,10 @@ class Cluster:
         return self.index.query(topic, key, max_count, begin_ms, end_ms)
 
     # -- topics and moves ---------------------------------------------------------------------------
-    def create_topic(self, name: str, partitions: int, wait_s: float = 30.0) -> TopicInfo:
+    def create_topic(self, name: str, partitions: int, configs: dict[str, int] | None = None,
+                     wait_s: float = 30.0) -> TopicInfo:
         """Create the topic with its partitions spread over the live nodes; returns once each is served."""
-        info = self.parts.registry.create(name, partitions)
+        info = self.parts.registry.create(name, partitions, configs)
         new = self.parts.add_topic(info)
         load: dict[int, int] = {}
         for lead in leaders(self.meta, refresh=True).values():

@@ -7,12 +7,15 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class InMessage:
-    """One message to produce. partition None: chosen by the key's hash, or round robin without a key."""
+    """One message to produce. partition None: chosen by the key's hash, or round robin without a key.
+    timestamp: the producer's own time (ms), stored in the record and returned with it; None = the
+    broker's append time. The index always uses the append time."""
 
     value: bytes | None
     key: bytes | None = None
     headers: list[tuple[str, bytes]] = field(default_factory=list)
     partition: int | None = None
+    timestamp: int | None = None
 
 
 @dataclass(frozen=True)
@@ -22,7 +25,7 @@ class Produced:
     partition: int
     offset: int
     msg_id: str
-    timestamp: int
+    timestamp: int  # the record's timestamp: the producer's, else the append time
 
 
 @dataclass(frozen=True)

@@ -129,14 +129,6 @@ class PartitionMap:
         for f in futures:
             f.result()
 
-    def create_topic(self, name: str, partitions: int) -> TopicInfo:
-        """Register a topic in the metadata and lead every partition of it nobody holds."""
-        info = self.registry.create(name, partitions)
-        parts = self.add_topic(info)
-        self.claim(parts)
-        self.write_states([p for p in parts if p.owned], clean=False)
-        return info
-
     def list_topics(self) -> list[TopicInfo]:
         out = []
         for name in self.registry.names():

@@ -1,5 +1,9 @@
 """The produce path: validate -> route to partitions -> one Kafka RecordBatch v2 per partition -> append.
 
+Two times: each record keeps the producer's timestamp (or the append time when it gives none), and
+every index entry carries the broker's append time (`clock`), so a skewed producer clock or a backfill of
+old timestamps neither scatters the index files nor changes what a begin/end key query covers.
+
 Each partition's batch is built, its offsets assigned under the partition lock and its stream record
 queued on the WAL in the same critical section (so the WAL holds every partition's batches in offset
 order). When the WAL's group commit has fsynced it, the record is in the log cache and the batch's index
@@ -32,14 +36,19 @@ def validate_message(i: int, m: object) -> None:
     for name, v in (("value", m.value), ("key", m.key)):
         if v is not None and not isinstance(v, bytes):
             raise InvalidField(f"messages.{i}.{name}", "must be bytes or null")
+    t = m.timestamp
+    if t is not None and (isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < 1 << 63):
+        raise InvalidField(f"messages.{i}.timestamp", f"must be milliseconds in [0, 2**63), got {t!r}")
     for h in m.headers:
         if not (isinstance(h, tuple) and len(h) == 2 and isinstance(h[0], str) and isinstance(h[1], bytes)):
             raise InvalidField(f"messages.{i}.headers", "must be (name, bytes) pairs")
 
 
 class Producer:
-    def __init__(self, parts: PartitionMap, max_body: int, dispatch: Callable[[list[IndexEntry]], None]) -> None:
+    def __init__(self, parts: PartitionMap, max_body: int, dispatch: Callable[[list[IndexEntry]], None],
+                 clock: Callable[[], int] = now_ms) -> None:
         self.parts = parts
+        self.clock = clock  # the broker's append time (ms); tests inject one
         self.max_body = max_body  # largest WAL record body
         self.dispatch = dispatch
         self.round_robin = RoundRobin()
@@ -69,12 +78,13 @@ class Producer:
             if not part.owned:
                 raise self.parts.not_served(part)
         self.parts.storage.wait_for_cache_room()
-        now = now_ms()
+        now = self.clock()  # append time: index entries are ordered and filtered by it
         pending = []
         for pi, idxs in groups.items():
             part = self.parts.get(info.name, pi)
             msgs = [messages[i] for i in idxs]
-            records = [ProducerRecord(m.value, m.key, list(m.headers), now) for m in msgs]
+            records = [ProducerRecord(m.value, m.key, list(m.headers), now if m.timestamp is None else m.timestamp)
+                       for m in msgs]
             batch = build_batch(records)
             if len(batch) + RECORD_HEADER_SIZE > self.max_body:
                 raise InvalidField("messages", f"{len(batch)} bytes for partition {pi} in one request exceed "
@@ -97,6 +107,8 @@ class Producer:
         for fut, pi, base, idxs in pending:
             fut.result()
             for j, i in enumerate(idxs):
-                results[i] = Produced(pi, base + j, encode_message_id(info.topic_id, pi, base + j), now)
+                t = messages[i].timestamp
+                results[i] = Produced(pi, base + j, encode_message_id(info.topic_id, pi, base + j),
+                                      now if t is None else t)
         self.parts.storage.check_usable()
         return results  # type: ignore[return-value]

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from broker.errors import InvalidField
 from broker.partitions.client_messages import OutMessage
 from broker.partitions.damage import served_before_damage
 from broker.partitions.message_id import decode_message_id, encode_message_id
-from broker.partitions.partition_map import PartitionMap
+from broker.partitions.partition_map import PartitionMap, now_ms
 from broker.partitions.records import Record, index_keys
 from broker.partitions.topic_errors import TopicNotFound
 from broker.partitions.topics import TopicInfo
@@ -74,8 +74,8 @@ def get_by_id(parts: PartitionMap, msg_id: str) -> OutMessage | None:
     return message_at(parts, info, mid.partition, mid.offset)
 
 
-def index_entries(parts: PartitionMap, topic: str, partition: int, start: int, end: int
-                  ) -> Iterator[list[IndexEntry]]:
+def index_entries(parts: PartitionMap, topic: str, partition: int, start: int, end: int,
+                  clock: Callable[[], int] = now_ms) -> Iterator[list[IndexEntry]]:
     """Index entries of [start, end) of one partition, read back from the stream (re-dispatch)."""
     p = parts.get(topic, partition)
     batch: list[IndexEntry] = []
@@ -83,7 +83,9 @@ def index_entries(parts: PartitionMap, topic: str, partition: int, start: int, e
         keys = index_keys(r)
         if keys:
             size = len(r.key or b"") + len(r.value or b"") + sum(len(k) + len(v or b"") for k, v in r.headers)
-            batch.append(IndexEntry(topic, partition, r.offset, size, r.timestamp_ms, keys))
+            # the append time is not stored with the record: a re-dispatched entry takes the record's
+            # timestamp, never later than now (a future producer timestamp cannot push it ahead)
+            batch.append(IndexEntry(topic, partition, r.offset, size, min(r.timestamp_ms, clock()), keys))
             if len(batch) >= CATCH_UP_BATCH:
                 yield batch
                 batch = []

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from broker.errors import Fenced
 from broker.metadata import MetadataClient
+from broker.partitions import topic_config
 from broker.partitions.partition_map import PartitionMap
 from broker.streams.stream_reader import StreamReader
 
@@ -70,16 +71,33 @@ def retention_start(meta: MetadataClient, reader: StreamReader, stream_id: int, 
     return new_start
 
 
-def apply_retention(parts: PartitionMap, policy: RetentionPolicy, now_ms: int) -> dict[str, int]:
-    """One retention pass over the partitions this node leads: trim each data stream to what `policy`
-    keeps, and each meta stream to its newest state record. Returns the new start offsets by partition."""
+def topic_policy(parts: PartitionMap, topic: str, default: RetentionPolicy) -> RetentionPolicy:
+    """The topic's retention: its `retention.ms` / `retention.bytes` configs, else the server default."""
+    ms, by = topic_config.effective(parts.registry.configs(topic, refresh=False),
+                                    topic_config.ServerDefaults(default.retention_ms, default.retention_bytes))
+    return RetentionPolicy(ms, by)
+
+
+def apply_retention(parts: PartitionMap, default: RetentionPolicy, now_ms: int) -> dict[str, int]:
+    """One retention pass over the partitions this node leads: trim each data stream to what its topic's
+    policy keeps (`default` for topics that set none), and each meta stream to its newest state record.
+    Returns the new start offsets by partition."""
     trimmed: dict[str, int] = {}
     owned = parts.owned()
     parts.meta.catch_up()
+    policies: dict[str, RetentionPolicy] = {}
     for p in owned:
         data = p.data
         if data is None:
             continue
+        name = p.topic.name
+        try:
+            if name not in policies:
+                policies[name] = topic_policy(parts, name, default)
+        except RuntimeError as exc:  # damaged configs: keep the data, say which topic
+            log.error("topic configs unreadable; retention skipped", extra={"topic": name, "error": str(exc)})
+            continue
+        policy = policies[name]
         try:
             if policy.active:
                 cached = parts.storage.cached_bytes(p.data_stream)
@@ -95,3 +113,16 @@ def apply_retention(parts: PartitionMap, policy: RetentionPolicy, now_ms: int) -
     if trimmed:
         parts.write_states([p for p in owned if p.name in trimmed], clean=False)
     return trimmed
+
+
+def data_is_live(parts: PartitionMap, topic: str, partition: int, max_offset: int) -> bool:
+    """Whether the partition still stores any offset <= max_offset (the index's expiry asks this for each
+    range of a file: a file goes once every range in it is below its partition's start offset). A topic
+    or partition the metadata does not know is kept: there is no topic deletion, so it means the index
+    and the metadata disagree, and deleting on a disagreement would lose lookups."""
+    info = parts.cached_topic(topic) or parts.registry.get(topic, refresh=False)
+    if info is None or not 0 <= partition < info.partitions:
+        log.warning("index range of an unknown partition kept", extra={"topic": topic, "partition": partition})
+        return True
+    stream = info.streams[partition].data_stream
+    return max_offset >= parts.meta.get_stream(stream, refresh=False).start_offset

@@ -5,6 +5,7 @@ KV layout (every value JSON or a plain string):
     topics/<name>               {"topic_id": 7, "partitions": 3, "created_ms": ...}
     topic_ids/<topic_id>        <name>            (the id -> name map message ids need)
     partitions/<topic_id>/<p>   {"meta_stream": 12, "data_stream": 13}
+    topic_configs/<name>        {"retention.ms": ...}   (see topic_config.py; absent = server defaults)
 
 A partition maps to a meta stream (its state records: start offset, clean-shutdown flag, index
 checkpoint; see partition_state.py) and a data stream (its Kafka record batches, stream offsets = Kafka
@@ -23,7 +24,8 @@ from dataclasses import dataclass
 
 from broker.errors import InvalidField
 from broker.metadata import MetadataClient
-from broker.partitions.topic_errors import InvalidTopicName, TopicExists
+from broker.partitions import topic_config
+from broker.partitions.topic_errors import InvalidTopicName, TopicExists, TopicNotFound
 
 log = logging.getLogger("mqindex.broker.topics")
 
@@ -70,8 +72,9 @@ class TopicRegistry:
     def __init__(self, meta: MetadataClient) -> None:
         self.meta = meta
 
-    def create(self, name: str, partitions: int) -> TopicInfo:
+    def create(self, name: str, partitions: int, configs: dict[str, int] | None = None) -> TopicInfo:
         validate_topic_name(name)
+        checked = {k: v for k, v in topic_config.check_configs(configs or {}).items() if v is not None}
         if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= MAX_PARTITIONS:
             raise InvalidField("partitions", f"must be an integer in [1, {MAX_PARTITIONS}], got {partitions!r}")
         if self.meta.kv_get(f"topics/{name}") is not None:
@@ -93,6 +96,8 @@ class TopicRegistry:
             log.warning("topic created concurrently; streams left unused",
                         extra={"topic": name, "topic_id": topic_id, "streams": sids})
             raise TopicExists(name)
+        if checked:  # written by the creator that won the name only
+            self.meta.kv_put(topic_config.kv_key(name), topic_config.encode(checked))
         log.info("topic created", extra={"topic": name, "topic_id": topic_id, "partitions": partitions,
                                          "streams": sids})
         return TopicInfo(name, topic_id, partitions, created, streams)
@@ -110,6 +115,24 @@ class TopicRegistry:
                 raise RuntimeError(f"topic {name!r}: partition {p} has no streams in the metadata KV")
             streams.append(PartitionStreams(int(s["meta_stream"]), int(s["data_stream"])))
         return TopicInfo(name, topic_id, n, int(body.get("created_ms", 0)), tuple(streams))
+
+    def configs(self, name: str, refresh: bool = True) -> dict[str, int]:
+        """The configs the topic sets (absent keys take the server defaults)."""
+        return topic_config.decode(name, self.meta.kv_get(topic_config.kv_key(name), refresh=refresh))
+
+    def alter_configs(self, name: str, change: object) -> dict[str, int]:
+        """Set (value) or remove (None) configs of an existing topic; returns the topic's configs after."""
+        checked = topic_config.check_configs(change, allow_unset=True)
+        if self.meta.kv_get(f"topics/{name}") is None:
+            validate_topic_name(name)
+            raise TopicNotFound(name)
+        after = topic_config.merge(self.configs(name, refresh=False), checked)
+        if after:
+            self.meta.kv_put(topic_config.kv_key(name), topic_config.encode(after))
+        else:
+            self.meta.kv_delete(topic_config.kv_key(name))
+        log.info("topic configs altered", extra={"topic": name, "configs": after})
+        return after
 
     def name_of(self, topic_id: int) -> str | None:
         return self.meta.kv_get(f"topic_ids/{topic_id}")

@@ -1,0 +1,66 @@
+"""`mqindex topics`: create, describe and alter topics (their retention configs) through a server.
+
+    mqindex topics create orders --partitions 3 --retention-ms 172800000
+    mqindex topics alter orders --retention-ms 604800000 --retention-bytes -1
+    mqindex topics alter orders --delete-config retention.ms      (back to the server default)
+    mqindex topics describe orders
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from api.cli.client import _common, _request
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    create = sub.add_parser("create", help="create a topic")
+    create.add_argument("name")
+    create.add_argument("--partitions", type=int, default=1)
+    alter = sub.add_parser("alter", help="set or remove configs of a topic")
+    alter.add_argument("name")
+    alter.add_argument("--delete-config", action="append", default=[], metavar="NAME",
+                       help="remove a config (the server default applies again); repeatable")
+    describe = sub.add_parser("describe", help="show a topic and its configs")
+    describe.add_argument("name")
+    for q in (create, alter):
+        q.add_argument("--retention-ms", type=int, help="keep records this long (-1 = forever)")
+        q.add_argument("--retention-bytes", type=int, help="keep at most this many bytes per partition (-1 = no limit)")
+    for q in (create, alter, describe):
+        _common(q)
+
+
+def _configs(args: argparse.Namespace) -> dict[str, int | None]:
+    out: dict[str, int | None] = {}
+    if args.retention_ms is not None:
+        out["retention.ms"] = args.retention_ms
+    if args.retention_bytes is not None:
+        out["retention.bytes"] = args.retention_bytes
+    return out
+
+
+def _show(args: argparse.Namespace, body: dict[str, Any]) -> None:
+    if args.json:
+        print(json.dumps(body, indent=2))
+        return
+    print(f"{body['name']}  partitions={body['partitions']}  topic_id={body['topic_id']}")
+    for name, c in sorted(body.get("configs", {}).items()):
+        print(f"  {name}={c['value']}  ({c['source']})")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "create":
+        _request(args, "POST", "/v1/topics", json={"name": args.name, "partitions": args.partitions,
+                                                  "configs": _configs(args)})
+    elif args.action == "alter":
+        change = _configs(args)
+        for name in args.delete_config:
+            change[name] = None
+        if not change:
+            raise ValueError("nothing to alter: give --retention-ms, --retention-bytes or --delete-config")
+        _request(args, "PATCH", f"/v1/topics/{args.name}/configs", json={"configs": change})
+    _show(args, _request(args, "GET", f"/v1/topics/{args.name}"))
+    return 0

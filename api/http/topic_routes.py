@@ -1,0 +1,54 @@
+"""Topic configs and the node's settings over HTTP (Kafka's DescribeConfigs / IncrementalAlterConfigs in JSON):
+
+    GET   /v1/topics/{topic}            the topic with its configs, each {"value", "source": topic|default}
+    PATCH /v1/topics/{topic}/configs    {"configs": {"retention.ms": 172800000, "retention.bytes": null}}
+                                        (a value sets, null removes: back to the server default)
+    GET   /v1/config                    (admin) the node's and its index's effective settings
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, Field, StrictInt
+
+from api.backend import Backend
+from api.http.auth import require
+from api.http.routes import ERRORS, TopicPath, call
+
+router = APIRouter(responses=ERRORS)
+
+
+class ConfigValue(BaseModel):
+    value: int = Field(description="-1 = unlimited")
+    source: str = Field(description="topic: set on the topic; default: the server default")
+
+
+class TopicDetailOut(BaseModel):
+    name: str
+    partitions: int
+    topic_id: int
+    configs: dict[str, ConfigValue]
+
+
+class TopicConfigsIn(BaseModel):
+    configs: dict[str, StrictInt | None] = Field(
+        description="retention.ms / retention.bytes: an integer (-1 = unlimited) sets, null removes",
+        examples=[{"retention.ms": 172_800_000}])
+
+
+@router.get("/v1/topics/{topic}", response_model=TopicDetailOut, dependencies=[Depends(require("read"))])
+async def describe_topic(topic: TopicPath, request: Request) -> Any:
+    return await call(request, Backend.describe_topic, topic)
+
+
+@router.patch("/v1/topics/{topic}/configs", response_model=TopicDetailOut,
+              dependencies=[Depends(require("admin"))])
+async def alter_topic_configs(topic: TopicPath, body: TopicConfigsIn, request: Request) -> Any:
+    return await call(request, Backend.alter_topic_configs, topic, body.configs)
+
+
+@router.get("/v1/config", dependencies=[Depends(require("admin"))])
+async def effective_config(request: Request) -> dict[str, Any]:
+    return await call(request, Backend.effective_config)

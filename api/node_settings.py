@@ -1,0 +1,93 @@
+"""Every setting of a broker node and its index that `serve` exposes (flag, config file key, MQINDEX_*).
+
+One row per setting: name (config key; flag --name-with-dashes; env MQINDEX_NAME), type, default, help,
+and where it goes (a BrokerNode.open argument, or "index." + a ServiceConfig field). docs/OPERATIONS.md
+lists the same table. Optional settings (default None) take "none" or an empty value to mean unset.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class NodeSetting:
+    name: str
+    kind: type  # int or float
+    default: int | float | None
+    help: str
+    target: str  # BrokerNode.open argument, or "index.<ServiceConfig field>"
+    minimum: float = 0
+
+
+NODE_SETTINGS: tuple[NodeSetting, ...] = (
+    NodeSetting("retention_ms", int, None, "server default retention for topics without retention.ms "
+                "(unset: keep forever)", "retention_ms", 1),
+    NodeSetting("retention_bytes", int, None, "server default bytes kept per partition for topics without "
+                "retention.bytes (unset: no limit)", "retention_bytes", 1),
+    NodeSetting("maintenance_interval_s", float, 30.0, "seconds between retention and object cleanup passes",
+                "maintenance_interval_s", 0.01),
+    NodeSetting("upload_threshold", int, 32 * MIB, "cached bytes that trigger an upload to the object store",
+                "upload_threshold", 1),
+    NodeSetting("upload_interval_s", float, 2.0, "seconds after which cached records are uploaded anyway",
+                "upload_interval_s", 0.01),
+    NodeSetting("so_threshold", int, 8 * MIB, "a stream with at least this many bytes in an upload gets its "
+                "own stream object (smaller ones share the stream set object)", "so_threshold", 1),
+    NodeSetting("block_cache_bytes", int, 64 * MIB, "bytes of object data blocks cached for reads",
+                "block_cache_bytes", 0),
+    NodeSetting("max_cache_bytes", int, None, "log cache bytes before produce waits for uploads "
+                "(unset: max(4 x upload_threshold, 256 MiB))", "max_cache_bytes", 1),
+    NodeSetting("read_your_writes_s", float, 5.0, "seconds a key lookup waits for earlier records to be indexed",
+                "read_your_writes_s", 0),
+    NodeSetting("index_slots", int, 262_144, "hash slots of each index file", "index.slots", 1),
+    NodeSetting("index_max_items", int, 1_000_000, "index entries a file holds before it rolls",
+                "index.max_items", 1),
+    NodeSetting("index_roll_age_ms", int, 3_600_000, "an index file rolls once this old (ms)",
+                "index.roll_age_ms", 1),
+    NodeSetting("index_retention_ms", int, None, "index-only retention (ms): index files older than this are "
+                "deleted even while their records are stored, which are then no longer found by key "
+                "(unset: an index file lives exactly as long as its records)", "index.retention_ms", 1),
+    NodeSetting("index_maintain_interval_s", float, 1.0, "seconds between index compaction/upload/expiry cycles",
+                "index.maintain_interval_s", 0.01),
+    NodeSetting("index_query_threads", int, 4, "threads answering index queries", "index.query_threads", 1),
+)
+BY_NAME = {s.name: s for s in NODE_SETTINGS}
+
+
+def coerce(s: NodeSetting, value: Any) -> int | float | None:
+    """A setting's value from TOML, an environment string or a flag; a clear error otherwise."""
+    from api.config import ConfigError
+
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+        if s.default is None:
+            return None
+        raise ConfigError(f"{s.name} needs a value (default {s.default})")
+    if isinstance(value, bool):
+        raise ConfigError(f"{s.name} must be a number, got {value!r}")
+    try:
+        v = s.kind(value) if not isinstance(value, str) or s.kind is float else int(value.replace("_", ""))
+    except (TypeError, ValueError):
+        raise ConfigError(f"{s.name} must be {'an integer' if s.kind is int else 'a number'}, got {value!r}") from None
+    if isinstance(value, float) and s.kind is int and value != int(value):
+        raise ConfigError(f"{s.name} must be an integer, got {value!r}")
+    if v < s.minimum:
+        raise ConfigError(f"{s.name} must be >= {s.minimum}, got {v}")
+    return v
+
+
+def open_kwargs(values: dict[str, Any]) -> dict[str, Any]:
+    """BrokerNode.open keyword arguments (index settings in index_config) for the given setting values."""
+    out: dict[str, Any] = {}
+    index: dict[str, Any] = {}
+    for s in NODE_SETTINGS:
+        v = values.get(s.name, s.default)
+        if s.target.startswith("index."):
+            if v is not None or s.default is None:
+                index[s.target.removeprefix("index.")] = v
+        elif v is not None:
+            out[s.target] = v
+    out["index_config"] = index
+    return out
