@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from broker.compaction import CompactionConfig, Compactor
 from broker.metadata import MetadataClient
 from broker.partitions import reads
 from broker.partitions.client_messages import InMessage, OutMessage, Produced
@@ -78,7 +79,8 @@ class BrokerNode:
              retention_ms: int | None = None, retention_bytes: int | None = None,
              maintenance_interval_s: float = 30.0, namespace: str = DEFAULT_NAMESPACE,
              block_cache_bytes: int = DEFAULT_BLOCK_CACHE_BYTES, max_cache_bytes: int | None = None,
-             read_your_writes_s: float = 5.0, wal_options: dict[str, int] | None = None) -> BrokerNode:
+             read_your_writes_s: float = 5.0, wal_options: dict[str, int] | None = None,
+             compaction: CompactionConfig | None = None) -> BrokerNode:
         """Open (recovering) the node whose local state is in `data_dir`: `wal/` and `index/` there, objects
         in `store_url`, controller metadata at `metadata_url` (sqlite:///... or postgresql://...).
 
@@ -98,6 +100,8 @@ class BrokerNode:
         node = cls(d, store, meta, node_id=node_id, retention=RetentionPolicy(retention_ms, retention_bytes),
                    maintenance_interval_s=maintenance_interval_s, read_your_writes_s=read_your_writes_s)
         node._lock_fd = lock_fd
+        node.compactor = Compactor(store, meta, compaction)  # broker/compaction: started with the other threads
+        node.compaction = Periodic("broker-compaction", node.compactor.config.interval_s, node.compactor.run_once)
         try:
             node._start(dict(index_config or {}), store_url, dict(
                 upload_threshold=upload_threshold, upload_interval_s=upload_interval_s, so_threshold=so_threshold,
@@ -152,6 +156,7 @@ class BrokerNode:
         self.dispatcher.start(catch_up)
         self.storage.start()
         self.maintenance.start()
+        self.compaction.start()
         log.info("broker node open", extra={
             "node_id": self.node_id, "node_epoch": self.meta.node_epoch, "partitions": len(every),
             "owned": len(owned), "recovered_records": self.recovered_records,
@@ -232,6 +237,10 @@ class BrokerNode:
             log.info("objects cleaned up", extra={"deleted": cleaned.deleted, "expired": cleaned.expired})
         return {"trimmed": trimmed, "deleted": cleaned.deleted, "expired": cleaned.expired}
 
+    def compact(self) -> dict[str, Any]:
+        """Run one compaction cycle now (admin endpoint, `mqindex compact --now`); what it did."""
+        return {**self.compactor.run_once().as_dict(), **self.compactor.object_counts()}
+
     # -- introspection ---------------------------------------------------------------------------
     def partition_info(self, topic: str, partition: int) -> dict[str, Any]:
         return self.partitions.describe(topic, partition)
@@ -244,6 +253,7 @@ class BrokerNode:
         self._closed = True
         self.partitions.closed = True
         self.maintenance.stop()
+        self.compaction.stop()
         clean = self.storage.failed is None
         try:
             self.storage.flush()
