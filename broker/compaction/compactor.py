@@ -47,7 +47,7 @@ class Compactor:
                         "node_id": self.meta.node_id, "step": name, "error": f"{type(exc).__name__}: {exc}"})
                     report.errors.append(f"{name}: {type(exc).__name__}: {exc}")
             try:
-                cleaned = self.meta.cleanup_objects(self.store, now_ms=now)
+                cleaned = self.meta.cleanup_objects(self.store, now_ms=max(now, _now_ms()))
                 report.deleted = cleaned.deleted
             except Exception as exc:  # noqa: BLE001
                 report.errors.append(f"cleanup: {type(exc).__name__}: {exc}")
