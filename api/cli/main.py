@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "inspect-object": ("api.cli.inspect_object", "dump a stream object's data blocks and index block"),
     "import-rocketmq": ("api.cli.import_rocketmq", "register a directory of RocketMQ tiered index files"),
     "spark-build": ("api.cli.spark_build", "batch-build compacted indexes from the broker's objects"),
+    "compact": ("api.cli.compact", "run a broker compaction cycle (--now) or show its totals"),
     "bench": ("bench.cli", "run benchmarks against their peers"),
 }
 

@@ -125,3 +125,22 @@ async def get_by_id(request: Request, msg_id: MsgIdPath) -> MessageOut:
 @router.get("/v1/index/files", response_model=IndexFilesOut, dependencies=[Depends(require("read"))])
 async def index_files(request: Request) -> IndexFilesOut:
     return IndexFilesOut(files=await call(request, Backend.index_files))
+
+
+# -- compaction (broker/compaction): admin --------------------------------------------------------
+@router.post("/v1/admin/compaction", dependencies=[Depends(require("admin"))])
+async def run_compaction(request: Request) -> dict[str, Any]:
+    """Run one compaction cycle now; what it did and the current object counts."""
+    compact = getattr(request.app.state.backend, "compact", None)
+    if compact is None:
+        raise client_error("compaction", "this server has no broker to compact", status=404)
+    return await run_in_threadpool(compact)
+
+
+@router.get("/v1/admin/compaction", dependencies=[Depends(require("admin"))])
+async def compaction_totals(request: Request) -> dict[str, Any]:
+    """Compaction totals since the node opened and the current object counts."""
+    compactor = getattr(request.app.state.backend, "compactor", None)
+    if compactor is None:
+        raise client_error("compaction", "this server has no broker to compact", status=404)
+    return {**compactor.totals.snapshot(), **compactor.object_counts()}
