@@ -28,6 +28,7 @@ from typing import Any
 
 from broker.cluster.cluster import Cluster
 from broker.cluster.membership import DEFAULT_LEASE_MS
+from broker.compaction import CompactionConfig, Compactor
 from broker.metadata import MetadataClient
 from broker.partitions import reads, topic_admin
 from broker.partitions.client_messages import InMessage, OutMessage, Produced
@@ -85,7 +86,8 @@ class BrokerNode:
              block_cache_bytes: int = DEFAULT_BLOCK_CACHE_BYTES, max_cache_bytes: int | None = None,
              read_your_writes_s: float = 5.0, wal_options: dict[str, int] | None = None,
              http_address: str | None = None, lease_ms: int = DEFAULT_LEASE_MS,
-             cluster_token: str | None = None, clock: Callable[[], int] | None = None) -> BrokerNode:
+             cluster_token: str | None = None, clock: Callable[[], int] | None = None,
+             compaction: CompactionConfig | None = None) -> BrokerNode:
         """Open (recovering) the node whose local state is in `data_dir`: `wal/` and `index/` there, objects
         in `store_url`, controller metadata at `metadata_url` (sqlite:///... or postgresql://...).
 
@@ -117,6 +119,8 @@ class BrokerNode:
             block_cache_bytes=block_cache_bytes,
             max_cache_bytes=max_cache_bytes or max(4 * upload_threshold, 256 << 20),
             read_your_writes_s=read_your_writes_s)
+        node.compactor = Compactor(store, meta, compaction)  # broker/compaction: started with the other threads
+        node.compaction = Periodic("broker-compaction", node.compactor.config.interval_s, node.compactor.run_once)
         try:
             node._start(dict(index_config or {}), store_url, dict(http=http_address, lease_ms=lease_ms,
                                                                    token=cluster_token), dict(
@@ -180,6 +184,7 @@ class BrokerNode:
         self.cluster.start(self.index, self.dispatcher)
         self.storage.start()
         self.maintenance.start()
+        self.compaction.start()
         log.info("broker node open", extra={
             "node_id": self.node_id, "node_epoch": self.meta.node_epoch, "partitions": len(every),
             "owned": len(owned), "recovered_records": self.recovered_records,
@@ -297,6 +302,10 @@ class BrokerNode:
             log.info("objects cleaned up", extra={"deleted": cleaned.deleted, "expired": cleaned.expired})
         return {"trimmed": trimmed, "deleted": cleaned.deleted, "expired": cleaned.expired}
 
+    def compact(self) -> dict[str, Any]:
+        """Run one compaction cycle now (admin endpoint, `mqindex compact --now`); what it did."""
+        return {**self.compactor.run_once().as_dict(), **self.compactor.object_counts()}
+
     # -- introspection ---------------------------------------------------------------------------
     def partition_info(self, topic: str, partition: int) -> dict[str, Any]:
         return self.partitions.describe(topic, partition)
@@ -308,6 +317,7 @@ class BrokerNode:
             return
         self._closed = True
         self.maintenance.stop()
+        self.compaction.stop()
         try:
             if self.cluster.drain() or self.cluster.others_alive():
                 # leaving a cluster: every index file uploaded and published, so any node reads them

@@ -15,6 +15,7 @@ from api.backend import Backend
 from api.config import Settings
 from api.http import errors
 from api.http.body_limit import BodyLimit
+from api.http.compaction_metrics import CompactionCollector
 from api.http.metrics import Metrics
 from api.http.models import MAX_REQUEST_BYTES
 from api.http.routes import router
@@ -96,4 +97,5 @@ def app_for_node(settings: Settings, node: BrokerNode) -> FastAPI:
     metrics = Metrics()
     metrics.watch_node(node.index_files, lambda: int(node.wal.fsyncs))
     node.wal.fsync_observer = metrics.wal_fsync.observe
+    metrics.registry.register(CompactionCollector(node.compactor))  # broker/compaction figures
     return create_app(settings, node, stores, metrics)

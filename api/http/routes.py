@@ -187,3 +187,22 @@ async def scrub(request: Request) -> ScrubOut:
     for d in report.damaged:
         request.app.state.metrics.corrupt_read(d.component, d.object, d.check, d.error)
     return ScrubOut(**report.as_dict())
+
+
+# -- compaction (broker/compaction): admin --------------------------------------------------------
+@router.post("/v1/admin/compaction", dependencies=[Depends(require("admin"))])
+async def run_compaction(request: Request) -> dict[str, Any]:
+    """Run one compaction cycle now; what it did and the current object counts."""
+    compact = getattr(request.app.state.backend, "compact", None)
+    if compact is None:
+        raise client_error("compaction", "this server has no broker to compact", status=404)
+    return await run_in_threadpool(compact)
+
+
+@router.get("/v1/admin/compaction", dependencies=[Depends(require("admin"))])
+async def compaction_totals(request: Request) -> dict[str, Any]:
+    """Compaction totals since the node opened and the current object counts."""
+    compactor = getattr(request.app.state.backend, "compactor", None)
+    if compactor is None:
+        raise client_error("compaction", "this server has no broker to compact", status=404)
+    return {**compactor.totals.snapshot(), **compactor.object_counts()}

@@ -29,8 +29,10 @@ from broker.metadata.image import (
     PREPARED,
     MetadataImage,
     ObjectLookup,
+    ObjectMeta,
     Record,
     StreamMeta,
+    StreamSetObjectMeta,
 )
 from broker.metadata.log_store import LockedLog, open_log
 from broker.objects.format import object_key
@@ -63,10 +65,42 @@ class StreamObjectCommit:
     range: CommitRange
 
 
+@dataclass(frozen=True)
+class CompactedStreamObject:
+    """A stream object written by compaction: [start, end) of one stream."""
+
+    object_id: int
+    stream_id: int
+    start: int
+    end: int
+    size: int
+
+
+@dataclass(frozen=True)
+class CompactedStreamSetObject:
+    """A stream set object written by compaction: one [start, end) per stream."""
+
+    object_id: int
+    size: int
+    ranges: dict[int, tuple[int, int]]
+
+
 @dataclass
 class CleanupResult:
     expired: list[int] = field(default_factory=list)  # prepared objects past expiry, marked destroyed
     deleted: list[int] = field(default_factory=list)  # objects removed from the store and the metadata
+
+
+def _covers(intervals: list[tuple[int, int]], lo: int, hi: int) -> bool:
+    """Whether sorted [a, b) intervals cover [lo, hi) without a hole."""
+    pos = lo
+    for a, b in intervals:
+        if a > pos:
+            break
+        pos = max(pos, b)
+        if pos >= hi:
+            return True
+    return pos >= hi
 
 
 def _now_ms() -> int:
@@ -361,6 +395,101 @@ class MetadataClient:
             return [rec], None
 
         self._txn(build)
+
+    # -- compaction (broker/compaction) ----------------------------------------------------------
+    def commit_compaction(self, destroyed: Sequence[int], sso: CompactedStreamSetObject | None = None,
+                          stream_objects: Sequence[CompactedStreamObject] = (),
+                          stream_epochs: dict[int, int] | None = None, grace_ms: int = 0) -> None:
+        """Commit one compaction in ONE transaction: the new stream set object and stream objects become
+        COMMITTED, the compacted objects `destroyed` are MARK_DESTROYED as of `grace_ms` from now, so
+        `cleanup_objects` deletes them only after that grace period (reads in flight finish).
+        Checked against the caught-up image, else nothing is applied:
+        this node's epoch (a fenced node commits nothing); each source is a committed stream set object of
+        this node or a committed stream object; each output id is PREPARED; each output stream exists;
+        `stream_epochs` (stream object compaction) are the streams' current epochs owned by this node; every
+        live source range (above the stream's start offset) is covered by the outputs."""
+        def build(img: MetadataImage) -> tuple[list[Record], None]:
+            self._check_node(img)
+            node = img.nodes.get(self.node_id)
+            outputs = ([sso.object_id] if sso else []) + [o.object_id for o in stream_objects]
+            if not destroyed and not outputs:
+                raise InvalidRequest("commit_compaction: nothing to commit")
+            if len(set(outputs) | set(destroyed)) != len(outputs) + len(destroyed):
+                raise InvalidRequest(f"commit_compaction: object ids repeat ({destroyed} -> {outputs})")
+            for oid in outputs:
+                o = img.objects.get(oid)
+                if o is None or o.state != PREPARED:
+                    raise InvalidRequest(f"commit_compaction: object {oid} is {o.state if o else 'unknown'}, "
+                                         "not PREPARED")
+            for sid, epoch in (stream_epochs or {}).items():
+                s = img.streams.get(sid)
+                if s is None:
+                    raise StreamNotFound(f"commit_compaction: stream {sid} does not exist")
+                if epoch != s.epoch or s.owner != self.node_id or s.state != OPENED:
+                    raise Fenced(f"commit_compaction: stream {sid} epoch {epoch} is not this node's current epoch "
+                                 f"(state {s.state}, epoch {s.epoch}, owner {s.owner})")
+            so_index = {so.object_id: so for s in img.streams.values() for so in s.stream_objects}
+            live: list[tuple[int, int, int, int]] = []  # (object id, stream, start, end) to cover
+            for oid in destroyed:
+                o = img.objects.get(oid)
+                if o is None or o.state != COMMITTED:
+                    raise InvalidRequest(f"commit_compaction: source object {oid} is "
+                                         f"{o.state if o else 'unknown'}, not COMMITTED")
+                if node is not None and oid in node.sso:
+                    live += [(oid, sid, a, b) for sid, (a, b) in node.sso[oid].ranges.items()]
+                elif oid in so_index:
+                    so = so_index[oid]
+                    live.append((oid, so.stream_id, so.start, so.end))
+                else:
+                    raise InvalidRequest(f"commit_compaction: source object {oid} is neither a stream set object "
+                                         f"of node {self.node_id} nor a stream object")
+            cover: dict[int, list[tuple[int, int]]] = {}
+            for sid, (a, b) in (sso.ranges.items() if sso else []):
+                cover.setdefault(sid, []).append((a, b))
+            for o in stream_objects:
+                cover.setdefault(o.stream_id, []).append((o.start, o.end))
+            for sid in cover:
+                if sid not in img.streams:
+                    raise StreamNotFound(f"commit_compaction: output stream {sid} was deleted meanwhile")
+            for oid, sid, a, b in live:
+                s = img.streams.get(sid)
+                if s is None:
+                    continue
+                lo = max(a, s.start_offset)
+                if lo < b and not _covers(sorted(cover.get(sid, [])), lo, b):
+                    raise InvalidRequest(f"commit_compaction: stream {sid} [{lo}, {b}) of object {oid} is not "
+                                         "covered by the compaction outputs")
+            now = _now_ms()
+            rec: Record = {"type": "compaction", "node_id": self.node_id, "at": now, "destroyed": list(destroyed),
+                           "destroyed_at": now + max(0, grace_ms),
+                           "sso": None if sso is None else {
+                               "object_id": sso.object_id, "size": sso.size,
+                               "ranges": [[sid, a, b] for sid, (a, b) in sorted(sso.ranges.items())]},
+                           "stream_objects": [{"object_id": o.object_id, "stream_id": o.stream_id, "start": o.start,
+                                               "end": o.end, "size": o.size} for o in stream_objects]}
+            return [rec], None
+
+        self._txn(build)
+
+    def node_objects(self, refresh: bool = True) -> tuple[list[StreamSetObjectMeta], dict[int, StreamMeta]]:
+        """This node's committed stream set objects and a copy-free view of the streams (compaction input)."""
+        if refresh:
+            self.catch_up()
+        with self._lock:
+            node = self.image.nodes.get(self.node_id)
+            ssos = [StreamSetObjectMeta(o.object_id, o.node_id, o.size, dict(o.ranges))
+                    for o in (node.sso.values() if node else [])]
+            return ssos, dict(self.image.streams)
+
+    def object_counts(self) -> dict[str, int]:
+        """Committed stream set objects (all nodes) and stream objects in the image."""
+        with self._lock:
+            return {"stream_set_objects": sum(len(n.sso) for n in self.image.nodes.values()),
+                    "stream_objects": sum(len(s.stream_objects) for s in self.image.streams.values())}
+
+    def object_meta(self, object_id: int) -> ObjectMeta | None:
+        with self._lock:
+            return self.image.objects.get(object_id)
 
     def cleanup_objects(self, store: BlobStore, now_ms: int | None = None, destroy_delay_ms: int = 0) -> CleanupResult:
         """Expire PREPARED objects past their expiry, delete MARK_DESTROYED objects from the store, then

@@ -215,6 +215,35 @@ class MetadataImage:
                 s.end_offset = end
                 s.ranges[-1].end = end
 
+    def _apply_compaction(self, r: Record) -> None:
+        """Compaction (broker/compaction): sources leave the lookup and are MARK_DESTROYED; outputs join it.
+        Stream end offsets do not move: compaction rewrites data already committed."""
+        at = r["at"]
+        node = self.nodes[r["node_id"]]
+        gone = set(r["destroyed"])
+        for oid in gone & set(node.sso):
+            for sid in node.sso.pop(oid).ranges:
+                keep = [p for p in node.parts.get(sid, []) if p[2] != oid]
+                if keep:
+                    node.parts[sid] = keep
+                else:
+                    node.parts.pop(sid, None)
+        for s in self.streams.values():
+            if s.stream_objects and any(o.object_id in gone for o in s.stream_objects):
+                s.stream_objects = [o for o in s.stream_objects if o.object_id not in gone]
+        self._destroy(sorted(gone), r.get("destroyed_at", at))  # deletable once the grace period is over
+        if r.get("sso"):
+            so = r["sso"]
+            ranges = {sid: (start, end) for sid, start, end in so["ranges"]}
+            node.sso[so["object_id"]] = StreamSetObjectMeta(so["object_id"], node.node_id, so["size"], ranges)
+            for sid, (start, end) in ranges.items():
+                bisect.insort(node.parts.setdefault(sid, []), (start, end, so["object_id"]))
+            self._commit_object(so["object_id"], so["size"], at)
+        for o in r.get("stream_objects", []):
+            meta = StreamObjectMeta(o["object_id"], o["stream_id"], o["start"], o["end"], o["size"])
+            bisect.insort(self.streams[o["stream_id"]].stream_objects, meta, key=lambda m: m.start)
+            self._commit_object(o["object_id"], o["size"], at)
+
     def _commit_object(self, oid: int, size: int, at: int) -> None:
         o = self.objects[oid]
         o.state, o.size, o.committed_at = COMMITTED, size, at

@@ -1,0 +1,191 @@
+"""Stream set object compaction of one node (AutoMQ's StreamSetObject compaction).
+
+One run: read the index block of each of this node's SSOs (cached across runs), then
+1. drop expired data: blocks of deleted streams and blocks wholly below the stream's start offset; an
+   object with no live block is only marked destroyed;
+2. force split: SSOs committed longer than `force_split_ms` ago become stream objects (SOs) wholly;
+3. merge: the newest `max_objects` other SSOs that share a stream with another of them: runs bigger than
+   the split size or with an offset gap become SOs, the rest one new SSO;
+4. write: plans of at most `cache_size` bytes are read in batches of at most `read_batch` bytes and written
+   out before the next plan is read; the new SSO is one multipart upload whose parts ship as they fill;
+5. commit everything in ONE metadata transaction (`MetadataClient.commit_compaction`: node epoch checked,
+   every live source range covered). Output ids are prepared with an expiry first, so a crash before the
+   commit leaks nothing once they expire; sources are deleted from the store after the grace period.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from broker.compaction.config import CompactionConfig
+from broker.compaction.plan import SO, SSO, SourceBlock, Unit, cut_plans, plan_units, read_batches
+from broker.compaction.report import CompactionReport
+from broker.metadata.client import CompactedStreamObject, CompactedStreamSetObject, MetadataClient
+from broker.metadata.image import StreamMeta, StreamSetObjectMeta
+from broker.objects.format import IndexEntry, StreamRecord
+from broker.objects.reader import ObjectReader
+from broker.objects.writer import ObjectWriter
+from storage_tier import BlobStore
+
+log = logging.getLogger("mqindex.broker.compaction")
+
+Step = Callable[[str], None]
+
+
+def _live(m: StreamSetObjectMeta, entries: list[IndexEntry], streams: dict[int, StreamMeta]) -> list[IndexEntry]:
+    """Blocks still readable: the stream exists, the block is in the object's committed range and not wholly
+    below the stream's start offset."""
+    out = []
+    for e in entries:
+        s = streams.get(e.stream_id)
+        r = m.ranges.get(e.stream_id)
+        if s is None or r is None or e.end_offset <= s.start_offset:
+            continue
+        if e.start_offset < r[0] or e.end_offset > r[1]:
+            continue
+        out.append(e)
+    return out
+
+
+class SsoCompaction:
+    def __init__(self, store: BlobStore, meta: MetadataClient, config: CompactionConfig,
+                 on_step: Step | None = None) -> None:
+        self.store = store
+        self.meta = meta
+        self.config = config
+        self.on_step = on_step or (lambda step: None)
+        self._readers: dict[int, ObjectReader] = {}  # object id -> its reader with the index block loaded
+
+    def _index(self, m: StreamSetObjectMeta, report: CompactionReport) -> list[IndexEntry]:
+        reader = self._readers.get(m.object_id)
+        if reader is None:  # objects never change: one index read per object
+            reader = ObjectReader(self.store, self.meta.object_key(m.object_id), size=m.size)
+            report.bytes_read += min(m.size, 64 << 10)
+            self._readers[m.object_id] = reader
+        return reader.index
+
+    def run(self, now_ms: int) -> CompactionReport:
+        report = CompactionReport()
+        ssos, streams = self.meta.node_objects()
+        alive = {m.object_id for m in ssos}
+        for oid in [o for o in self._readers if o not in alive]:
+            del self._readers[oid]
+        expired: list[int] = []
+        split: list[tuple[StreamSetObjectMeta, list[IndexEntry]]] = []
+        rest: list[tuple[StreamSetObjectMeta, list[IndexEntry]]] = []
+        for m in sorted(ssos, key=lambda m: m.object_id, reverse=True):  # ids grow with time: newest first
+            live = _live(m, self._index(m, report), streams)
+            om = self.meta.object_meta(m.object_id)
+            committed_at = om.committed_at if om is not None and om.committed_at is not None else now_ms
+            if not live:
+                expired.append(m.object_id)
+            elif committed_at <= now_ms - self.config.force_split_ms:
+                split.append((m, live))
+            else:
+                rest.append((m, live))
+        rest = rest[:self.config.max_objects]
+        seen: dict[int, int] = {}
+        for m, _ in rest:
+            for sid in m.ranges:
+                seen[sid] = seen.get(sid, 0) + 1
+        merge = [(m, live) for m, live in rest if any(seen[e.stream_id] > 1 for e in live)]
+        if len(merge) < 2:
+            merge = []
+        if not (expired or split or merge):
+            return report
+
+        def blocks(objs: list[tuple[StreamSetObjectMeta, list[IndexEntry]]]) -> list[SourceBlock]:
+            return [SourceBlock(m.object_id, self.meta.object_key(m.object_id), e) for m, live in objs for e in live]
+
+        units = plan_units(blocks(split), self.config.split_size, split_all=True)
+        units += plan_units(blocks(merge), self.config.split_size, split_all=False)
+        units.sort(key=lambda u: (u.stream_id, u.start))
+        sources = expired + [m.object_id for m, _ in split] + [m.object_id for m, _ in merge]
+        sso, sos = self._write(units, report) if units else (None, [])
+        self.on_step("uploaded")
+        self.meta.commit_compaction(sources, sso=sso, stream_objects=sos, grace_ms=self.config.grace_ms)
+        self.on_step("committed")
+        report.objects_in += len(sources)
+        report.objects_out += len(sos) + (1 if sso else 0)
+        report.expired_only += len(expired)
+        report.force_split += len(split)
+        report.merged += len(merge)
+        log.info("stream set objects compacted", extra={
+            "node_id": self.meta.node_id, "sources": sources, "sso": sso.object_id if sso else None,
+            "stream_objects": [o.object_id for o in sos], "plans": report.plans,
+            "bytes_read": report.bytes_read, "bytes_written": report.bytes_written})
+        return report
+
+    def _write(self, units: list[Unit], report: CompactionReport
+               ) -> tuple[CompactedStreamSetObject | None, list[CompactedStreamObject]]:
+        cfg = self.config
+        n_so = sum(1 for u in units if u.kind == SO)
+        has_sso = any(u.kind == SSO for u in units)
+        first = self.meta.prepare_objects(n_so + (1 if has_sso else 0), ttl_ms=cfg.prepared_ttl_ms)
+        ids: dict[int, int] = {}
+        next_id = first
+        for i, u in enumerate(units):
+            if u.kind == SO:
+                ids[i] = next_id
+                next_id += 1
+        sso_id = next_id if has_sso else None
+        sso_writer = (ObjectWriter(self.store, self.meta.object_key(sso_id), part_size=cfg.part_size)
+                      if sso_id is not None else None)
+        so_writer: tuple[int, ObjectWriter] | None = None
+        written: list[str] = []
+        sos: list[CompactedStreamObject] = []
+
+        def close_so() -> None:
+            nonlocal so_writer
+            if so_writer is None:
+                return
+            i, w = so_writer
+            so_writer = None
+            info = w.close()
+            written.append(w.key)
+            report.bytes_written += info.size
+            u = units[i]
+            sos.append(CompactedStreamObject(ids[i], u.stream_id, u.start, u.end, info.size))
+
+        try:
+            for plan in cut_plans(units, cfg.cache_size):
+                report.plans += 1
+                records: dict[tuple[int, int], list[StreamRecord]] = {}
+                for batch in read_batches([b for _, b in plan], cfg.read_batch):
+                    reader = self._readers[batch[0].object_id]
+                    for e, recs in reader.read_blocks([b.entry for b in batch]):
+                        records[(batch[0].object_id, e.position)] = recs
+                        report.bytes_read += e.size
+                for i, b in plan:
+                    if units[i].kind == SSO:
+                        w = sso_writer
+                    else:
+                        if so_writer is None or so_writer[0] != i:
+                            close_so()
+                            so_writer = (i, ObjectWriter(self.store, self.meta.object_key(ids[i]),
+                                                         part_size=cfg.part_size))
+                        w = so_writer[1]
+                    assert w is not None
+                    for r in records.pop((b.object_id, b.entry.position)):
+                        w.write(r)
+            close_so()
+            sso = None
+            if sso_writer is not None and sso_id is not None:
+                info = sso_writer.close()
+                written.append(sso_writer.key)
+                report.bytes_written += info.size
+                sso = CompactedStreamSetObject(sso_id, info.size, {u.stream_id: (u.start, u.end)
+                                                                   for u in units if u.kind == SSO})
+            return sso, sos
+        except BaseException:
+            if so_writer is not None:
+                so_writer[1].abort()
+            if sso_writer is not None:
+                sso_writer.abort()
+            try:  # the prepared ids expire anyway; removing the bytes now just frees them sooner
+                self.store.delete(written)
+            except Exception:  # noqa: BLE001
+                log.warning("could not delete the outputs of a failed compaction", extra={"keys": written})
+            raise
+
