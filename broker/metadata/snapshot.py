@@ -103,6 +103,12 @@ def _state(v: Any, allowed: set[str]) -> str:
     return str(v)
 
 
+def _rows(v: Any, width: int) -> list[list[Any]]:
+    if not isinstance(v, list) or not all(isinstance(r, list) and len(r) == width for r in v):
+        raise ValueError(f"expected a list of {width}-item lists")
+    return v
+
+
 def _build(state: Any) -> MetadataImage:
     if not isinstance(state, dict) or state.get("v") != FORMAT_VERSION:
         raise ValueError(f"not a version {FORMAT_VERSION} image")
@@ -110,26 +116,26 @@ def _build(state: Any) -> MetadataImage:
     img.offset = _int(state["offset"])
     img.next_stream_id = _int(state["next_stream_id"])
     img.next_object_id = _int(state["next_object_id"])
-    for k, v in state["kv"]:
+    for k, v in _rows(state["kv"], 2):
         if not isinstance(k, str) or not isinstance(v, str):
             raise ValueError("KV keys and values are strings")
         img.kv[k] = v
-    for sid, epoch, st, start, end, ranges, sos in state["streams"]:
+    for sid, epoch, st, start, end, ranges, sos in _rows(state["streams"], 7):
         s = StreamMeta(_int(sid), _int(epoch), _state(st, _STREAM_STATES), _int(start), _int(end))
-        s.ranges = [RangeMeta(_int(i), _int(n), _int(e), _int(a), _int(b)) for i, n, e, a, b in ranges]
+        s.ranges = [RangeMeta(_int(i), _int(n), _int(e), _int(a), _int(b)) for i, n, e, a, b in _rows(ranges, 5)]
         s.stream_objects = [StreamObjectMeta(_int(oid), s.stream_id, _int(a), _int(b), _int(size))
-                            for oid, a, b, size in sos]
+                            for oid, a, b, size in _rows(sos, 4)]
         img.streams[s.stream_id] = s
-    for node_id, epoch, ssos in state["nodes"]:
+    for node_id, epoch, ssos in _rows(state["nodes"], 3):
         node = NodeMeta(_int(node_id), _int(epoch))
-        for oid, size, ranges in ssos:
+        for oid, size, ranges in _rows(ssos, 3):
             sso = StreamSetObjectMeta(_int(oid), node.node_id, _int(size),
-                                      {_int(sid): (_int(a), _int(b)) for sid, a, b in ranges})
+                                      {_int(sid): (_int(a), _int(b)) for sid, a, b in _rows(ranges, 3)})
             node.sso[sso.object_id] = sso
             for sid, (a, b) in sso.ranges.items():
                 bisect.insort(node.parts.setdefault(sid, []), (a, b, sso.object_id))
         img.nodes[node.node_id] = node
-    for oid, st, prepared_at, expires_at, size, committed_at, destroyed_at in state["objects"]:
+    for oid, st, prepared_at, expires_at, size, committed_at, destroyed_at in _rows(state["objects"], 7):
         img.objects[_int(oid)] = ObjectMeta(_int(oid), _state(st, _OBJECT_STATES), _int(prepared_at),
                                             _int(expires_at), _int(size), _opt_int(committed_at),
                                             _opt_int(destroyed_at))
