@@ -110,7 +110,7 @@ def _rows(v: Any, width: int) -> list[list[Any]]:
 
 
 def _build(state: Any) -> MetadataImage:
-    if not isinstance(state, dict) or state.get("v") != FORMAT_VERSION:
+    if not isinstance(state, dict) or type(state.get("v")) is not int or state["v"] != FORMAT_VERSION:
         raise ValueError(f"not a version {FORMAT_VERSION} image")
     img = MetadataImage()
     img.offset = _int(state["offset"])
