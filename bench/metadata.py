@@ -138,6 +138,8 @@ def measure(work: Path, commits: int, live: int, snapshots: bool, every: int) ->
     assert ends == {commits * STEP}, f"the opened image is not the built one: stream ends {ends}"
     client.close()
     retained, peak = image_memory(url)
+    print(f"[bench] {commits:,} commits, {'snapshot + tail' if snapshots else 'full replay'}: open {seconds:.3f} s, "
+          f"tail {tail:,} records, image {retained:.2f} MiB, peak {peak:.2f} MiB", file=sys.stderr, flush=True)
     return {"commits": commits, "snapshots": snapshots, "records": built["records"], "open_s": seconds,
             "tail_records": tail, "live_objects": live_objects, "image_mib": retained, "peak_mib": peak,
             "log_rows_kept": built["records"] - (built["first_kept"] or 0), "estimated": False}
