@@ -298,6 +298,7 @@ class BrokerNode:
         trimmed = apply_retention(self.partitions, self.retention, now)
         self.cluster.publish_index_files(self.index_files())
         cleaned = self.meta.cleanup_objects(self.store, now_ms=max(now, _now_ms()))
+        self.meta.maybe_snapshot()  # the metadata log truncated behind a snapshot (broker/metadata/snapshot.py)
         if cleaned.deleted or cleaned.expired:
             log.info("objects cleaned up", extra={"deleted": cleaned.deleted, "expired": cleaned.expired})
         return {"trimmed": trimmed, "deleted": cleaned.deleted, "expired": cleaned.expired}

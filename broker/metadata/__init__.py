@@ -4,12 +4,14 @@ from broker.metadata.client import (
     CleanupResult,
     CommitRange,
     MetadataClient,
+    SnapshotResult,
     StreamObjectCommit,
     StreamSetObjectCommit,
 )
 from broker.metadata.image import MetadataImage, ObjectLookup, ObjectRef, StreamMeta
+from broker.metadata.snapshot import SnapshotDamaged
 
 __all__ = [
     "CleanupResult", "CommitRange", "MetadataClient", "MetadataImage", "ObjectLookup", "ObjectRef",
-    "StreamMeta", "StreamObjectCommit", "StreamSetObjectCommit",
+    "SnapshotDamaged", "SnapshotResult", "StreamMeta", "StreamObjectCommit", "StreamSetObjectCommit",
 ]

@@ -11,16 +11,25 @@ idempotent, from another node fenced; a lower epoch is fenced; a higher epoch on
 refused (`InvalidRequest`) until the owner closes it; close is idempotent.
 Objects: `prepare_objects` -> upload -> `commit_objects` (stream ranges + stream objects, atomically)
 -> MARK_DESTROYED (trim, delete, expiry) -> deleted from the store by `cleanup_objects`.
+
+Snapshots: a client opens from the newest valid snapshot plus the log tail after it (a damaged snapshot
+is marked and the previous one used). `maybe_snapshot()` (called by the node's periodic maintenance)
+writes a snapshot of the caught-up image when the tail since the newest snapshot reaches
+`snapshot_every_records` or `snapshot_interval_s` has passed, keeps the `snapshots_kept` newest and
+deletes the log records below the oldest kept one. A client whose image is older than the oldest kept
+record (down for long, or lagging) sees the gap on its next read and reloads from a snapshot.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from broker.errors import Fenced, InvalidRequest, StreamNotFound
+from broker.errors import Fenced, InvalidRequest, MetadataError, StreamNotFound
+from broker.metadata import snapshot
 from broker.metadata.image import (
     CLOSED,
     COMMITTED,
@@ -34,11 +43,17 @@ from broker.metadata.image import (
     StreamMeta,
     StreamSetObjectMeta,
 )
-from broker.metadata.log_store import LockedLog, open_log
+from broker.metadata.log_store import LockedLog, LogStore, open_log
 from broker.objects.format import object_key
 from storage_tier import BlobStore
 
 DEFAULT_OBJECT_TTL_MS = 10 * 60 * 1000
+DEFAULT_SNAPSHOT_EVERY_RECORDS = 10_000
+DEFAULT_SNAPSHOT_INTERVAL_S = 3600.0
+DEFAULT_SNAPSHOTS_KEPT = 2
+_RELOAD_ATTEMPTS = 10
+
+log = logging.getLogger("mqindex.broker.metadata")
 
 
 @dataclass(frozen=True)
@@ -103,6 +118,15 @@ def _covers(intervals: list[tuple[int, int]], lo: int, hi: int) -> bool:
     return pos >= hi
 
 
+@dataclass(frozen=True)
+class SnapshotResult:
+    log_offset: int  # the image offset the snapshot holds
+    payload_bytes: int
+    written: bool  # False: a snapshot at that offset was there already
+    snapshots_deleted: int
+    records_truncated: int  # log records deleted below the oldest kept snapshot
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -110,15 +134,30 @@ def _now_ms() -> int:
 class MetadataClient:
     """`MetadataClient(url, node_id, namespace)`; call `register_node()` before stream or object changes."""
 
-    def __init__(self, url: str, node_id: int, namespace: str = "_kafka_mqindex") -> None:
+    def __init__(self, url: str, node_id: int, namespace: str = "_kafka_mqindex", *,
+                 snapshot_every_records: int = DEFAULT_SNAPSHOT_EVERY_RECORDS,
+                 snapshot_interval_s: float = DEFAULT_SNAPSHOT_INTERVAL_S,
+                 snapshots_kept: int = DEFAULT_SNAPSHOTS_KEPT) -> None:
+        if snapshot_every_records < 1:
+            raise ValueError("snapshot_every_records must be at least 1")
+        if snapshot_interval_s <= 0:
+            raise ValueError("snapshot_interval_s must be positive")
+        if snapshots_kept < 1:
+            raise ValueError("snapshots_kept must be at least 1")
         self.url = url
         self.node_id = node_id
         self.namespace = namespace
-        self.log = open_log(url)
+        self.snapshot_every_records = snapshot_every_records
+        self.snapshot_interval_s = snapshot_interval_s
+        self.snapshots_kept = snapshots_kept
+        self.log: LogStore = open_log(url)
         self.image = MetadataImage()
         self.node_epoch: int | None = None
+        self.reloads = 0  # times the image was reloaded from a snapshot after falling behind the truncation
+        self._opened_ms = _now_ms()
         self._lock = threading.RLock()
-        self.catch_up()
+        with self._lock:
+            self._load(self.log)
 
     def close(self) -> None:
         self.log.close()
@@ -133,9 +172,104 @@ class MetadataClient:
     def catch_up(self) -> int:
         """Apply every record appended since the image's offset; returns the image offset."""
         with self._lock:
-            for offset, rec in self.log.read_since(self.image.offset):
-                self.image.apply(offset, rec)
+            self._advance(self.log)
             return self.image.offset
+
+    def _advance(self, src: LogStore | LockedLog) -> None:
+        """Apply the records after the image; reload from a snapshot when they were truncated away."""
+        entries = src.read_since(self.image.offset)
+        if entries and entries[0][0] != self.image.offset + 1:
+            log.info("metadata image behind the log truncation; reloading from a snapshot",
+                     extra={"node": self.node_id, "image_offset": self.image.offset,
+                            "first_log_offset": entries[0][0]})
+            self.reloads += 1
+            self._load(src)
+            return
+        for offset, rec in entries:
+            self.image.apply(offset, rec)
+
+    def _load(self, src: LogStore | LockedLog) -> None:
+        """Replace the image by the newest valid snapshot plus the log after it (or a full replay)."""
+        for _ in range(_RELOAD_ATTEMPTS):
+            image = self._load_once(src)
+            if image is not None:
+                self.image = image
+                return
+        raise MetadataError(f"node {self.node_id}: the metadata log was truncated under every load attempt "
+                            f"({_RELOAD_ATTEMPTS}); cannot open")
+
+    def _load_once(self, src: LogStore | LockedLog) -> MetadataImage | None:
+        """One attempt; None when a concurrent truncation removed what it was reading (try again)."""
+        damaged: list[str] = []
+        for info in src.snapshots():
+            if info.damaged:
+                damaged.append(f"snapshot at log offset {info.log_offset} (marked damaged)")
+                continue
+            stored = src.read_snapshot(info.log_offset)
+            if stored is None:
+                continue  # deleted by a concurrent prune: an older or newer one will do
+            where = f"metadata snapshot at log offset {info.log_offset}"
+            try:
+                image = snapshot.decode(stored[1], stored[0], where)
+                if image.offset != info.log_offset:
+                    raise snapshot.SnapshotDamaged(f"{where}: holds the image at offset {image.offset}")
+            except snapshot.SnapshotDamaged as exc:
+                log.error("damaged metadata snapshot; using an older one",
+                          extra={"node": self.node_id, "snapshot_offset": info.log_offset, "error": str(exc)})
+                src.mark_snapshot_damaged(info.log_offset)
+                damaged.append(str(exc))
+                continue
+            return self._with_tail(image, src)
+        image = self._with_tail(MetadataImage(), src)  # no usable snapshot: replay the whole log
+        if image is not None:
+            return image
+        if damaged:
+            raise snapshot.SnapshotDamaged(f"node {self.node_id}: the metadata log starts at offset "
+                                           f"{src.first_offset()} and no snapshot is usable: " + "; ".join(damaged))
+        return None
+
+    @staticmethod
+    def _with_tail(image: MetadataImage, src: LogStore | LockedLog) -> MetadataImage | None:
+        entries = src.read_since(image.offset)
+        if entries and entries[0][0] != image.offset + 1:
+            return None  # the records right after this image were truncated
+        for offset, rec in entries:
+            image.apply(offset, rec)
+        return image
+
+    # -- snapshots -------------------------------------------------------------------------------
+    def maybe_snapshot(self, now_ms: int | None = None, force: bool = False) -> SnapshotResult | None:
+        """Write a snapshot of the caught-up image when due (or `force`), prune old snapshots and truncate the
+        log behind the oldest kept one. Returns what was done, None when no snapshot was due."""
+        now = _now_ms() if now_ms is None else now_ms
+        with self._lock:
+            self.catch_up()
+            valid = [i for i in self.log.snapshots() if not i.damaged]
+            newest_offset = valid[0].log_offset if valid else -1
+            newest_ms = valid[0].created_ms if valid else self._opened_ms
+            tail = self.image.offset - newest_offset
+            due = tail >= self.snapshot_every_records or now - newest_ms >= self.snapshot_interval_s * 1000
+            if self.image.offset < 0 or tail <= 0 or not (due or force):
+                return None
+            offset = self.image.offset
+            payload = snapshot.encode(self.image)
+            with self.log.locked() as txn:
+                written = txn.write_snapshot(offset, snapshot.checksum(payload), payload, now)
+                infos = txn.snapshots()
+                kept = [i for i in infos if not i.damaged][: self.snapshots_kept]
+                deleted = 0
+                truncated = 0
+                if len(kept) == self.snapshots_kept:
+                    cutoff = kept[-1].log_offset
+                    older = [i.log_offset for i in infos if i.log_offset < cutoff]
+                    txn.delete_snapshots(older)
+                    deleted = len(older)
+                    truncated = txn.truncate_before(cutoff)
+        result = SnapshotResult(offset, len(payload), written, deleted, truncated)
+        log.info("metadata snapshot", extra={"node": self.node_id, "snapshot_offset": offset,
+                                             "payload_bytes": len(payload), "written": written,
+                                             "snapshots_deleted": deleted, "records_truncated": truncated})
+        return result
 
     def _txn(self, build) -> object:  # type: ignore[no-untyped-def]
         """Run `build(image) -> (records, result)` under the log lock on a caught-up image."""
@@ -151,8 +285,7 @@ class MetadataClient:
             return result
 
     def _catch_up_in(self, txn: LockedLog) -> None:
-        for offset, rec in txn.read_since(self.image.offset):
-            self.image.apply(offset, rec)
+        self._advance(txn)
 
     def _check_node(self, image: MetadataImage) -> None:
         if self.node_epoch is None:

@@ -4,6 +4,11 @@
 `type` field (see `broker.metadata.client` for who writes them). Replaying the same log gives the same
 image on every broker. The image also answers the read-path lookup `get_objects`: stream objects first,
 then the range owning the offset (binary search) -> that node's stream set objects, until covered.
+
+The image holds only what is live, so its size follows live data, not history: deleted streams and
+objects are removed, trimmed ranges and objects dropped, an empty range (an epoch that wrote nothing)
+dropped when the next epoch opens, destroyed objects kept only until `objects_deleted` (cleanup).
+A snapshot (`broker.metadata.snapshot`) stores this image at one log offset.
 """
 
 from __future__ import annotations
@@ -145,6 +150,8 @@ class MetadataImage:
         s = self.streams[r["stream_id"]]
         s.epoch = r["epoch"]
         s.state = OPENED
+        if s.ranges and s.ranges[-1].start == s.ranges[-1].end:
+            s.ranges.pop()  # an epoch that wrote nothing: no object can refer to its empty range
         s.ranges.append(RangeMeta(r["range_index"], r["node_id"], r["epoch"], s.end_offset, s.end_offset))
 
     def _apply_stream_close(self, r: Record) -> None:

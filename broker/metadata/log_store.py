@@ -5,6 +5,12 @@ One table, `meta_log(log_offset, record)`: every metadata change is a JSON recor
 `LOCK TABLE ... IN EXCLUSIVE MODE`), so a writer first catches up with every record, checks its request
 against the caught-up image and appends, all in one transaction: two brokers can never both pass a check.
 Plain reads (`read_since`) take no lock.
+
+A second table, `meta_snapshot(log_offset, checksum, payload, created_ms, damaged)`, holds snapshots
+of the image (see `broker.metadata.snapshot`). Snapshots are written and the log truncated behind them
+inside `locked()`, so truncation is serialized with every writer. Truncation keeps the record at the
+oldest kept snapshot's offset, so the log is never empty once written and a reader whose image is
+behind it sees a gap (the first record returned is not the next offset) and reloads from a snapshot.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
@@ -26,16 +33,45 @@ LogEntry = tuple[int, Record]
 _SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 
+@dataclass(frozen=True)
+class SnapshotInfo:
+    log_offset: int
+    created_ms: int
+    damaged: bool
+
+
 class LockedLog(Protocol):
     def read_since(self, offset: int) -> list[LogEntry]: ...
 
     def append(self, first_offset: int, records: list[Record]) -> None: ...
+
+    def snapshots(self) -> list[SnapshotInfo]: ...
+
+    def read_snapshot(self, log_offset: int) -> tuple[str, bytes] | None: ...
+
+    def write_snapshot(self, log_offset: int, checksum: str, payload: bytes, created_ms: int) -> bool: ...
+
+    def delete_snapshots(self, offsets: list[int]) -> None: ...
+
+    def truncate_before(self, log_offset: int) -> int: ...
+
+    def mark_snapshot_damaged(self, log_offset: int) -> None: ...
+
+    def first_offset(self) -> int | None: ...
 
 
 class LogStore(Protocol):
     url: str
 
     def read_since(self, offset: int) -> list[LogEntry]: ...
+
+    def snapshots(self) -> list[SnapshotInfo]: ...
+
+    def read_snapshot(self, log_offset: int) -> tuple[str, bytes] | None: ...
+
+    def mark_snapshot_damaged(self, log_offset: int) -> None: ...
+
+    def first_offset(self) -> int | None: ...
 
     def locked(self) -> Any: ...  # context manager yielding a LockedLog
 
@@ -46,7 +82,105 @@ def _dump(rec: Record) -> str:
     return json.dumps(rec, separators=(",", ":"), sort_keys=True)
 
 
-class SqliteLog:
+_SNAPSHOT_COLUMNS = ("log_offset {big} PRIMARY KEY, checksum TEXT NOT NULL, payload {blob} NOT NULL, "
+                     "created_ms {big} NOT NULL, damaged INTEGER NOT NULL DEFAULT 0")
+
+
+class _Sql:
+    """The statements both databases share; `ph` is the driver's placeholder."""
+
+    ph = "?"
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    def _q(self, sql: str) -> str:
+        return sql.replace("?", self.ph)
+
+    def read_since(self, offset: int) -> list[LogEntry]:
+        rows = self.conn.execute(self._q("SELECT log_offset, record FROM meta_log WHERE log_offset > ? "
+                                         "ORDER BY log_offset"), (offset,)).fetchall()
+        return [(int(o), json.loads(r)) for o, r in rows]
+
+    def first_offset(self) -> int | None:
+        row = self.conn.execute("SELECT MIN(log_offset) FROM meta_log").fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
+    def snapshots(self) -> list[SnapshotInfo]:
+        """Every stored snapshot, newest first."""
+        rows = self.conn.execute("SELECT log_offset, created_ms, damaged FROM meta_snapshot "
+                                 "ORDER BY log_offset DESC").fetchall()
+        return [SnapshotInfo(int(o), int(c), bool(d)) for o, c, d in rows]
+
+    def read_snapshot(self, log_offset: int) -> tuple[str, bytes] | None:
+        row = self.conn.execute(self._q("SELECT checksum, payload FROM meta_snapshot WHERE log_offset = ?"),
+                                (log_offset,)).fetchone()
+        return None if row is None else (str(row[0]), bytes(row[1]))
+
+    def mark_snapshot_damaged(self, log_offset: int) -> None:
+        self.conn.execute(self._q("UPDATE meta_snapshot SET damaged = 1 WHERE log_offset = ?"), (log_offset,))
+
+    def write_snapshot(self, log_offset: int, checksum: str, payload: bytes, created_ms: int) -> bool:
+        """Store a snapshot at `log_offset` unless one is there already; True when written."""
+        cur = self.conn.execute(self._q("INSERT INTO meta_snapshot (log_offset, checksum, payload, created_ms) "
+                                        "VALUES (?, ?, ?, ?) ON CONFLICT (log_offset) DO NOTHING"),
+                                (log_offset, checksum, payload, created_ms))
+        return bool(cur.rowcount == 1)
+
+    def delete_snapshots(self, offsets: list[int]) -> None:
+        for o in offsets:
+            self.conn.execute(self._q("DELETE FROM meta_snapshot WHERE log_offset = ?"), (o,))
+
+    def truncate_before(self, log_offset: int) -> int:
+        """Delete the log records below `log_offset` (the record at it stays); returns how many."""
+        cur = self.conn.execute(self._q("DELETE FROM meta_log WHERE log_offset < ?"), (log_offset,))
+        return int(cur.rowcount)
+
+
+class _SqliteTxn(_Sql):
+    def append(self, first_offset: int, records: list[Record]) -> None:
+        self.conn.executemany("INSERT INTO meta_log (log_offset, record) VALUES (?, ?)",
+                              [(first_offset + i, _dump(r)) for i, r in enumerate(records)])
+
+
+class _PostgresTxn(_Sql):
+    ph = "%s"
+
+    def append(self, first_offset: int, records: list[Record]) -> None:
+        with self.conn.cursor() as cur:
+            cur.executemany("INSERT INTO meta_log (log_offset, record) VALUES (%s, %s)",
+                            [(first_offset + i, _dump(r)) for i, r in enumerate(records)])
+
+
+class _LogBase:
+    """Lock-free reads through one connection guarded by a thread lock (the subclasses open it)."""
+
+    url: str
+    _lock: threading.Lock
+    _view: _Sql
+
+    def read_since(self, offset: int) -> list[LogEntry]:
+        with self._lock:
+            return self._view.read_since(offset)
+
+    def first_offset(self) -> int | None:
+        with self._lock:
+            return self._view.first_offset()
+
+    def snapshots(self) -> list[SnapshotInfo]:
+        with self._lock:
+            return self._view.snapshots()
+
+    def read_snapshot(self, log_offset: int) -> tuple[str, bytes] | None:
+        with self._lock:
+            return self._view.read_snapshot(log_offset)
+
+    def mark_snapshot_damaged(self, log_offset: int) -> None:
+        with self._lock:
+            self._view.mark_snapshot_damaged(log_offset)
+
+
+class SqliteLog(_LogBase):
     def __init__(self, url: str, path: str) -> None:
         self.url = url
         self._lock = threading.Lock()
@@ -54,12 +188,9 @@ class SqliteLog:
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=FULL")
         self._conn.execute("CREATE TABLE IF NOT EXISTS meta_log (log_offset INTEGER PRIMARY KEY, record TEXT NOT NULL)")
-
-    def read_since(self, offset: int) -> list[LogEntry]:
-        with self._lock:
-            rows = self._conn.execute("SELECT log_offset, record FROM meta_log WHERE log_offset > ? "
-                                      "ORDER BY log_offset", (offset,)).fetchall()
-        return [(int(o), json.loads(r)) for o, r in rows]
+        self._conn.execute("CREATE TABLE IF NOT EXISTS meta_snapshot ("
+                           + _SNAPSHOT_COLUMNS.format(big="INTEGER", blob="BLOB") + ")")
+        self._view = _SqliteTxn(self._conn)
 
     @contextmanager
     def locked(self) -> Iterator[LockedLog]:
@@ -76,21 +207,7 @@ class SqliteLog:
         self._conn.close()
 
 
-class _SqliteTxn:
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-
-    def read_since(self, offset: int) -> list[LogEntry]:
-        rows = self.conn.execute("SELECT log_offset, record FROM meta_log WHERE log_offset > ? ORDER BY log_offset",
-                                 (offset,)).fetchall()
-        return [(int(o), json.loads(r)) for o, r in rows]
-
-    def append(self, first_offset: int, records: list[Record]) -> None:
-        self.conn.executemany("INSERT INTO meta_log (log_offset, record) VALUES (?, ?)",
-                              [(first_offset + i, _dump(r)) for i, r in enumerate(records)])
-
-
-class PostgresLog:
+class PostgresLog(_LogBase):
     def __init__(self, url: str, dsn: str, schema: str | None) -> None:
         import psycopg
 
@@ -103,12 +220,9 @@ class PostgresLog:
             self._conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
             self._conn.execute(f'SET search_path TO "{schema}"')
         self._conn.execute("CREATE TABLE IF NOT EXISTS meta_log (log_offset BIGINT PRIMARY KEY, record TEXT NOT NULL)")
-
-    def read_since(self, offset: int) -> list[LogEntry]:
-        with self._lock:
-            rows = self._conn.execute("SELECT log_offset, record FROM meta_log WHERE log_offset > %s "
-                                      "ORDER BY log_offset", (offset,)).fetchall()
-        return [(int(o), json.loads(r)) for o, r in rows]
+        self._conn.execute("CREATE TABLE IF NOT EXISTS meta_snapshot ("
+                           + _SNAPSHOT_COLUMNS.format(big="BIGINT", blob="BYTEA") + ")")
+        self._view = _PostgresTxn(self._conn)
 
     @contextmanager
     def locked(self) -> Iterator[LockedLog]:
@@ -118,21 +232,6 @@ class PostgresLog:
 
     def close(self) -> None:
         self._conn.close()
-
-
-class _PostgresTxn:
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-
-    def read_since(self, offset: int) -> list[LogEntry]:
-        rows = self.conn.execute("SELECT log_offset, record FROM meta_log WHERE log_offset > %s ORDER BY log_offset",
-                                 (offset,)).fetchall()
-        return [(int(o), json.loads(r)) for o, r in rows]
-
-    def append(self, first_offset: int, records: list[Record]) -> None:
-        with self.conn.cursor() as cur:
-            cur.executemany("INSERT INTO meta_log (log_offset, record) VALUES (%s, %s)",
-                            [(first_offset + i, _dump(r)) for i, r in enumerate(records)])
 
 
 def open_log(url: str) -> SqliteLog | PostgresLog:
