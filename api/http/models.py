@@ -134,7 +134,7 @@ class RebalanceIn(BaseModel):
 
 
 class IndexHitsOut(BaseModel):
-    hits: list[tuple[int, int, int, int]] = Field(description="[partition, offset, size, store_time_ms], newest first")
+    hits: list[list[int]] = Field(description="[partition, offset, size, store_time_ms] each, newest first")
 
 
 class DamageOut(ErrorOut):

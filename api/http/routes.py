@@ -173,7 +173,7 @@ async def local_index_query(request: Request, topic: Annotated[str, Query(patter
     if end is not None and begin > end:
         raise client_error("begin", f"({begin}) is after end ({end})")
     hits = await call(request, Backend.local_index_query, topic, key, max, begin, end)
-    return IndexHitsOut(hits=[(h.queue_id, h.offset, h.size, h.store_time_ms) for h in hits])
+    return IndexHitsOut(hits=[[h.queue_id, h.offset, h.size, h.store_time_ms] for h in hits])
 
 
 @router.post("/v1/admin/scrub", response_model=ScrubOut, dependencies=[Depends(require("admin"))])
