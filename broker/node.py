@@ -38,6 +38,7 @@ from broker.partitions.retention import RetentionPolicy, apply_retention
 from broker.periodic import Periodic
 from broker.streams import StreamStorage
 from broker.streams.block_cache import DEFAULT_BLOCK_CACHE_BYTES
+from broker.streams.disk_space import tolerate_out_of_disk, watch_data_paths
 from broker.streams.uploader import DEFAULT_SO_THRESHOLD
 from storage_tier import BlobStore, open_store
 
@@ -78,13 +79,15 @@ class BrokerNode:
              retention_ms: int | None = None, retention_bytes: int | None = None,
              maintenance_interval_s: float = 30.0, namespace: str = DEFAULT_NAMESPACE,
              block_cache_bytes: int = DEFAULT_BLOCK_CACHE_BYTES, max_cache_bytes: int | None = None,
-             read_your_writes_s: float = 5.0, wal_options: dict[str, int] | None = None) -> BrokerNode:
+             read_your_writes_s: float = 5.0, wal_options: dict[str, int] | None = None,
+             min_free_bytes: int | None = None) -> BrokerNode:
         """Open (recovering) the node whose local state is in `data_dir`: `wal/` and `index/` there, objects
         in `store_url`, controller metadata at `metadata_url` (sqlite:///... or postgresql://...).
 
         index_config: IndexService options (ServiceConfig fields; "store" overrides the index's store URL).
         Retention: None keeps data forever. read_your_writes_s: how long find_by_key waits for records
-        acknowledged before it to be indexed."""
+        acknowledged before it to be indexed. min_free_bytes: the free-space floor of the data paths (None:
+        1% of each filesystem or 256 MiB, whichever is smaller; see broker/streams/disk_space.py)."""
         d = Path(data_dir)
         d.mkdir(parents=True, exist_ok=True)
         lock_fd = os.open(d / "broker.lock", os.O_RDWR | os.O_CREAT, 0o644)
@@ -103,7 +106,7 @@ class BrokerNode:
                 upload_threshold=upload_threshold, upload_interval_s=upload_interval_s, so_threshold=so_threshold,
                 block_cache_bytes=block_cache_bytes,
                 max_cache_bytes=max_cache_bytes or max(4 * upload_threshold, 256 << 20),
-                wal_options=dict(wal_options or {})))
+                wal_options=dict(wal_options or {}), min_free_bytes=min_free_bytes))
         except BaseException:
             node._abandon()
             raise
@@ -124,6 +127,7 @@ class BrokerNode:
         started = time.monotonic()
         self.meta.register_node()
         self.storage = StreamStorage.open(self.data_dir / "wal", self.store, self.meta, **storage_options)
+        watch_data_paths(self.storage.disk, self.data_dir / "index", self.store)
         self.partitions = parts = PartitionMap(self.meta, self.storage, self.node_id)
         every = parts.load_all()
         parts.claim(every)
@@ -132,7 +136,9 @@ class BrokerNode:
         parts.load_states(every)
         self.unclean_partitions = parts.unclean
         if self.storage.has_unuploaded:
-            self.storage.force_upload()  # acknowledged records not yet in objects: commit them before serving
+            # acknowledged records not yet in objects: commit them before serving (out of disk: the uploader
+            # retries once space returns; the cache and the WAL hold them meanwhile)
+            tolerate_out_of_disk(self.storage.force_upload, "upload of recovered records")
         index_store = index_config.pop("store", store_url)
         # each node's index files under their own prefix: an index service sweeps unclaimed objects under
         # its prefix, so nodes sharing a store must never share one
@@ -148,7 +154,7 @@ class BrokerNode:
             ck = self.index.checkpoint(p.topic.name, p.index)
             start = max(0 if ck is None else ck + 1, parts.start_offset(p))
             catch_up.append(CatchUp(p.topic.name, p.index, start, p.acked_end))
-        parts.write_states(owned, clean=False)
+        tolerate_out_of_disk(lambda: parts.write_states(owned, clean=False), "state records")
         self.dispatcher.start(catch_up)
         self.storage.start()
         self.maintenance.start()
@@ -244,7 +250,7 @@ class BrokerNode:
         self._closed = True
         self.partitions.closed = True
         self.maintenance.stop()
-        clean = self.storage.failed is None
+        clean = self.storage.failed is None and self.storage.disk.episode is None  # out of disk: the WAL keeps it
         try:
             self.storage.flush()
         except Exception as exc:  # noqa: BLE001 - the WAL keeps the data; the next open recovers it
