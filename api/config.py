@@ -26,6 +26,9 @@ class Settings:
     metadata: str = ""  # metadata database URL; default sqlite:///<data_dir>/metadata.sqlite
     tokens: dict[str, list[str]] = field(default_factory=dict)  # bearer token -> scopes (read, produce, admin)
     node_id: int = 0  # this broker's id; brokers sharing one metadata database need distinct ids
+    # free-space floor of the data paths: writes are refused below it (None: 1% of the filesystem or 256 MiB,
+    # whichever is smaller), so a clean stop and a restart always have room
+    min_free_bytes: int | None = None
 
     def resolved(self) -> Settings:
         data = Path(self.data_dir).resolve()
@@ -37,6 +40,7 @@ class Settings:
             metadata=self.metadata or f"sqlite:///{data}/metadata.sqlite",
             tokens=dict(self.tokens),
             node_id=self.node_id,
+            min_free_bytes=self.min_free_bytes,
         )
 
 
@@ -61,6 +65,14 @@ def _coerce(name: str, value: Any) -> Any:
         if not 0 <= node < 2**31:
             raise ConfigError(f"node_id must be 0 to 2**31-1, got {node}")
         return node
+    if name == "min_free_bytes":
+        try:
+            floor = int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"min_free_bytes must be an integer, got {value!r}") from None
+        if floor < 0:
+            raise ConfigError(f"min_free_bytes must be >= 0, got {floor}")
+        return floor
     if name == "tokens":
         if isinstance(value, str):  # MQINDEX_TOKENS="tok1=read,produce;tok2=admin"
             out: dict[str, list[str]] = {}

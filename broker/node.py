@@ -40,6 +40,7 @@ from broker.streams import StreamStorage
 from broker.streams.block_cache import DEFAULT_BLOCK_CACHE_BYTES
 from broker.streams.disk_space import tolerate_out_of_disk, watch_data_paths
 from broker.streams.uploader import DEFAULT_SO_THRESHOLD
+from index_service import IndexOutOfSpace
 from storage_tier import BlobStore, open_store
 
 log = logging.getLogger("mqindex.broker.node")
@@ -202,7 +203,7 @@ class BrokerNode:
         check_key_query(key, begin_ms, end_ms)
         try:
             self.dispatcher.wait_idle(self.read_your_writes_s)  # what was acknowledged before is findable
-        except TimeoutError:
+        except (TimeoutError, IndexOutOfSpace):
             log.warning("index lags: lookup answers from what is indexed", extra={"topic": topic})
 
         def query(ask: int, end: int | None) -> list[Any]:

@@ -21,6 +21,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metadata", help="metadata database URL (default sqlite:///DATA_DIR/metadata.sqlite)")
     p.add_argument("--node-id", dest="node_id", type=int,
                    help="this broker's id (default 0); brokers sharing one metadata database need distinct ids")
+    p.add_argument("--min-free-bytes", dest="min_free_bytes", type=int,
+                   help="free-space floor of the data paths: writes are refused below it "
+                        "(default 1%% of the filesystem or 256 MiB, whichever is smaller)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,11 +33,13 @@ def run(args: argparse.Namespace) -> int:
     from broker.node import BrokerNode
 
     settings = load_settings(args.config, data_dir=args.data_dir, host=args.host, port=args.port,
-                             store=args.store, metadata=args.metadata, node_id=args.node_id).resolved()
+                             store=args.store, metadata=args.metadata, node_id=args.node_id,
+                             min_free_bytes=args.min_free_bytes).resolved()
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
     log.info("opening the node (recovering from the WAL and the index state folders if needed)",
              extra={"data_dir": settings.data_dir})
-    node = BrokerNode.open(settings.data_dir, settings.store, settings.metadata, node_id=settings.node_id)
+    node = BrokerNode.open(settings.data_dir, settings.store, settings.metadata, node_id=settings.node_id,
+                           min_free_bytes=settings.min_free_bytes)
     app = app_for_node(settings, node)
     log.info("serving", extra={"host": settings.host, "port": settings.port, "store": settings.store,
                                "metadata": settings.metadata, "data_dir": settings.data_dir})

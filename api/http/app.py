@@ -12,7 +12,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api.backend import Backend
 from api.config import Settings
-from api.http import errors
+from api.http import errors, health
+from api.http.health import Readiness
 from api.http.metrics import Metrics
 from api.http.routes import router
 from broker.node import BrokerNode
@@ -22,7 +23,7 @@ PAGE = Path(__file__).parent.parent / "web" / "index.html"
 
 
 def create_app(settings: Settings, backend: Backend, stores: Mapping[str, BlobStore] | None = None,
-               metrics: Metrics | None = None) -> FastAPI:
+               metrics: Metrics | None = None, readiness: Readiness | None = None) -> FastAPI:
     app = FastAPI(title="mqindex", version="0.1.0",
                   description="Produce, fetch and find messages by key or id on object storage.")
     metrics = metrics or Metrics()
@@ -30,8 +31,10 @@ def create_app(settings: Settings, backend: Backend, stores: Mapping[str, BlobSt
     app.state.settings = settings
     app.state.backend = backend
     app.state.metrics = metrics
+    app.state.readiness = readiness
     errors.install(app)
     app.include_router(router)
+    app.include_router(health.router)
 
     @app.middleware("http")
     async def measure(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
@@ -42,10 +45,6 @@ def create_app(settings: Settings, backend: Backend, stores: Mapping[str, BlobSt
         metrics.http_requests.labels(path, str(response.status_code)).inc()
         metrics.http_latency.labels(path).observe(time.perf_counter() - started)
         return response
-
-    @app.get("/healthz", include_in_schema=False)
-    def healthz() -> dict[str, str]:
-        return {"status": "ok"}
 
     @app.get("/metrics", include_in_schema=False)
     def metrics_text() -> Response:
@@ -68,5 +67,13 @@ def app_for_node(settings: Settings, node: BrokerNode) -> FastAPI:
         stores["index"] = index_store
     metrics = Metrics()
     metrics.watch_node(node.index_files, lambda: int(node.wal.fsyncs))
+    metrics.watch_disk(node.storage.disk)
     node.wal.fsync_observer = metrics.wal_fsync.observe
-    return create_app(settings, node, stores, metrics)
+
+    def readiness() -> str | None:
+        if node.storage.failed is not None:
+            return f"not accepting writes: the node failed: {node.storage.failed}"
+        episode = node.storage.disk.episode
+        return None if episode is None else f"not accepting writes: out of disk on {episode.path}"
+
+    return create_app(settings, node, stores, metrics, readiness)

@@ -1,4 +1,8 @@
-"""One mapping from errors to HTTP responses: a JSON body {"error", "field"} and a 4xx for bad input."""
+"""One mapping from errors to HTTP responses: a JSON body {"error", "field"} and a 4xx for bad input.
+
+Out of disk (a write refused below the free-space floor, or by the filesystem: ENOSPC, EDQUOT, EIO) answers
+507 Insufficient Storage with `Retry-After`: the node itself is fine, reads go on, and the same request
+succeeds once space returns (docs/OPERATIONS.md, "Disk full")."""
 
 from __future__ import annotations
 
@@ -7,9 +11,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from api.http.models import FieldError
-from broker.errors import Fenced, MessageIdError
+from broker.errors import Fenced, MessageIdError, OutOfDisk
 from broker.partitions.topic_errors import TopicExists
-from storage_tier import StorageUnavailable
+from storage_tier import OutOfSpace, StorageUnavailable
+
+#: seconds a client is told to wait before retrying a write refused for lack of disk space
+OUT_OF_DISK_RETRY_AFTER_S = 5
 
 
 def status_for(exc: Exception) -> tuple[int, str | None]:
@@ -22,6 +29,8 @@ def status_for(exc: Exception) -> tuple[int, str | None]:
         return 400, "msg_id"
     if isinstance(exc, LookupError):
         return 404, field
+    if isinstance(exc, (OutOfDisk, OutOfSpace)):
+        return 507, None
     if isinstance(exc, (Fenced, StorageUnavailable)):
         return 503, None
     if isinstance(exc, ValueError):
@@ -49,7 +58,8 @@ def as_http(exc: Exception) -> HTTPException | None:
     status, field = status_for(exc)
     if status == 500:
         return None
-    return HTTPException(status, detail={"error": str(exc), "field": field})
+    headers = {"Retry-After": str(OUT_OF_DISK_RETRY_AFTER_S)} if status == 507 else None
+    return HTTPException(status, detail={"error": str(exc), "field": field}, headers=headers)
 
 
 def client_error(field: str, message: str, status: int = 400) -> HTTPException:

@@ -34,7 +34,7 @@ from api.http.models import (
 
 T = TypeVar("T")
 TopicPath = Annotated[str, Path(pattern=TOPIC_PATTERN, description="topic name")]
-ERRORS: dict[int | str, dict[str, Any]] = {s: {"model": ErrorOut} for s in (400, 401, 403, 404, 409, 413, 503)}
+ERRORS: dict[int | str, dict[str, Any]] = {s: {"model": ErrorOut} for s in (400, 401, 403, 404, 409, 413, 503, 507)}
 router = APIRouter(responses=ERRORS)
 
 
