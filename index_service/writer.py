@@ -77,6 +77,7 @@ class Writer:
         self._stop = False
         self.error: BaseException | None = None
         self.blocked: BaseException | None = None  # the out-of-disk error of the last attempt, while it lasts
+        self._refused = 0  # writes refused for lack of space so far
         self.skipped = 0  # re-dispatched records dropped
         self._thread = threading.Thread(target=self._run, name="mqindex-writer", daemon=True)
 
@@ -115,10 +116,11 @@ class Writer:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             target = self._submitted
+            refused = self._refused
             self._wake.set()
             while self._written < target:
                 self._raise_if_failed()
-                if self.blocked is not None:
+                if self.blocked is not None and self._refused > refused:  # a try made for this flush failed
                     raise IndexOutOfSpace(f"index writes wait for disk space: {self.blocked}")
                 if not self._thread.is_alive():
                     raise WriterError("the writer thread is not running")
@@ -202,6 +204,7 @@ class Writer:
                 "records": len(keep), "error": str(exc)})
         with self._lock:
             self.blocked = exc
+            self._refused += 1
             self._pending[:0] = keep
             self._done.notify_all()
 
