@@ -227,6 +227,10 @@ class StreamStorage:
         wal_fut.add_done_callback(durable)
         return out
 
+    def check_room(self, body_bytes: int, records: int) -> None:
+        """Refuse (OutOfDisk) up front when `records` appends of `body_bytes` in all would cross the floor."""
+        self.disk.check_write("wal", body_bytes + records * WAL_HEADER_SIZE)
+
     def check_usable(self) -> None:
         if self.failed is not None:
             raise WalError(f"the broker node failed and acknowledges nothing more: {self.failed}")

@@ -106,11 +106,17 @@ def test_fill_refuse_read_and_resume(server: ServerProcess, fs: Path) -> None:
     (fs / "filler").unlink()
     wait_ready(url, 200)
     assert "mqindex_out_of_disk 0.0" in httpx.get(f"{url}/metrics").text
-    for m in range(n, n + 3):  # writing resumed by itself; the refused request's offsets are used again
+    offsets = {int(m_id[8:16], 16): set() for m_id in acked.values()}  # partition -> acknowledged offsets
+    for m_id in acked.values():
+        offsets[int(m_id[8:16], 16)].add(int(m_id[16:], 16))
+    for m in range(n, n + 3):  # writing resumed by itself
         r = produce(url, m)
         assert r.status_code == 200, r.text
         for j, res in enumerate(r.json()["results"]):
             acked[f"k{m}-{j}"] = res["msg_id"]
+            offsets.setdefault(res["partition"], set()).add(res["offset"])
+    for part, offs in offsets.items():  # the refused requests' offsets were used again: no gap in any partition
+        assert sorted(offs) == list(range(len(offs))), part
     assert_all_found(url, acked)
 
 
