@@ -33,6 +33,9 @@ class Settings:
     cluster_token: str = ""  # bearer token this node presents to the others (needed when tokens are configured)
     # -- node and index settings (api/node_settings.py: names, defaults, what each does) --
     node: dict[str, Any] = field(default_factory=dict)  # only the settings given; the rest take defaults
+    # free-space floor of the data paths: writes are refused below it (None: 1% of the filesystem or 256 MiB,
+    # whichever is smaller), so a clean stop and a restart always have room
+    min_free_bytes: int | None = None
 
     def resolved(self) -> Settings:
         data = Path(self.data_dir).resolve()
@@ -48,6 +51,7 @@ class Settings:
             lease_ms=self.lease_ms,
             cluster_token=self.cluster_token,
             node=dict(self.node),
+            min_free_bytes=self.min_free_bytes,
         )
 
 
@@ -80,6 +84,14 @@ def _coerce(name: str, value: Any) -> Any:
         if not 0 <= node < 2**31:
             raise ConfigError(f"node_id must be 0 to 2**31-1, got {node}")
         return node
+    if name == "min_free_bytes":
+        try:
+            floor = int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"min_free_bytes must be an integer, got {value!r}") from None
+        if floor < 0:
+            raise ConfigError(f"min_free_bytes must be >= 0, got {floor}")
+        return floor
     if name == "tokens":
         if isinstance(value, str):  # MQINDEX_TOKENS="tok1=read,produce;tok2=admin"
             out: dict[str, list[str]] = {}

@@ -33,6 +33,19 @@ class WalError(BrokerError):
     """The write-ahead log cannot accept or return records (closed, full, I/O failure)."""
 
 
+class OutOfDisk(WalError):
+    """A data path of the node is out of disk (ENOSPC, EDQUOT, EIO, or below the free-space floor): the node
+    accepts no writes until space returns; reads go on. Nothing of the refused request was stored."""
+
+    #: Kafka's KAFKA_STORAGE_ERROR, the code a Kafka listener answers a refused produce with
+    kafka_error_code = 56
+
+    def __init__(self, path: str, detail: str) -> None:
+        self.path = path
+        self.detail = detail
+        super().__init__(f"not accepting writes: out of disk on {path} ({detail})")
+
+
 class MetadataError(BrokerError):
     """The controller metadata refused a request."""
 

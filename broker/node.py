@@ -42,7 +42,9 @@ from broker.partitions.retention import RetentionPolicy, apply_retention, data_i
 from broker.periodic import Periodic
 from broker.streams import StreamStorage
 from broker.streams.block_cache import DEFAULT_BLOCK_CACHE_BYTES
+from broker.streams.disk_space import tolerate_out_of_disk, watch_data_paths
 from broker.streams.uploader import DEFAULT_SO_THRESHOLD
+from index_service import IndexOutOfSpace
 from storage_tier import BlobStore, open_store
 
 log = logging.getLogger("mqindex.broker.node")
@@ -87,7 +89,7 @@ class BrokerNode:
              read_your_writes_s: float = 5.0, wal_options: dict[str, int] | None = None,
              http_address: str | None = None, lease_ms: int = DEFAULT_LEASE_MS,
              cluster_token: str | None = None, clock: Callable[[], int] | None = None,
-             compaction: CompactionConfig | None = None) -> BrokerNode:
+             compaction: CompactionConfig | None = None, min_free_bytes: int | None = None) -> BrokerNode:
         """Open (recovering) the node whose local state is in `data_dir`: `wal/` and `index/` there, objects
         in `store_url`, controller metadata at `metadata_url` (sqlite:///... or postgresql://...).
 
@@ -97,7 +99,8 @@ class BrokerNode:
         be indexed. clock: milliseconds (append time, retention, the index); tests inject one.
         http_address: where the other nodes reach this one (its advertised HTTP URL); lease_ms: how long this
         node stays alive for the others without a heartbeat; cluster_token: the bearer token this node presents
-        to the others."""
+        to the others. min_free_bytes: the free-space floor of the data paths (None: 1% of each
+        filesystem or 256 MiB, whichever is smaller; see broker/streams/disk_space.py)."""
         d = Path(data_dir)
         d.mkdir(parents=True, exist_ok=True)
         lock_fd = os.open(d / "broker.lock", os.O_RDWR | os.O_CREAT, 0o644)
@@ -127,7 +130,7 @@ class BrokerNode:
                 upload_threshold=upload_threshold, upload_interval_s=upload_interval_s, so_threshold=so_threshold,
                 block_cache_bytes=block_cache_bytes,
                 max_cache_bytes=max_cache_bytes or max(4 * upload_threshold, 256 << 20),
-                wal_options=dict(wal_options or {})))
+                wal_options=dict(wal_options or {}), min_free_bytes=min_free_bytes))
         except BaseException:
             node._abandon()
             raise
@@ -150,6 +153,7 @@ class BrokerNode:
         started = time.monotonic()
         self.meta.register_node()
         self.storage = StreamStorage.open(self.data_dir / "wal", self.store, self.meta, **storage_options)
+        watch_data_paths(self.storage.disk, self.data_dir / "index", self.store)
         self.partitions = parts = PartitionMap(self.meta, self.storage, self.node_id)
         self.cluster = Cluster(parts, self.meta, self.meta.url, self.node_id, **cluster_options)
         self.cluster.start_membership()
@@ -160,7 +164,9 @@ class BrokerNode:
         parts.load_states(every)
         self.unclean_partitions = parts.unclean
         if self.storage.has_unuploaded:
-            self.storage.force_upload()  # acknowledged records not yet in objects: commit them before serving
+            # acknowledged records not yet in objects: commit them before serving (out of disk: the uploader
+            # retries once space returns; the cache and the WAL hold them meanwhile)
+            tolerate_out_of_disk(self.storage.force_upload, "upload of recovered records")
         index_store = index_config.pop("store", store_url)
         # each node's index files under their own prefix: an index service sweeps unclaimed objects under
         # its prefix, so nodes sharing a store must never share one
@@ -179,7 +185,7 @@ class BrokerNode:
             ck = self.index.checkpoint(p.topic.name, p.index)
             start = max(0 if ck is None else ck + 1, parts.start_offset(p))
             catch_up.append(CatchUp(p.topic.name, p.index, start, p.acked_end))
-        parts.write_states(owned, clean=False)
+        tolerate_out_of_disk(lambda: parts.write_states(owned, clean=False), "state records")
         self.dispatcher.start(catch_up)
         self.cluster.start(self.index, self.dispatcher)
         self.storage.start()
@@ -240,7 +246,7 @@ class BrokerNode:
         check_key_query(key, begin_ms, end_ms)
         try:
             self.dispatcher.wait_idle(self.read_your_writes_s)  # what was acknowledged before is findable
-        except TimeoutError:
+        except (TimeoutError, IndexOutOfSpace):
             log.warning("index lags: lookup answers from what is indexed", extra={"topic": topic})
 
         def query(ask: int, end: int | None) -> list[Any]:
@@ -330,7 +336,7 @@ class BrokerNode:
             log.error("leaving the cluster incompletely", extra={"node_id": self.node_id, "error": str(exc)})
         self.cluster.stop()
         self.partitions.closed = True
-        clean = self.storage.failed is None
+        clean = self.storage.failed is None and self.storage.disk.episode is None  # out of disk: the WAL keeps it
         try:
             self.storage.flush()
         except Exception as exc:  # noqa: BLE001 - the WAL keeps the data; the next open recovers it

@@ -215,6 +215,7 @@ class NativeIndexWriter:
         self._min_ms, self._max_ms = ckpt.min_ms, ckpt.max_ms
         self._write_lock = threading.Lock()
         self._items_off = items_offset(header.slot_count)
+        self._slots_reserved = False
         self.sealed = ckpt.state == STATE_SEALED
         self.full = self.sealed or ckpt.count >= header.max_items
         self.closed = False
@@ -313,19 +314,25 @@ class NativeIndexWriter:
         if not writable:
             self._count = count
             return
-        # clear what a torn chunk may have left behind (the writer never runs ahead more than a chunk)
+        # Clear what a torn chunk may have left behind (the writer never runs ahead more than a chunk), and
+        # rebuild the slot heads (for every slot, its newest item). Only entries that change are stored: the
+        # file is sparse, and a store into a page never written would allocate it (on a full filesystem that
+        # is a SIGBUS); the entries that change are in pages the writer already wrote.
         end = min(max_items, count + CHUNK_ITEMS)
         tail = self._items[count:end]
-        self.torn_items = int(np.count_nonzero(tail.view(np.uint8).reshape(-1, ITEM_SIZE).any(axis=1)))
-        tail[...] = np.zeros(1, dtype=ITEM_DTYPE)
-        # rebuild slot heads: for every slot, its newest item
-        self._slots[:] = 0
+        torn = np.flatnonzero(tail.view(np.uint8).reshape(-1, ITEM_SIZE).any(axis=1))
+        self.torn_items = len(torn)
+        tail[torn] = np.zeros(1, dtype=ITEM_DTYPE)
+        heads = np.zeros(self.header.slot_count, dtype=np.uint32)
         items = self._items[:count]
         if count:
             slot_of = items["fp"] % np.uint64(self.header.slot_count)
             rev = slot_of[::-1]
             uniq, first_in_rev = np.unique(rev, return_index=True)
-            self._slots[uniq.astype(np.int64)] = (count - first_in_rev).astype(np.uint32)
+            heads[uniq.astype(np.int64)] = (count - first_in_rev).astype(np.uint32)
+        changed = np.flatnonzero(self._slots != heads)
+        self._slots[changed] = heads[changed]
+        if count:
             times = items["time"][c.count:]
             if len(times):
                 self._min_ms = min(self._min_ms, int(times.min()))
@@ -494,9 +501,19 @@ class NativeIndexWriter:
             self._append(batch[i:i + CHUNK_ITEMS])
         return accepted
 
+    def _reserve(self, start: int, n: int) -> None:
+        """Allocate the blocks the next items (and, once, the slots) will be written to. The file is sparse;
+        a store into an unallocated page of the mapping on a full filesystem kills the process with SIGBUS,
+        while fallocate answers ENOSPC as an OSError before anything is written."""
+        if not self._slots_reserved:
+            os.posix_fallocate(self._fd, SLOTS_OFFSET, self._items_off - SLOTS_OFFSET)
+            self._slots_reserved = True
+        os.posix_fallocate(self._fd, self._items_off + start * ITEM_SIZE, n * ITEM_SIZE)
+
     def _append(self, batch: np.ndarray) -> None:
         n = len(batch)
         start = self._count
+        self._reserve(start, n)
         S = self.header.slot_count
         slot_of = (batch["fp"] % np.uint64(S)).astype(np.int64)
         # head insertion, vectorised: within the batch an item points at the previous item of its

@@ -9,5 +9,6 @@ from index_file import IndexEntry, IndexHit
 from index_service.config import ServiceConfig
 from index_service.model import FileInfo, FileState
 from index_service.service import IndexService
+from index_service.writer import IndexOutOfSpace
 
-__all__ = ["FileInfo", "FileState", "IndexEntry", "IndexHit", "IndexService", "ServiceConfig"]
+__all__ = ["FileInfo", "FileState", "IndexEntry", "IndexHit", "IndexOutOfSpace", "IndexService", "ServiceConfig"]

@@ -6,6 +6,10 @@
   records wait), drops re-dispatched records (see checkpoint.py), writes the rest with one
   `NativeIndexWriter.put_batch`, syncs, and saves the checkpoint. `flush()` waits until everything
   submitted before it is written, so it is queryable.
+- Out of disk (ENOSPC, EDQUOT, EIO while writing the file, creating the next one or saving the checkpoint)
+  does not stop the thread: what the checkpoint does not cover goes back to the front of the buffer, the
+  thread retries every `OUT_OF_SPACE_RETRY_S` until the write goes through, `blocked` says why meanwhile,
+  queries go on, and `flush()` raises `IndexOutOfSpace` instead of waiting for a write that cannot happen.
 - When the file is full, or the background thread asks (the file is older than `roll_age_ms`),
   the writer seals it, creates the next file
   (begin time strictly after the old one's) through the scratch folder, saves a checkpoint naming the
@@ -30,6 +34,7 @@ from index_service.file_map import FileMap
 from index_service.managed_file import ManagedFile
 from index_service.model import FileState
 from index_service.state_folders import StateFolders, file_name, fsync_dir
+from storage_tier.disk_space import is_out_of_space
 
 log = logging.getLogger("mqindex.index_service.writer")
 
@@ -39,8 +44,15 @@ TailKey = tuple[int, int, int]  # fingerprint, queue_id, offset
 _xxh3 = xxhash.xxh3_64_intdigest
 
 
+OUT_OF_SPACE_RETRY_S = 0.5
+
+
 class WriterError(RuntimeError):
     """The writer thread failed; the records it held were not indexed (the checkpoint did not move)."""
+
+
+class IndexOutOfSpace(WriterError):
+    """The index folders are out of disk: the buffered records are not written yet (retried on their own)."""
 
 
 class Writer:
@@ -67,6 +79,8 @@ class Writer:
         self._roll_requested: str | None = None
         self._stop = False
         self.error: BaseException | None = None
+        self.blocked: BaseException | None = None  # the out-of-disk error of the last attempt, while it lasts
+        self._refused = 0  # writes refused for lack of space so far
         self.skipped = 0  # re-dispatched records dropped
         self._thread = threading.Thread(target=self._run, name="mqindex-writer", daemon=True)
 
@@ -105,9 +119,12 @@ class Writer:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             target = self._submitted
+            refused = self._refused
             self._wake.set()
             while self._written < target:
                 self._raise_if_failed()
+                if self.blocked is not None and self._refused > refused:  # a try made for this flush failed
+                    raise IndexOutOfSpace(f"index writes wait for disk space: {self.blocked}")
                 if not self._thread.is_alive():
                     raise WriterError("the writer thread is not running")
                 left = None if deadline is None else deadline - time.monotonic()
@@ -144,7 +161,7 @@ class Writer:
     def _run(self) -> None:
         interval = self.config.flush_interval_ms / 1000.0
         while True:
-            self._wake.wait(interval)
+            self._wake.wait(OUT_OF_SPACE_RETRY_S if self.blocked is not None else interval)
             self._wake.clear()
             with self._lock:
                 batch, self._pending = self._pending, []
@@ -157,6 +174,9 @@ class Writer:
                 if roll is not None:
                     self._roll(roll)
             except BaseException as exc:  # noqa: BLE001 - reported to every caller from now on
+                if is_out_of_space(exc) and not stopping:
+                    self._hold_for_space(batch, exc)
+                    continue
                 log.exception("index writer failed", extra={"file": self.current.stem if self.current else None,
                                                             "state": "WRITING"})
                 with self._lock:
@@ -164,13 +184,32 @@ class Writer:
                     self._roll_requested = None
                     self._done.notify_all()
                 return
+            if self.blocked is not None:
+                log.info("index writes resumed: disk space returned", extra={"path": str(self.folders.root)})
             with self._lock:
+                self.blocked = None
                 self._written = target
                 if roll is not None and self._roll_requested == roll:
                     self._roll_requested = None
                 self._done.notify_all()
                 if stopping and not self._pending:
                     return
+
+    def _hold_for_space(self, batch: list[Record], exc: BaseException) -> None:
+        """Out of disk: go back to the last saved checkpoint's view and keep the records it does not cover at
+        the front of the buffer, to be written once space returns."""
+        self.durable = dict(self.checkpoints.current.offsets)
+        self.accepted = dict(self.durable)
+        keep = [r for r in batch if r[2] > self.durable.get((r[0], r[1]), -1)]
+        if self.blocked is None:
+            log.error("index writes wait for disk space", extra={
+                "path": str(self.folders.root), "file": self.current.stem if self.current else None,
+                "records": len(keep), "error": str(exc)})
+        with self._lock:
+            self.blocked = exc
+            self._refused += 1
+            self._pending[:0] = keep
+            self._done.notify_all()
 
     def _write(self, batch: list[Record]) -> None:
         accepted = self.accepted

@@ -5,6 +5,7 @@ from storage_tier.errors import (
     BlobNotFound,
     InvalidKey,
     InvalidRange,
+    OutOfSpace,
     StorageError,
     StorageUnavailable,
     UnsupportedStoreURL,
@@ -15,5 +16,6 @@ from storage_tier.store_url import open_store
 
 __all__ = [
     "BlobNotFound", "BlobStore", "InvalidKey", "InvalidRange", "Meter", "MeterSnapshot", "MultipartWriter",
+    "OutOfSpace",
     "RetryPolicy", "StorageError", "StorageUnavailable", "UnsupportedStoreURL", "open_store",
 ]

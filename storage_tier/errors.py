@@ -37,3 +37,13 @@ class StorageUnavailable(StorageError):
 
 class UnsupportedStoreURL(ValueError):
     """open_store() was given a URL it cannot map to a backend."""
+
+
+class OutOfSpace(StorageError):
+    """The filesystem under a local path refused a write for lack of space (ENOSPC, EDQUOT) or with an I/O
+    error (EIO). Nothing partial is left under the key; the write may succeed once space returns."""
+
+    def __init__(self, backend: str, key: str | None, path: str, cause: OSError) -> None:
+        self.path = path
+        self.errno = cause.errno
+        super().__init__(backend, key, f"out of disk on {path}: {cause.strerror or cause}")

@@ -10,8 +10,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from storage_tier.blob_store import BlobStore, MultipartWriter, resolve_range
+from storage_tier.disk_space import OUT_OF_SPACE_ERRNOS
 from storage_tier.durability import fsync_dir
-from storage_tier.errors import BlobNotFound, StorageError
+from storage_tier.errors import BlobNotFound, OutOfSpace, StorageError
 from storage_tier.retry import RetryPolicy
 
 #: scratch folder inside the root; never listed, never a valid key prefix collision (keys can't start with '.')
@@ -39,7 +40,16 @@ class LocalStore(BlobStore):
         return self.root / key
 
     def _run(self, op: str, key: str | None, fn):  # type: ignore[no-untyped-def]
-        return self.retry.run(fn, backend=self.name, key=key, op=op, is_transient=_transient)
+        try:
+            return self.retry.run(fn, backend=self.name, key=key, op=op, is_transient=_transient)
+        except OSError as exc:
+            raise self.out_of_space(key, exc) or exc from exc
+
+    def out_of_space(self, key: str | None, exc: OSError) -> OutOfSpace | None:
+        """The clear error for a write the filesystem refused for lack of space (None for other errors)."""
+        if exc.errno in OUT_OF_SPACE_ERRNOS:
+            return OutOfSpace(self.name, key, str(self.root), exc)
+        return None
 
     def publish(self, tmp: Path, key: str) -> None:
         """Atomically move a fully written and fsynced scratch file to `key`."""
@@ -147,13 +157,19 @@ class _LocalMultipart(MultipartWriter):
 
     def _write_part(self, data: bytes) -> None:
         self.store.meter.record("PUT", bytes_in=len(data))
-        self.file.write(data)
+        self._write(data)
+
+    def _write(self, data: bytes) -> None:
+        try:
+            self.file.write(data)
+        except OSError as exc:
+            raise self.store.out_of_space(self.key, exc) or exc from exc
 
     def _copy_part(self, src_key: str, start: int, end: int | None) -> None:
         # no server-side copy on a plain directory: a read-and-write of the range
         data = self.store.get(src_key, start, end)
         self.store.meter.record("COPY", bytes_in=len(data))
-        self.file.write(data)
+        self._write(data)
 
     def _complete(self) -> None:
         try:
@@ -162,6 +178,8 @@ class _LocalMultipart(MultipartWriter):
             self.file.close()
             self.store.meter.record("PUT")
             self.store.publish(self.tmp, self.key)
+        except OSError as exc:
+            raise self.store.out_of_space(self.key, exc) or exc from exc
         finally:
             self.file.close()
             self.tmp.unlink(missing_ok=True)

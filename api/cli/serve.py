@@ -29,6 +29,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     for s in NODE_SETTINGS:  # every node and index setting (api/node_settings.py, docs/OPERATIONS.md)
         p.add_argument("--" + s.name.replace("_", "-"), dest=s.name, metavar="N",
                        help=f"{s.help} (default {s.default if s.default is not None else 'unset'})")
+    p.add_argument("--min-free-bytes", dest="min_free_bytes", type=int,
+                   help="free-space floor of the data paths: writes are refused below it "
+                        "(default 1%% of the filesystem or 256 MiB, whichever is smaller)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,13 +43,15 @@ def run(args: argparse.Namespace) -> int:
     settings = load_settings(args.config, data_dir=args.data_dir, host=args.host, port=args.port,
                              store=args.store, metadata=args.metadata, node_id=args.node_id,
                              advertised_url=args.advertised_url, lease_ms=args.lease_ms,
+                             min_free_bytes=args.min_free_bytes,
                              **{s.name: getattr(args, s.name) for s in NODE_SETTINGS}).resolved()
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
     log.info("opening the node (recovering from the WAL and the index state folders if needed)",
              extra={"data_dir": settings.data_dir})
     node = BrokerNode.open(settings.data_dir, settings.store, settings.metadata, node_id=settings.node_id,
                            http_address=settings.advertised_url, lease_ms=settings.lease_ms,
-                           cluster_token=settings.cluster_token or None, **open_kwargs(settings.node))
+                           cluster_token=settings.cluster_token or None, min_free_bytes=settings.min_free_bytes,
+                           **open_kwargs(settings.node))
     app = app_for_node(settings, node)
     log.info("serving", extra={"host": settings.host, "port": settings.port, "store": settings.store,
                                "metadata": settings.metadata, "data_dir": settings.data_dir})

@@ -13,9 +13,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api.backend import Backend
 from api.config import Settings
-from api.http import errors
+from api.http import errors, health
 from api.http.body_limit import BodyLimit
 from api.http.compaction_metrics import CompactionCollector
+from api.http.health import Readiness
 from api.http.metrics import Metrics
 from api.http.models import MAX_REQUEST_BYTES
 from api.http.routes import router
@@ -27,7 +28,7 @@ PAGE = Path(__file__).parent.parent / "web" / "index.html"
 
 
 def create_app(settings: Settings, backend: Backend, stores: Mapping[str, BlobStore] | None = None,
-               metrics: Metrics | None = None) -> FastAPI:
+               metrics: Metrics | None = None, readiness: Readiness | None = None) -> FastAPI:
     app = FastAPI(title="mqindex", version="0.1.0",
                   description="Produce, fetch and find messages by key or id on object storage. Every error "
                               "answers JSON {\"error\", \"field\"}; bad input is a 4xx naming the field "
@@ -38,11 +39,13 @@ def create_app(settings: Settings, backend: Backend, stores: Mapping[str, BlobSt
     app.state.settings = settings
     app.state.backend = backend
     app.state.metrics = metrics
+    app.state.readiness = readiness
     errors.install(app)
     app.add_middleware(BodyLimit, limit=MAX_REQUEST_BYTES)
     app.include_router(router)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     app.include_router(topic_router)
+    app.include_router(health.router)
 
     @app.middleware("http")
     async def measure(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
@@ -53,10 +56,6 @@ def create_app(settings: Settings, backend: Backend, stores: Mapping[str, BlobSt
         metrics.http_requests.labels(path, str(response.status_code)).inc()
         metrics.http_latency.labels(path).observe(time.perf_counter() - started)
         return response
-
-    @app.get("/healthz", include_in_schema=False)
-    def healthz() -> dict[str, str]:
-        return {"status": "ok"}
 
     @app.get("/metrics", include_in_schema=False)
     def metrics_text() -> Response:
@@ -96,6 +95,14 @@ def app_for_node(settings: Settings, node: BrokerNode) -> FastAPI:
         stores["index"] = index_store
     metrics = Metrics()
     metrics.watch_node(node.index_files, lambda: int(node.wal.fsyncs))
+    metrics.watch_disk(node.storage.disk)
     node.wal.fsync_observer = metrics.wal_fsync.observe
     metrics.registry.register(CompactionCollector(node.compactor))  # broker/compaction figures
-    return create_app(settings, node, stores, metrics)
+
+    def readiness() -> str | None:
+        if node.storage.failed is not None:
+            return f"not accepting writes: the node failed: {node.storage.failed}"
+        episode = node.storage.disk.episode
+        return None if episode is None else f"not accepting writes: out of disk on {episode.path}"
+
+    return create_app(settings, node, stores, metrics, readiness)

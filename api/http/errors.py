@@ -7,6 +7,9 @@
   {"error", "field": null, "object", "check"} naming the object key and the failed check (OPERATIONS.md);
 - the store or the metadata unavailable, or this node fenced: 503;
 - anything else: 500 with {"error", "field": null}, never plain text.
+- out of disk (a write refused below the free-space floor, or by the filesystem: ENOSPC, EDQUOT, EIO): 507
+  Insufficient Storage with `Retry-After`; reads go on and the same request succeeds once space returns
+  (docs/OPERATIONS.md, "Disk full").
 """
 
 from __future__ import annotations
@@ -20,10 +23,13 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.http.models import FieldError
-from broker.errors import Fenced, MessageIdError, NotLeader, ObjectFormatError
+from broker.errors import Fenced, MessageIdError, NotLeader, ObjectFormatError, OutOfDisk
 from broker.partitions.topic_errors import TopicExists
 from index_file.errors import FormatError
-from storage_tier import StorageUnavailable
+from storage_tier import OutOfSpace, StorageUnavailable
+
+#: seconds a client is told to wait before retrying a write refused for lack of disk space
+OUT_OF_DISK_RETRY_AFTER_S = 5
 
 log = logging.getLogger("mqindex.api.errors")
 
@@ -54,6 +60,8 @@ def status_for(exc: Exception) -> tuple[int, str | None]:
         return 404, field
     if isinstance(exc, NotLeader):
         return 421, "partition"
+    if isinstance(exc, (OutOfDisk, OutOfSpace)):
+        return 507, None
     if isinstance(exc, (Fenced, StorageUnavailable)):
         return 503, None
     if isinstance(exc, ValueError):
@@ -114,7 +122,8 @@ def as_http(exc: Exception) -> HTTPException | None:
     detail: dict[str, object] = {"error": str(exc), "field": field}
     if isinstance(exc, NotLeader):  # retriable at the leader
         detail |= {"leader": exc.leader, "leader_url": exc.leader_url}
-    return HTTPException(status, detail=detail)
+    headers = {"Retry-After": str(OUT_OF_DISK_RETRY_AFTER_S)} if status == 507 else None
+    return HTTPException(status, detail=detail, headers=headers)
 
 
 def client_error(field: str, message: str, status: int = 400) -> HTTPException:

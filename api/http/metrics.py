@@ -1,6 +1,7 @@
 """Prometheus metrics of one server process: HTTP requests and latencies by route (produce, fetch, query, get),
 the object stores' request meters, WAL group commits, index files per state and reads that found damage in
-the store (`mqindex_corrupt_reads_total{component="broker"|"index"}`)."""
+the store (`mqindex_corrupt_reads_total{component="broker"|"index"}`), and the free bytes of each data
+path with the out-of-disk state."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from broker.streams.disk_space import DiskSpace
 from index_service import FileState
 from storage_tier import BlobStore
 
@@ -65,6 +67,27 @@ class NodeCollector(Collector):
                                   value=self.wal_fsyncs())
 
 
+class DiskCollector(Collector):
+    """Free bytes and the free-space floor of each data path, and whether writes are refused for lack of disk."""
+
+    def __init__(self, disk: DiskSpace) -> None:
+        self.disk = disk
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        free = GaugeMetricFamily("mqindex_disk_free_bytes", "Free bytes of each data path", labels=["data", "path"])
+        floor = GaugeMetricFamily("mqindex_disk_floor_bytes", "Free-space floor below which writes are refused",
+                                  labels=["data", "path"])
+        for s in self.disk.spaces():
+            free.add_metric([s.name, s.path], s.free)
+            floor.add_metric([s.name, s.path], s.floor)
+        yield free
+        yield floor
+        yield GaugeMetricFamily("mqindex_out_of_disk", "1 while writes are refused for lack of disk space, else 0",
+                                value=0 if self.disk.episode is None else 1)
+        yield CounterMetricFamily("mqindex_out_of_disk_episodes", "Out-of-disk episodes begun",
+                                  value=self.disk.episodes)
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -98,3 +121,6 @@ class Metrics:
 
     def watch_node(self, index_files: Callable[[], list[dict[str, Any]]], wal_fsyncs: Callable[[], int]) -> None:
         self.registry.register(NodeCollector(index_files, wal_fsyncs))
+
+    def watch_disk(self, disk: DiskSpace) -> None:
+        self.registry.register(DiskCollector(disk))

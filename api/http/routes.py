@@ -43,7 +43,7 @@ from api.http.models import (
 T = TypeVar("T")
 TopicPath = Annotated[str, Path(pattern=TOPIC_PATTERN, description="topic name")]
 ERRORS: dict[int | str, dict[str, Any]] = {
-    **{s: {"model": ErrorOut} for s in (400, 401, 403, 404, 405, 409, 413, 421, 500, 503)},
+    **{s: {"model": ErrorOut} for s in (400, 401, 403, 404, 405, 409, 413, 421, 500, 503, 507)},
     502: {"model": DamageOut, "description": "damage in the store: the object key and the failed check"},
 }
 router = APIRouter(responses=ERRORS)

@@ -79,9 +79,8 @@ class Producer:
                 raise self.parts.not_served(part)
         self.parts.storage.wait_for_cache_room()
         now = self.clock()  # append time: index entries are ordered and filtered by it
-        pending = []
+        built = []
         for pi, idxs in groups.items():
-            part = self.parts.get(info.name, pi)
             msgs = [messages[i] for i in idxs]
             records = [ProducerRecord(m.value, m.key, list(m.headers), now if m.timestamp is None else m.timestamp)
                        for m in msgs]
@@ -89,6 +88,12 @@ class Producer:
             if len(batch) + RECORD_HEADER_SIZE > self.max_body:
                 raise InvalidField("messages", f"{len(batch)} bytes for partition {pi} in one request exceed "
                                                f"the {self.max_body}-byte limit")
+            built.append((pi, idxs, msgs, records, batch))
+        # the whole request against the free-space floor before any partition's batch is queued
+        self.parts.storage.check_room(sum(len(b[4]) + RECORD_HEADER_SIZE for b in built), len(built))
+        pending = []
+        for pi, idxs, msgs, records, batch in built:
+            part = self.parts.get(info.name, pi)
             keys = [index_keys(r) for r in records]
             with part.lock:
                 data = part.data

@@ -17,6 +17,12 @@ open streams -> `upload_batch` (stream objects for big runs, one stream set obje
 commit in the controller metadata with the stream epochs checked -> drop from the cache -> trim the WAL
 below the oldest record not yet committed. A fenced commit finds which streams this node lost
 (`check_fenced`), drops them and tells the owner of the streams through `on_lost`.
+
+Out of disk (`disk`, a DiskSpace over the WAL folder and whatever the node adds): an append that would cross
+the free-space floor is refused before it is queued; a WAL write refused by the filesystem fails that group
+commit and everything queued behind it, and each stream goes back to its acknowledged end. Both begin an
+episode: appends and uploads to a local store on a full filesystem are refused, reads go on, and the poll
+thread resumes writing once space returns and the WAL has checked its tail. Any other failure is for good.
 """
 
 from __future__ import annotations
@@ -31,19 +37,22 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from broker.errors import Fenced, WalError
+from broker.errors import Fenced, OutOfDisk, WalError
 from broker.metadata import MetadataClient
 from broker.metadata.image import OPENED
 from broker.objects.format import RECORD_HEADER, RECORD_HEADER_SIZE, RECORD_MAGIC, StreamRecord, encode_record
 from broker.streams.block_cache import BlockCache
+from broker.streams.disk_space import DiskSpace
 from broker.streams.log_cache import LogCache
 from broker.streams.stream import Stream
 from broker.streams.stream_reader import StreamReader
 from broker.streams.upload_loop import UploadLoop
 from broker.streams.uploader import upload_batch
+from broker.streams.wal import HEADER_SIZE as WAL_HEADER_SIZE
 from broker.streams.wal import Wal, WalRecord
 from broker.streams.wal_trim import WalSlot, WalTrimTracker
 from storage_tier import BlobStore, StorageUnavailable
+from storage_tier.disk_space import is_out_of_space
 
 log = logging.getLogger("mqindex.broker.streams")
 
@@ -62,8 +71,12 @@ def decode_stream_record(body: bytes) -> StreamRecord:
 
 class StreamStorage:
     def __init__(self, wal: Wal, store: BlobStore, meta: MetadataClient, *, upload_threshold: int,
-                 upload_interval_s: float, so_threshold: int, block_cache_bytes: int, max_cache_bytes: int) -> None:
+                 upload_interval_s: float, so_threshold: int, block_cache_bytes: int, max_cache_bytes: int,
+                 min_free_bytes: int | None = None) -> None:
         self.wal = wal
+        self.disk = DiskSpace(min_free_bytes)
+        self.disk.watch("wal", wal.directory)
+        self.disk.on_resume.append(wal.resume)
         self.store = store
         self.meta = meta
         self.so_threshold = so_threshold
@@ -83,12 +96,12 @@ class StreamStorage:
     @classmethod
     def open(cls, wal_dir: Path, store: BlobStore, meta: MetadataClient, *, upload_threshold: int,
              upload_interval_s: float, so_threshold: int, block_cache_bytes: int, max_cache_bytes: int,
-             wal_options: dict[str, int] | None = None) -> StreamStorage:
+             wal_options: dict[str, int] | None = None, min_free_bytes: int | None = None) -> StreamStorage:
         wal = Wal.open(wal_dir, **dict(wal_options or {}))
         try:
             return cls(wal, store, meta, upload_threshold=upload_threshold, upload_interval_s=upload_interval_s,
                        so_threshold=so_threshold, block_cache_bytes=block_cache_bytes,
-                       max_cache_bytes=max_cache_bytes)
+                       max_cache_bytes=max_cache_bytes, min_free_bytes=min_free_bytes)
         except BaseException:
             wal.close()
             raise
@@ -175,15 +188,25 @@ class StreamStorage:
         """The WAL append behind `Stream.append` (the caller holds the stream's lock)."""
         slot = WalSlot(rec.stream_id, rec.last_offset)
         body = encode_record(rec)
+        self.disk.check_write("wal", len(body) + WAL_HEADER_SIZE)
         with self._append_lock:
-            wal_fut = self.wal.append_async(body)
+            try:
+                wal_fut = self.wal.append_async(body)
+            except OutOfDisk as exc:
+                self.disk.enter("wal", exc.path, exc.detail)
+                raise
             self.tracker.add(slot)
         out: Future[Any] = Future()
 
         def durable(f: Future[Any]) -> None:
             exc = f.exception()
             if exc is not None:
-                self.failed = self.failed or exc
+                self.tracker.discard(slot)
+                stream.rollback_unacknowledged()
+                if isinstance(exc, OutOfDisk):
+                    self.disk.enter("wal", exc.path, exc.detail)
+                else:
+                    self.failed = self.failed or exc
                 out.set_exception(exc)
                 return
             slot.wal_next = f.result().next_offset
@@ -204,9 +227,14 @@ class StreamStorage:
         wal_fut.add_done_callback(durable)
         return out
 
+    def check_room(self, body_bytes: int, records: int) -> None:
+        """Refuse (OutOfDisk) up front when `records` appends of `body_bytes` in all would cross the floor."""
+        self.disk.check_write("wal", body_bytes + records * WAL_HEADER_SIZE)
+
     def check_usable(self) -> None:
         if self.failed is not None:
             raise WalError(f"the broker node failed and acknowledges nothing more: {self.failed}")
+        self.disk.check_writable()
 
     def wait_for_cache_room(self, timeout: float = 30.0) -> None:
         """Back-pressure: wait while the cache holds more than its limit (object storage is behind)."""
@@ -247,6 +275,7 @@ class StreamStorage:
     # -- uploads ----------------------------------------------------------------------------------
     def start(self) -> None:
         self.uploader.start()
+        self.disk.start()
 
     def force_upload(self) -> int:
         """Upload everything cached for the open streams, commit, drop it from the cache, trim the WAL.
@@ -257,11 +286,22 @@ class StreamStorage:
                 snap = {sid: recs for sid, recs in self.cache.snapshot().items() if self._is_open(sid)}
                 if not snap:
                     break
+                if self.disk.below_floor("objects"):
+                    # the local object store shares a filesystem under its floor: uploading would eat the room
+                    # kept for a clean stop and a restart; the WAL keeps the records meanwhile
+                    space = next(s for s in self.disk.spaces() if s.name == "objects")
+                    ep = self.disk.enter("objects", space.path, f"{space.free} bytes free, below the free-space "
+                                                                f"floor of {space.floor} bytes")
+                    raise OutOfDisk(space.path, f"upload refused: {ep.detail}")
                 try:
                     res = upload_batch(snap, self.store, self.meta, so_threshold=self.so_threshold)
                 except Fenced as exc:
                     self.check_fenced(list(snap), exc)
                     continue
+                except Exception as exc:
+                    if is_out_of_space(exc):
+                        self.disk.enter("objects", getattr(exc, "path", str(self.store.url)), f"upload failed: {exc}")
+                    raise
                 self.cache.mark_uploaded(res.uploaded)
                 self.tracker.committed(res.uploaded)
                 total += sum(len(r.payload) for recs in snap.values() for r in recs)
@@ -310,6 +350,7 @@ class StreamStorage:
         self.uploader.stop()
 
     def close(self) -> None:
+        self.disk.stop()
         self.wal.close()
 
     @property

@@ -34,7 +34,8 @@ class Stream:
         self.confirmed_end = end_offset  # offsets below are durable (cache or objects)
         self.fenced = False  # another owner holds it now: nothing more is appended or committed
         self.closed = False
-        self._lock = threading.Lock()
+        # re-entrant: a WAL append that fails at once runs its completion (rollback) on the appending thread
+        self._lock = threading.RLock()
 
     @property
     def start_offset(self) -> int:
@@ -56,9 +57,18 @@ class Stream:
             if base_offset != self.next_offset:
                 raise ValueError(f"stream {self.stream_id}: append at {base_offset}, expected {self.next_offset}")
             rec = StreamRecord(self.stream_id, self.epoch, base_offset, count, payload)
-            fut = self.storage.append(self, rec, on_durable)
             self.next_offset = rec.last_offset
-        return fut
+            try:
+                return self.storage.append(self, rec, on_durable)
+            except BaseException:
+                self.next_offset = base_offset  # refused before it was queued: its offsets are free again
+                raise
+
+    def rollback_unacknowledged(self) -> None:
+        """A WAL append failed, and with it every append queued behind it: the next append starts at the end
+        of what was acknowledged, so the offsets of refused records are used again, never skipped."""
+        with self._lock:
+            self.next_offset = self.confirmed_end
 
     def fetch(self, start: int, end: int, max_bytes: int = 1 << 20) -> Iterator[StreamRecord]:
         """Records covering [start, end) in order."""

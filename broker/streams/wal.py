@@ -15,10 +15,17 @@ every pending body, writes them with one write per segment, fsyncs, and only the
 Recovery (`Wal.open`) scans from the trim point and stops at the first invalid record (bad magic, a
 length running past the file, a body offset that is not the record's position, a CRC mismatch): that
 torn tail is truncated and later segments are removed, so the WAL holds exactly the acknowledged records.
+
+Out of disk: a group commit that fails with ENOSPC, EDQUOT or EIO fails every pending append (none is
+acknowledged, so none of their offsets is used) and pauses the WAL: appends raise `OutOfDisk` at once.
+The writer cuts the segments back to the end of the acknowledged records (`_cut_tail`). `resume()`, called
+when space has returned, redoes that cut if it could not be done, checks that the tail scans cleanly up to
+that end, and lets appends in again. Any other write error fails the WAL for good, as before.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import struct
@@ -30,7 +37,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker.errors import WalError
+from broker.errors import OutOfDisk, WalError
+from storage_tier.disk_space import is_out_of_space
 from storage_tier.durability import fsync_dir
 
 MAGIC = 0x87654321
@@ -187,6 +195,9 @@ class Wal:
         self._queue: list[_Pending] = []
         self._closing = False
         self._failed: BaseException | None = None
+        self._paused: OutOfDisk | None = None  # an out-of-disk episode: appends refused until resume()
+        self._dirty_fds: list[int] = []  # segments rolled over within the group commit in progress
+        self.episodes = 0  # out-of-disk episodes seen (tests and metrics read it)
         segs = _segments(directory)
         if segs and segs[-1][0] <= self._next:
             self._seg_start, path = segs[-1]
@@ -232,6 +243,8 @@ class Wal:
         with self._cond:
             if self._failed is not None:
                 raise WalError(f"WAL {self.directory} failed earlier: {self._failed}")
+            if self._paused is not None:
+                raise OutOfDisk(self._paused.path, self._paused.detail)
             if self._closing:
                 raise WalError(f"WAL {self.directory} is closed")
             self._queue.append(p)
@@ -267,20 +280,102 @@ class Wal:
             try:
                 results = self._write_batch(batch)
             except BaseException as exc:  # noqa: BLE001 - every waiter must learn of the failure
-                err = WalError(f"WAL {self.directory}: write failed: {exc}")
-                with self._cond:
-                    self._failed = err
-                    rest, self._queue = self._queue, []
-                for p in batch + rest:
-                    p.future.set_exception(err)
+                if self._fail_batch(batch, exc):
+                    continue
                 return
             for p, r in zip(batch, results, strict=True):
                 p.future.set_result(r)
 
+    def _fail_batch(self, batch: list[_Pending], exc: BaseException) -> bool:
+        """Fail the group commit and everything queued behind it. Out of disk pauses the WAL (True: the
+        writer goes on once resumed); any other error fails it for good (False)."""
+        disk = is_out_of_space(exc)
+        err: WalError
+        if disk:
+            err = OutOfDisk(str(self.directory), f"WAL write failed: {exc}")
+        else:
+            err = WalError(f"WAL {self.directory}: write failed: {exc}")
+        with self._cond:
+            if disk:
+                self._paused = err  # type: ignore[assignment]
+                self.episodes += 1
+            else:
+                self._failed = err
+            rest, self._queue = self._queue, []
+        if disk:
+            try:
+                self._cut_tail()
+            except OSError:
+                pass  # resume() cuts it once space returns; appends stay refused until then
+        # in WAL order: the failed group first, then what was queued behind it
+        for p in batch + rest:
+            p.future.set_exception(err)
+        return disk
+
+    def _cut_tail(self) -> None:
+        """Bring the segments back to exactly the acknowledged records (end `_next`): truncate the torn
+        write, drop segments begun after it, reopen the segment holding the end, check it scans cleanly."""
+        with self._lock:
+            end = self._next
+        for fd in self._dirty_fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._dirty_fds = []
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+        self._fd = -1
+        segs = _segments(self.directory)
+        for start, path in segs:
+            size = path.stat().st_size
+            if start > end:
+                path.unlink()
+            elif start + size > end:
+                with open(path, "r+b") as f:
+                    f.truncate(end - start)
+                    f.flush()
+                    os.fsync(f.fileno())
+        fsync_dir(self.directory)
+        kept = [(start, path) for start, path in _segments(self.directory) if start <= end]
+        seg_start, path = kept[-1] if kept else (end, _segment_path(self.directory, end))
+        scan_from = max(seg_start, self._trim)
+        if path.exists() and scan_from < end:
+            _, scanned_end, why = _scan_segment(path.read_bytes(), seg_start, scan_from, self.max_body)
+            if scanned_end != end or why:
+                err = WalError(f"WAL {self.directory}: tail of {path.name} does not scan cleanly to the "
+                               f"acknowledged end {end} (stopped at {scanned_end}: {why or 'end of file'})")
+                with self._cond:
+                    self._failed = err
+                raise err
+        with self._lock:
+            self._seg_start = seg_start
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        fsync_dir(self.directory)
+
+    @property
+    def paused(self) -> OutOfDisk | None:
+        """The out-of-disk error appends get while the episode lasts (None when writing)."""
+        return self._paused
+
+    def resume(self) -> bool:
+        """Space has returned: check (and if needed cut) the tail, then accept appends again. False when the
+        disk still refuses (the WAL stays paused)."""
+        with self._cond:
+            if self._paused is None:
+                return True
+            if self._failed is not None:
+                return False
+        try:  # cut (again, if it already ran when the episode began) and check the tail before writing on it
+            self._cut_tail()
+        except OSError:
+            return False
+        with self._cond:
+            self._paused = None
+        return True
+
     def _write_batch(self, batch: list[_Pending]) -> list[AppendResult]:
         results: list[AppendResult] = []
         buf = bytearray()
-        dirty: list[int] = []
+        dirty = self._dirty_fds = []
         offset = self._next
         for p in batch:
             rec_size = HEADER_SIZE + len(p.body)
@@ -301,9 +396,9 @@ class Wal:
             os.lseek(self._fd, 0, os.SEEK_END)
             _write_all(self._fd, buf)
         synced = time.perf_counter()
-        for fd in dirty:
-            os.fsync(fd)
-            os.close(fd)
+        while dirty:  # popped once closed, so a failure here never closes a descriptor twice
+            os.fsync(dirty[0])
+            os.close(dirty.pop(0))
         os.fsync(self._fd)
         self.fsyncs += 1
         if self.fsync_observer is not None:

@@ -13,7 +13,7 @@ from collections import deque
 from dataclasses import dataclass
 
 
-@dataclass
+@dataclass(eq=False)  # a slot is one append: discard() removes that one
 class WalSlot:
     stream_id: int
     last_offset: int  # the stream offset after the record (exclusive end)
@@ -30,6 +30,14 @@ class WalTrimTracker:
     def add(self, slot: WalSlot) -> None:
         with self._lock:
             self._slots.append(slot)
+
+    def discard(self, slot: WalSlot) -> None:
+        """A failed append: its slot never gets a WAL position and must not hold the trim point back."""
+        with self._lock:
+            try:
+                self._slots.remove(slot)
+            except ValueError:
+                pass
 
     def committed(self, ends: dict[int, int]) -> None:
         """Streams' ends now in object storage."""

@@ -1,0 +1,30 @@
+"""Liveness and readiness: `/healthz` and `/healthz/live` answer 200 while the process serves requests;
+`/healthz/ready` answers 200 only while the node accepts writes, else 503 with the reason (for example
+"not accepting writes: out of disk on /data/wal"). Reads go on while a node is not ready."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+#: the reason the node does not accept writes now, None when it does
+Readiness = Callable[[], str | None]
+
+router = APIRouter(include_in_schema=False)
+
+
+@router.get("/healthz")
+@router.get("/healthz/live")
+def live() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/healthz/ready")
+def ready(request: Request) -> JSONResponse:
+    readiness: Readiness | None = getattr(request.app.state, "readiness", None)
+    reason = readiness() if readiness is not None else None
+    if reason is None:
+        return JSONResponse({"status": "ok", "ready": True})
+    return JSONResponse({"status": reason, "ready": False}, status_code=503)

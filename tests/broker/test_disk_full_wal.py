@@ -1,0 +1,84 @@
+"""The WAL on a full filesystem (a real 8 MiB tmpfs): a refused group commit is an episode, not the end.
+
+Nothing refused is acknowledged, a torn write is cut at once, appends are refused while it lasts, and after
+space returns `resume()` checks the tail and the offsets go on from the acknowledged end."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from broker.errors import OutOfDisk
+from broker.streams.wal import Wal, scan
+from tests.disk_fs import fill, free, small_tmpfs
+
+
+@pytest.fixture
+def fs(tmp_path: Path) -> Iterator[Path]:
+    with small_tmpfs(tmp_path / "fs", 8) as mnt:
+        yield mnt
+
+
+def _segment_bytes(wal_dir: Path) -> int:
+    return sum(p.stat().st_size for p in wal_dir.glob("*.wal"))
+
+
+def test_enospc_pauses_cuts_the_torn_write_and_resumes(fs: Path) -> None:
+    wal = Wal.open(fs / "wal")
+    try:
+        acked = [wal.append(b"a%03d" % i * 1000) for i in range(20)]
+        end = acked[-1].next_offset
+        filler = fs / "filler"
+        fill(filler, leave=300_000)  # room for part of the next write only: it is torn by ENOSPC
+        with pytest.raises(OutOfDisk) as err:
+            wal.append(os.urandom(1 << 20))
+        assert str(fs / "wal") in str(err.value) and err.value.kafka_error_code == 56
+        assert wal.paused is not None and wal.episodes == 1
+        assert _segment_bytes(fs / "wal") == end  # the torn bytes are gone already
+        with pytest.raises(OutOfDisk):  # refused at once while the episode lasts
+            wal.append_async(b"x")
+        assert not wal.resume() or free(fs) > 0  # resume may run now; it must not lose anything either way
+        filler.unlink()
+        assert wal.resume() and wal.paused is None
+        after = wal.append(b"after")
+        assert after.offset == end  # the refused record's WAL offsets are used again
+    finally:
+        wal.close()
+    records, report = scan(fs / "wal")
+    assert [r.body for r in records] == [b"a%03d" % i * 1000 for i in range(20)] + [b"after"]
+    assert report.stop_reason == ""
+
+
+def test_every_append_queued_behind_a_refused_one_fails_and_none_is_written(fs: Path) -> None:
+    wal = Wal.open(fs / "wal")
+    try:
+        first = wal.append(b"first")
+        fill(fs / "filler")
+        outcomes = []
+        futures = []
+        for _ in range(5):
+            try:
+                futures.append(wal.append_async(os.urandom(200_000)))
+            except OutOfDisk:  # the writer already failed a group: refused before it is queued
+                futures.append(None)
+        for f in futures:
+            try:
+                outcomes.append(None if f is None else f.result(30))
+            except OutOfDisk:
+                outcomes.append(None)
+        assert None in outcomes
+        # once one fails, every later one fails too: acknowledged records form a prefix
+        assert all(o is None for o in outcomes[outcomes.index(None):])
+        kept = [o for o in outcomes if o is not None]
+        end = kept[-1].next_offset if kept else first.next_offset
+        assert _segment_bytes(fs / "wal") == end
+        (fs / "filler").unlink()
+        assert wal.resume()
+        assert wal.append(b"again").offset == end
+    finally:
+        wal.close()
+    records, report = scan(fs / "wal")
+    assert len(records) == 2 + len(kept) and records[-1].body == b"again" and report.stop_reason == ""

@@ -1,0 +1,52 @@
+"""A small tmpfs to fill in disk-full tests: mounted for one test, unmounted also when the test fails.
+
+Mounting needs root (the test machines and CI run as root); a failed mount fails the test, never skips it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+
+@contextlib.contextmanager
+def small_tmpfs(mount_point: Path, size_mb: int) -> Iterator[Path]:
+    mount_point.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(mount_point)], check=True)
+    try:
+        yield mount_point
+    finally:
+        done = subprocess.run(["umount", str(mount_point)], check=False)
+        if done.returncode != 0:  # something still holds a file open: detach it now, freed when released
+            subprocess.run(["umount", "-l", str(mount_point)], check=True)
+
+
+def fill(path: Path, leave: int = 0, chunk: int = 1 << 20) -> int:
+    """Write `path` until the filesystem has about `leave` bytes free (0: until it refuses). Returns its size."""
+    written = 0
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        while True:
+            st = os.statvfs(path)
+            room = st.f_bavail * st.f_frsize - leave
+            if room <= 0:
+                break
+            try:
+                n = os.write(fd, b"\xa5" * min(chunk, room))
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+                break
+            written += n
+    finally:
+        os.close(fd)
+    return written
+
+
+def free(path: Path) -> int:
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
