@@ -6,7 +6,7 @@ import base64
 import binascii
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, Field, StrictInt
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 MAX_VALUE_BYTES = 1024 * 1024  # one message's value
 MAX_MESSAGES_PER_REQUEST = 1000
@@ -32,12 +32,43 @@ def check_text(value: str) -> str:
 Text = Annotated[str, AfterValidator(check_text)]
 
 
+def _json_number(v: object) -> object:
+    """A JSON number (60 or 60.0, as JSON Schema's integer allows), never a boolean or a string."""
+    if isinstance(v, bool | str):
+        raise ValueError("must be an integer")
+    return v
+
+
+#: a topic config value: -1 (unlimited) or 1 to 2**63-1 (broker/partitions/topic_config.py)
+ConfigInt = Annotated[Annotated[int, Field(ge=1, le=2**63 - 1)] | Literal[-1], BeforeValidator(_json_number)]
+
+
+class TopicConfigsNew(BaseModel):
+    """Configs given at creation: absent = the server default."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    retention_ms: ConfigInt = Field(None, alias="retention.ms", description="-1 = unlimited")  # type: ignore[assignment]
+    retention_bytes: ConfigInt = Field(None, alias="retention.bytes",  # type: ignore[assignment]
+                                       description="-1 = unlimited")
+
+    def as_dict(self) -> dict[str, int | None]:
+        return self.model_dump(by_alias=True, exclude_unset=True)
+
+
+class TopicConfigsChange(TopicConfigsNew):
+    """A change of configs: an integer sets, null removes (back to the server default), absent keeps."""
+
+    retention_ms: ConfigInt | None = Field(None, alias="retention.ms", description="-1 = unlimited; null removes")
+    retention_bytes: ConfigInt | None = Field(None, alias="retention.bytes",
+                                              description="-1 = unlimited; null removes")
+
+
 class TopicIn(BaseModel):
     name: str = Field(description="1-249 characters of [a-zA-Z0-9._-]", examples=["orders"],
                       pattern=TOPIC_PATTERN)
     partitions: int = Field(1, ge=1, le=10000)
-    configs: dict[str, StrictInt] | None = Field(None, description="topic configs: retention.ms, retention.bytes "
-                                                             "(-1 = unlimited; absent = the server default)")
+    configs: TopicConfigsNew | None = Field(None, description="topic configs: retention.ms, retention.bytes "
+                                                               "(-1 = unlimited; absent = the server default)")
 
 
 class TopicOut(BaseModel):

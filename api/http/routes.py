@@ -71,7 +71,8 @@ def message_out(m: OutMessage) -> MessageOut:
 
 @router.post("/v1/topics", status_code=201, response_model=TopicOut, dependencies=[Depends(require("admin"))])
 async def create_topic(body: TopicIn, request: Request) -> Any:
-    return await call(request, Backend.create_topic, body.name, body.partitions, body.configs)
+    configs = body.configs.as_dict() if body.configs is not None else None
+    return await call(request, Backend.create_topic, body.name, body.partitions, configs)
 
 
 @router.get("/v1/topics", response_model=list[TopicOut], dependencies=[Depends(require("read"))])

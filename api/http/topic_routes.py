@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel, Field, StrictInt
+from pydantic import BaseModel, Field
 
 from api.backend import Backend
 from api.http.auth import require
+from api.http.models import TopicConfigsChange
 from api.http.routes import ERRORS, TopicPath, call
 
 router = APIRouter(responses=ERRORS)
@@ -33,7 +34,7 @@ class TopicDetailOut(BaseModel):
 
 
 class TopicConfigsIn(BaseModel):
-    configs: dict[str, StrictInt | None] = Field(
+    configs: TopicConfigsChange = Field(
         description="retention.ms / retention.bytes: an integer (-1 = unlimited) sets, null removes",
         examples=[{"retention.ms": 172_800_000}])
 
@@ -46,7 +47,7 @@ async def describe_topic(topic: TopicPath, request: Request) -> Any:
 @router.patch("/v1/topics/{topic}/configs", response_model=TopicDetailOut,
               dependencies=[Depends(require("admin"))])
 async def alter_topic_configs(topic: TopicPath, body: TopicConfigsIn, request: Request) -> Any:
-    return await call(request, Backend.alter_topic_configs, topic, body.configs)
+    return await call(request, Backend.alter_topic_configs, topic, body.configs.as_dict())
 
 
 @router.get("/v1/config", dependencies=[Depends(require("admin"))])
