@@ -30,6 +30,7 @@ class Settings:
     node_id: int = 0  # this broker's id; brokers sharing one metadata database need distinct ids
     advertised_url: str = ""  # how the other nodes reach this one; default http://HOST:PORT
     lease_ms: int = 10_000  # a node is dead to the others this long after its last heartbeat
+    wal: str = ""  # WAL location: empty/file://DIR = local (DATA_DIR/wal); any store URL = shared WAL (failover)
     cluster_token: str = ""  # bearer token this node presents to the others (needed when tokens are configured)
     # -- node and index settings (api/node_settings.py: names, defaults, what each does) --
     node: dict[str, Any] = field(default_factory=dict)  # only the settings given; the rest take defaults
@@ -50,6 +51,7 @@ class Settings:
             advertised_url=self.advertised_url or f"http://{self.host}:{self.port}",
             lease_ms=self.lease_ms,
             cluster_token=self.cluster_token,
+            wal=self.wal,
             node=dict(self.node),
             min_free_bytes=self.min_free_bytes,
         )

@@ -1,18 +1,11 @@
 """BrokerNode: one broker process, composed of its layers; wiring, threads and lifecycle only.
 
-    node = BrokerNode.open(data_dir, store_url, metadata_url, node_id=0, index_config=None)
-    node.create_topic("orders", 3); node.produce("orders", [InMessage(b"v", key=b"k")])
-    node.fetch(...); node.get_by_id(msg_id); node.find_by_key(...); node.index_files()
-    node.close()
+    node = BrokerNode.open(data_dir, store_url, metadata_url, node_id=0)
+    node.create_topic("orders", 3); node.produce("orders", [InMessage(b"v", key=b"k")]); node.close()
 
-It implements api.backend.Backend. The layers it wires (docs/ARCHITECTURE.md):
-- broker/streams: StreamStorage (WAL, log cache, block cache, uploader thread) and its Streams;
-- broker/partitions: PartitionMap (topics, partitions, claim at a new epoch, state records), Producer,
-  reads, key lookup, retention, and the Dispatcher that feeds the IndexService;
-- index_service: the node's IndexService under `index/`, its files under `index-node-N/` in the store.
-
-The order of opening and closing, and the walk of a record through the layers, are in
-docs/ARCHITECTURE.md.
+It implements api.backend.Backend over broker/cluster (leases, leaders, moves, lookups across nodes),
+broker/partitions, broker/compaction, broker/streams and the node's IndexService. docs/ARCHITECTURE.md
+has the layers, the order of opening and closing, and the walk of a record.
 """
 
 from __future__ import annotations
@@ -27,24 +20,25 @@ from pathlib import Path
 from typing import Any
 
 from broker.cluster.cluster import Cluster
+from broker.cluster.cluster_index import index_file_rows
+from broker.cluster.failover import failover_reports
+from broker.cluster.key_lookup import NodeLookups
 from broker.cluster.membership import DEFAULT_LEASE_MS
 from broker.compaction import CompactionConfig, Compactor
 from broker.metadata import MetadataClient
 from broker.partitions import reads, topic_admin
 from broker.partitions.client_messages import InMessage, OutMessage, Produced
-from broker.partitions.dispatcher import CatchUp, Dispatcher
-from broker.partitions.key_lookup import check_key_query, find_by_key
+from broker.partitions.dispatcher import Dispatcher
+from broker.partitions.index_link import catch_up_ranges, open_index
 from broker.partitions.partition_map import PartitionMap
 from broker.partitions.partition_map import now_ms as _now_ms
 from broker.partitions.produce import Producer
-from broker.partitions.records import index_keys
-from broker.partitions.retention import RetentionPolicy, apply_retention, data_is_live
+from broker.partitions.retention import RetentionPolicy, apply_retention
 from broker.periodic import Periodic
 from broker.streams import StreamStorage
 from broker.streams.block_cache import DEFAULT_BLOCK_CACHE_BYTES
 from broker.streams.disk_space import tolerate_out_of_disk, watch_data_paths
 from broker.streams.uploader import DEFAULT_SO_THRESHOLD
-from index_service import IndexOutOfSpace
 from storage_tier import BlobStore, open_store
 
 log = logging.getLogger("mqindex.broker.node")
@@ -75,6 +69,7 @@ class BrokerNode:
         self.clock: Callable[[], int] = _now_ms
         self.settings: dict[str, Any] = {}
         self._lock_fd: int | None = None
+        self._wal_store: BlobStore | None = None
         self.recovered_records = 0
         self.unclean_partitions: list[str] = []
 
@@ -89,18 +84,13 @@ class BrokerNode:
              read_your_writes_s: float = 5.0, wal_options: dict[str, int] | None = None,
              http_address: str | None = None, lease_ms: int = DEFAULT_LEASE_MS,
              cluster_token: str | None = None, clock: Callable[[], int] | None = None,
-             compaction: CompactionConfig | None = None, min_free_bytes: int | None = None) -> BrokerNode:
-        """Open (recovering) the node whose local state is in `data_dir`: `wal/` and `index/` there, objects
-        in `store_url`, controller metadata at `metadata_url` (sqlite:///... or postgresql://...).
-
-        index_config: IndexService options (ServiceConfig fields; "store" overrides the index's store URL).
-        Retention: the server default for topics without `retention.ms` / `retention.bytes`; None keeps
-        data forever. read_your_writes_s: how long find_by_key waits for records acknowledged before it to
-        be indexed. clock: milliseconds (append time, retention, the index); tests inject one.
-        http_address: where the other nodes reach this one (its advertised HTTP URL); lease_ms: how long this
-        node stays alive for the others without a heartbeat; cluster_token: the bearer token this node presents
-        to the others. min_free_bytes: the free-space floor of the data paths (None: 1% of each
-        filesystem or 256 MiB, whichever is smaller; see broker/streams/disk_space.py)."""
+             compaction: CompactionConfig | None = None, min_free_bytes: int | None = None,
+             wal_url: str | None = None) -> BrokerNode:
+        """Open (recovering) the node whose local state is in `data_dir` (`wal/`, `index/`), objects in
+        `store_url`, controller metadata at `metadata_url` (sqlite:///... or postgresql://...). Every setting
+        is described in docs/OPERATIONS.md; index_config: IndexService options ("store" overrides its store).
+        Retention: the server default for topics without their own; None keeps data forever. wal_url: None or
+        file://DIR for a local WAL (default DATA_DIR/wal), any other store URL for the shared WAL."""
         d = Path(data_dir)
         d.mkdir(parents=True, exist_ok=True)
         lock_fd = os.open(d / "broker.lock", os.O_RDWR | os.O_CREAT, 0o644)
@@ -125,8 +115,10 @@ class BrokerNode:
         node.compactor = Compactor(store, meta, compaction)  # broker/compaction: started with the other threads
         node.compaction = Periodic("broker-compaction", node.compactor.config.interval_s, node.compactor.run_once)
         try:
+            wal_dir, wal_store = node._wal_location(wal_url)
             node._start(dict(index_config or {}), store_url, dict(http=http_address, lease_ms=lease_ms,
-                                                                   token=cluster_token), dict(
+                                                                   token=cluster_token, wal_store=wal_store), dict(
+                wal_dir=wal_dir, wal_store=wal_store,
                 upload_threshold=upload_threshold, upload_interval_s=upload_interval_s, so_threshold=so_threshold,
                 block_cache_bytes=block_cache_bytes,
                 max_cache_bytes=max_cache_bytes or max(4 * upload_threshold, 256 << 20),
@@ -135,6 +127,15 @@ class BrokerNode:
             node._abandon()
             raise
         return node
+
+    def _wal_location(self, wal_url: str | None) -> tuple[Path, BlobStore | None]:
+        """The local WAL folder, or the store of the shared WAL (its objects under wal/node-N/)."""
+        if not wal_url:
+            return self.data_dir / "wal", None
+        if wal_url.startswith("file://"):
+            return Path(wal_url[len("file://"):]), None
+        self._wal_store = open_store(wal_url)
+        return self.data_dir / "wal", self._wal_store
 
     def _abandon(self) -> None:
         """Release what a failed open took (no clean-shutdown work)."""
@@ -148,11 +149,9 @@ class BrokerNode:
 
     def _start(self, index_config: dict[str, Any], store_url: str, cluster_options: dict[str, Any],
                storage_options: dict[str, Any]) -> None:
-        from index_service import IndexService
-
         started = time.monotonic()
         self.meta.register_node()
-        self.storage = StreamStorage.open(self.data_dir / "wal", self.store, self.meta, **storage_options)
+        self.storage = StreamStorage.open(storage_options.pop("wal_dir"), self.store, self.meta, **storage_options)
         watch_data_paths(self.storage.disk, self.data_dir / "index", self.store)
         self.partitions = parts = PartitionMap(self.meta, self.storage, self.node_id)
         self.cluster = Cluster(parts, self.meta, self.meta.url, self.node_id, **cluster_options)
@@ -167,27 +166,15 @@ class BrokerNode:
             # acknowledged records not yet in objects: commit them before serving (out of disk: the uploader
             # retries once space returns; the cache and the WAL hold them meanwhile)
             tolerate_out_of_disk(self.storage.force_upload, "upload of recovered records")
-        index_store = index_config.pop("store", store_url)
-        # each node's index files under their own prefix: an index service sweeps unclaimed objects under
-        # its prefix, so nodes sharing a store must never share one
-        index_config.setdefault("remote_prefix", f"index-node-{self.node_id}/")
-        index_config.setdefault("clock", self.clock)
-        # the index follows the data: a file expires once the broker has trimmed every range in it
-        index_config.setdefault("is_live", lambda t, q, off: data_is_live(parts, t, q, off))
-        self.index = IndexService.open(self.data_dir / "index", store=index_store, **index_config)
-        parts.checkpoint = self.index.checkpoint
-        self.dispatcher = Dispatcher(self.index.put_batch, lambda c: reads.index_entries(
-            parts, c.topic, c.partition, c.start, c.end, self.clock), self.index.flush)
+        self.index, self.dispatcher = open_index(self.data_dir / "index", store_url, self.node_id, self.clock,
+                                                 parts, index_config)
         self.producer = Producer(parts, self.storage.wal.max_body, self.dispatcher.enqueue, self.clock)
         owned = parts.owned()
-        catch_up = []
-        for p in owned:
-            ck = self.index.checkpoint(p.topic.name, p.index)
-            start = max(0 if ck is None else ck + 1, parts.start_offset(p))
-            catch_up.append(CatchUp(p.topic.name, p.index, start, p.acked_end))
+        catch_up = catch_up_ranges(parts)
         tolerate_out_of_disk(lambda: parts.write_states(owned, clean=False), "state records")
         self.dispatcher.start(catch_up)
         self.cluster.start(self.index, self.dispatcher)
+        self.lookups = NodeLookups(parts, self.cluster, self.dispatcher, self.index, self.read_your_writes_s)
         self.storage.start()
         self.maintenance.start()
         self.compaction.start()
@@ -242,36 +229,14 @@ class BrokerNode:
 
     def find_by_key(self, topic: str, key: str, begin_ms: int, end_ms: int | None, max_count: int,
                     cursor: str | None) -> tuple[list[OutMessage], str | None]:
-        info = self.partitions.topic(topic)
-        check_key_query(key, begin_ms, end_ms)
-        try:
-            self.dispatcher.wait_idle(self.read_your_writes_s)  # what was acknowledged before is findable
-        except (TimeoutError, IndexOutOfSpace):
-            log.warning("index lags: lookup answers from what is indexed", extra={"topic": topic})
-
-        def query(ask: int, end: int | None) -> list[Any]:
-            return self.cluster.query(info.name, key, ask, begin_ms, end)
-
-        return find_by_key(query, lambda part, off: reads.message_at(self.partitions, info, part, off),
-                           lambda m: key in index_keys(m), end_ms, max_count, cursor)  # type: ignore[arg-type]
-
-    def index_files(self) -> list[dict[str, Any]]:
-        out = []
-        for f in self.index.files():
-            state = f.state.value if hasattr(f.state, "value") else str(f.state)
-            out.append({"state": state, "begin_ms": f.begin_ms,
-                        "end_ms": f.end_ms if f.end_ms is not None else f.begin_ms,
-                        "items": f.items, "location": f.location})
-        return out
+        return self.lookups.find_by_key(topic, key, begin_ms, end_ms, max_count, cursor)
 
     def local_index_query(self, topic: str, key: str, max_count: int, begin_ms: int, end_ms: int | None
                           ) -> list[Any]:
-        """This node's own index only (what the other nodes ask for a cluster-wide lookup)."""
-        try:
-            self.dispatcher.wait_idle(self.read_your_writes_s)
-        except TimeoutError:
-            log.warning("index lags: lookup answers from what is indexed", extra={"topic": topic})
-        return self.index.query(topic, key, max_count, begin_ms, end_ms)
+        return self.lookups.local_index_query(topic, key, max_count, begin_ms, end_ms)
+
+    def index_files(self) -> list[dict[str, Any]]:
+        return index_file_rows(self.index)
 
     # -- cluster ------------------------------------------------------------------------------------
     def cluster_nodes(self) -> list[dict[str, Any]]:
@@ -281,13 +246,11 @@ class BrokerNode:
         self._check_usable()
         return self.cluster.reassign(topic, partition, target)
 
+    def failovers(self) -> list[dict[str, Any]]:
+        return failover_reports(self.meta)
+
     def rebalance(self, execute: bool) -> dict[str, Any]:
-        moves = self.cluster.rebalance_plan()
-        names = {p.topic.topic_id: p.topic.name for p in self.partitions.all()}
-        plan = [{"topic": names[m.topic_id], "partition": m.partition, "from": m.source, "to": m.target}
-                for m in moves]
-        done = [self.cluster.reassign(m["topic"], m["partition"], m["to"]) for m in plan] if execute else []
-        return {"plan": plan, "executed": done}
+        return self.cluster.rebalance(execute)
 
     def flush(self, timeout: float = 120.0) -> None:
         """Upload what the cache holds now (tests and benchmarks; the uploader does it on its own)."""
@@ -302,7 +265,7 @@ class BrokerNode:
         """One pass: retention trims, meta-stream trims, expired/destroyed object cleanup."""
         now = self.clock() if now_ms is None else now_ms
         trimmed = apply_retention(self.partitions, self.retention, now)
-        self.cluster.publish_index_files(self.index_files())
+        self.cluster.publish_index_files(index_file_rows(self.index))
         cleaned = self.meta.cleanup_objects(self.store, now_ms=max(now, _now_ms()))
         self.meta.maybe_snapshot()  # the metadata log truncated behind a snapshot (broker/metadata/snapshot.py)
         if cleaned.deleted or cleaned.expired:
@@ -325,15 +288,7 @@ class BrokerNode:
         self._closed = True
         self.maintenance.stop()
         self.compaction.stop()
-        try:
-            if self.cluster.drain() or self.cluster.others_alive():
-                # leaving a cluster: every index file uploaded and published, so any node reads them
-                self.dispatcher.wait_idle(60.0)
-                self.index.roll()
-                self.index.maintain()
-                self.cluster.publish_index_files(self.index_files())
-        except Exception as exc:  # noqa: BLE001 - the node still closes cleanly; the others take over later
-            log.error("leaving the cluster incompletely", extra={"node_id": self.node_id, "error": str(exc)})
+        self.cluster.leave(self.dispatcher, self.index)  # partitions handed over, index files published
         self.cluster.stop()
         self.partitions.closed = True
         clean = self.storage.failed is None and self.storage.disk.episode is None  # out of disk: the WAL keeps it
@@ -347,24 +302,15 @@ class BrokerNode:
         owned = self.partitions.owned()
         try:
             self.index.flush()
-            if clean:
-                self.partitions.write_states(owned, clean=True)
-                self.storage.force_upload()
-                for p in owned:
-                    p.trim_meta()
-                clean = self.storage.cache.size == 0
         except Exception as exc:  # noqa: BLE001
             clean = False
-            log.error("clean shutdown incomplete; the next open recovers", extra={"error": str(exc)})
-        self.storage.close()
-        if clean and owned:
-            try:
-                self.storage.close_streams([s for p in owned for s in p.streams])
-            except Exception as exc:  # noqa: BLE001
-                log.error("closing streams failed", extra={"error": str(exc)})
+            log.error("index flush failed at close; the next open re-dispatches", extra={"error": str(exc)})
+        clean = self.partitions.close_all(owned, clean)
         self.index.close()
         self.meta.close()
         self.store.close()
+        if self._wal_store is not None:
+            self._wal_store.close()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None

@@ -24,6 +24,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="this broker's id (default 0); brokers sharing one metadata database need distinct ids")
     p.add_argument("--advertised-url", dest="advertised_url",
                    help="URL the other nodes use to reach this one (default http://HOST:PORT)")
+    p.add_argument("--wal", help="WAL location: file://DIR (default DATA_DIR/wal) or a store URL (s3://..., "
+                                 "postgresql://...) for a shared WAL that another node replays after a crash")
     p.add_argument("--lease-ms", dest="lease_ms", type=int,
                    help="node lease: dead to the others this long after its last heartbeat (default 10000)")
     for s in NODE_SETTINGS:  # every node and index setting (api/node_settings.py, docs/OPERATIONS.md)
@@ -42,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
 
     settings = load_settings(args.config, data_dir=args.data_dir, host=args.host, port=args.port,
                              store=args.store, metadata=args.metadata, node_id=args.node_id,
-                             advertised_url=args.advertised_url, lease_ms=args.lease_ms,
+                             advertised_url=args.advertised_url, lease_ms=args.lease_ms, wal=args.wal,
                              min_free_bytes=args.min_free_bytes,
                              **{s.name: getattr(args, s.name) for s in NODE_SETTINGS}).resolved()
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
@@ -51,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     node = BrokerNode.open(settings.data_dir, settings.store, settings.metadata, node_id=settings.node_id,
                            http_address=settings.advertised_url, lease_ms=settings.lease_ms,
                            cluster_token=settings.cluster_token or None, min_free_bytes=settings.min_free_bytes,
+                           wal_url=settings.wal or None,
                            **open_kwargs(settings.node))
     app = app_for_node(settings, node)
     log.info("serving", extra={"host": settings.host, "port": settings.port, "store": settings.store,

@@ -152,6 +152,13 @@ async def cluster_nodes(request: Request) -> Any:
     return {"nodes": await call(request, Backend.cluster_nodes)}
 
 
+@router.get("/v1/cluster/failovers", dependencies=[Depends(require("read"))])
+async def failovers(request: Request) -> Any:
+    """What each failover did: the node fenced, by whom, partitions taken, WAL records replayed (a local WAL
+    replays none: records it acknowledged after the committed ends listed are lost)."""
+    return {"failovers": await call(request, Backend.failovers)}
+
+
 @router.post("/v1/admin/reassignments", dependencies=[Depends(require("admin"))])
 async def reassign(body: ReassignIn, request: Request) -> Any:
     """Move a partition's leadership to another live node; answers once the target serves it."""

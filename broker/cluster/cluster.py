@@ -18,7 +18,8 @@ import time
 from typing import Any
 
 from broker.cluster.assignment import Move, leaders, plan_rebalance, set_leaders, spread
-from broker.cluster.cluster_index import ClusterIndex, publish_files
+from broker.cluster.cluster_index import ClusterIndex, index_file_rows, publish_files
+from broker.cluster.failover import Failover
 from broker.cluster.handoff import hand_off
 from broker.cluster.membership import DEFAULT_LEASE_MS, Membership
 from broker.cluster.peers import Peers
@@ -41,11 +42,13 @@ log = logging.getLogger("mqindex.broker.cluster")
 class Cluster:
     def __init__(self, parts: PartitionMap, meta: MetadataClient, metadata_url: str, node_id: int, *,
                  http: str | None = None, kafka: str | None = None, lease_ms: int = DEFAULT_LEASE_MS,
-                 token: str | None = None, watch_interval_s: float = 0.1) -> None:
+                 token: str | None = None, watch_interval_s: float = 0.1, wal_store: Any = None) -> None:
         self.parts = parts
         self.meta = meta
         self.node_id = node_id
         self.watch_interval_s = watch_interval_s
+        self.wal_store = wal_store  # the shared WAL's store (None: local WALs)
+        self.failover: Failover | None = None
         self.membership = Membership(LeaseTable(metadata_url), node_id, meta.node_epoch or 0, http, kafka,
                                      lease_ms, on_fenced=self._lease_lost)
         self.peers = Peers(token)
@@ -82,7 +85,9 @@ class Cluster:
 
         self.index = ClusterIndex(self.node_id, index.query, self.membership, self.peers, self.meta,
                                   getattr(index, "store", None))
-        self.watcher = AssignmentWatcher(self.parts, sync_index, dispatcher.enqueue_catch_up, self.watch_interval_s)
+        self.failover = Failover(self.parts, self.membership, self.wal_store, dispatcher.enqueue_catch_up)
+        self.watcher = AssignmentWatcher(self.parts, sync_index, dispatcher.enqueue_catch_up, self.watch_interval_s,
+                                         on_look=self.failover.check)
         self.watcher.start()
 
     # -- answers for the partitions layer ---------------------------------------------------------
@@ -161,6 +166,14 @@ class Cluster:
         return {"topic": topic, "partition": partition, "from": None if old is None else old.node, "to": target,
                 "leader_epoch": lead.epoch, "stream_epoch": s.epoch, "seconds": round(seconds, 3)}
 
+    def rebalance(self, execute: bool) -> dict[str, Any]:
+        """The plan (and with execute, the moves done one by one)."""
+        names = {p.topic.topic_id: p.topic.name for p in self.parts.all()}
+        plan = [{"topic": names[m.topic_id], "partition": m.partition, "from": m.source, "to": m.target}
+                for m in self.rebalance_plan()]
+        done = [self.reassign(m["topic"], m["partition"], m["to"]) for m in plan] if execute else []
+        return {"plan": plan, "executed": done}
+
     def rebalance_plan(self) -> list[Move]:
         current: dict[tuple[int, int], int | None] = {}
         lead = leaders(self.meta, refresh=True)
@@ -202,6 +215,18 @@ class Cluster:
             moved += hand_off(self.parts, p, t, self.watcher.sync_index)
         log.info("drained", extra={"node_id": self.node_id, "partitions": moved, "to": sorted(set(targets))})
         return moved
+
+    def leave(self, dispatcher: Dispatcher, index: Any) -> None:
+        """Clean stop: hand the partitions to the other live nodes; with others alive, upload every index file
+        and publish them so any node reads them while this one is away."""
+        try:
+            if self.drain() or self.others_alive():
+                dispatcher.wait_idle(60.0)
+                index.roll()
+                index.maintain()
+                self.publish_index_files(index_file_rows(index))
+        except Exception as exc:  # noqa: BLE001 - the node still closes cleanly; the others take over later
+            log.error("leaving the cluster incompletely", extra={"node_id": self.node_id, "error": str(exc)})
 
     def _lease_lost(self) -> None:
         self.parts.storage.check_fenced([s.stream_id for p in self.parts.owned() for s in p.streams],

@@ -43,6 +43,16 @@ def publish_files(meta: MetadataClient, node_id: int, files: list[dict[str, Any]
         meta.kv_put(key, body)
 
 
+def index_file_rows(index: Any) -> list[dict[str, Any]]:
+    """The index's files as the API shows them (state, begin/end ms, items, location)."""
+    out = []
+    for f in index.files():
+        state = f.state.value if hasattr(f.state, "value") else str(f.state)
+        out.append({"state": state, "begin_ms": f.begin_ms, "end_ms": f.end_ms if f.end_ms is not None else f.begin_ms,
+                    "items": f.items, "location": f.location})
+    return out
+
+
 def merge_hits(groups: list[list[IndexHit]], max_count: int) -> list[IndexHit]:
     seen: set[tuple[int, int]] = set()
     out = []

@@ -27,11 +27,12 @@ log = logging.getLogger("mqindex.broker.cluster")
 
 class AssignmentWatcher:
     def __init__(self, parts: PartitionMap, sync_index: Callable[[], None], catch_up: Callable[[CatchUp], None],
-                 interval_s: float = 0.1) -> None:
+                 interval_s: float = 0.1, on_look: Callable[[], None] | None = None) -> None:
         self.parts = parts
         self.sync_index = sync_index
         self.catch_up = catch_up
         self.interval_s = interval_s
+        self.on_look = on_look  # e.g. the failover check, after each look
         self.lock = threading.Lock()  # one reconcile at a time (the thread, a drain, a test)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="broker-assignment", daemon=True)
@@ -66,6 +67,8 @@ class AssignmentWatcher:
                     handoff.hand_off(parts, p, want.node, self.sync_index)
                 elif not p.owned and want.node == parts.node_id and not p.why_not_owned.startswith("fenced"):
                     handoff.take_over(parts, p, self.catch_up)
+            if self.on_look is not None:
+                self.on_look()
 
     def stop(self) -> None:
         self._stop.set()

@@ -306,6 +306,34 @@ class MetadataClient:
         self.node_epoch = self._txn(build)  # type: ignore[assignment]
         return self.node_epoch  # type: ignore[return-value]
 
+    def fence_node(self, node_id: int, expected_epoch: int) -> tuple[int, list[int]]:
+        """Failover: end the incarnation `expected_epoch` of another node. Raises its node epoch (its every
+        later change is refused) and closes the streams it holds open, in one transaction; refused (Fenced)
+        when that incarnation is not the current one (another survivor fenced it first, or it re-registered).
+        Returns (new epoch, closed stream ids)."""
+        def build(img: MetadataImage) -> tuple[list[Record], tuple[int, list[int]]]:
+            self._check_node(img)
+            node = img.nodes.get(node_id)
+            if node_id == self.node_id or node is None or node.epoch != expected_epoch:
+                raise Fenced(f"fence node {node_id}: epoch {expected_epoch} is not its current incarnation "
+                             f"({node.epoch if node else None})")
+            held = sorted(sid for sid, st in img.streams.items() if st.state == OPENED and st.owner == node_id)
+            records: list[Record] = [{"type": "node", "node_id": node_id, "epoch": expected_epoch + 1}]
+            records += [{"type": "stream_close", "stream_id": sid, "epoch": img.streams[sid].epoch} for sid in held]
+            return records, (expected_epoch + 1, held)
+
+        return self._txn(build)  # type: ignore[return-value]
+
+    def check_current(self) -> None:
+        """Raise Fenced when a newer incarnation of this node registered or a survivor fenced it (the shared
+        WAL asks this after each group commit is stored and before it is acknowledged)."""
+        with self._lock:
+            self.catch_up()
+            node = self.image.nodes.get(self.node_id)
+            if self.node_epoch is not None and (node is None or node.epoch != self.node_epoch):
+                raise Fenced(f"node {self.node_id} epoch {self.node_epoch} was fenced "
+                             f"(current {node.epoch if node else None})")
+
     def kv_get(self, key: str, refresh: bool = True) -> str | None:
         if refresh:
             self.catch_up()

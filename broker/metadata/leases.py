@@ -100,6 +100,12 @@ class LeaseTable:
         self._sql(f"UPDATE node_leases SET expires_ms = {self._now} - 1 WHERE node_id = ? AND epoch = ?",
                   (node_id, epoch))
 
+    def fence(self, node_id: int, new_epoch: int) -> None:
+        """A survivor fenced the node: the row moves to the new epoch, expired, so the fenced incarnation's
+        heartbeats fail; a restart of the node registers a still newer epoch and takes the row back."""
+        self._sql(f"UPDATE node_leases SET epoch = ?, expires_ms = {self._now} - 1 WHERE node_id = ? AND epoch < ?",
+                  (new_epoch, node_id, new_epoch))
+
     def nodes(self) -> list[NodeLease]:
         rows = self._sql(f"SELECT node_id, epoch, http, kafka, expires_ms, state, {self._now} FROM node_leases "
                          f"ORDER BY node_id").fetchall()

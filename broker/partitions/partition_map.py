@@ -144,6 +144,29 @@ class PartitionMap:
             self.write_states([p for p in parts if p.owned], clean=False)
         return parts
 
+    def close_all(self, owned: list[Partition], clean: bool) -> bool:
+        """Clean shutdown of the partitions led here (their data already uploaded): a clean_shutdown state
+        record, uploaded; meta streams trimmed to it; the WAL closed; the streams closed at their epochs.
+        With clean=False (or when any step fails) the streams stay open and the next open recovers from the
+        WAL. Returns whether the shutdown was clean."""
+        try:
+            if clean:
+                self.write_states(owned, clean=True)
+                self.storage.force_upload()
+                for p in owned:
+                    p.trim_meta()
+                clean = self.storage.cache.size == 0
+        except Exception as exc:  # noqa: BLE001
+            clean = False
+            log.error("clean shutdown incomplete; the next open recovers", extra={"error": str(exc)})
+        self.storage.close()
+        if clean and owned:
+            try:
+                self.storage.close_streams([s for p in owned for s in p.streams])
+            except Exception as exc:  # noqa: BLE001
+                log.error("closing streams failed", extra={"error": str(exc)})
+        return clean
+
     def on_lost(self, streams: list[Stream], exc: Exception) -> None:
         """Streams fenced by a newer owner: stop serving their partitions (both streams of each)."""
         siblings = []

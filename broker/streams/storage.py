@@ -44,6 +44,7 @@ from broker.objects.format import RECORD_HEADER, RECORD_HEADER_SIZE, RECORD_MAGI
 from broker.streams.block_cache import BlockCache
 from broker.streams.disk_space import DiskSpace
 from broker.streams.log_cache import LogCache
+from broker.streams.object_wal import ObjectWal
 from broker.streams.stream import Stream
 from broker.streams.stream_reader import StreamReader
 from broker.streams.upload_loop import UploadLoop
@@ -70,12 +71,13 @@ def decode_stream_record(body: bytes) -> StreamRecord:
 
 
 class StreamStorage:
-    def __init__(self, wal: Wal, store: BlobStore, meta: MetadataClient, *, upload_threshold: int,
+    def __init__(self, wal: Wal | ObjectWal, store: BlobStore, meta: MetadataClient, *, upload_threshold: int,
                  upload_interval_s: float, so_threshold: int, block_cache_bytes: int, max_cache_bytes: int,
                  min_free_bytes: int | None = None) -> None:
         self.wal = wal
         self.disk = DiskSpace(min_free_bytes)
-        self.disk.watch("wal", wal.directory)
+        if wal.directory is not None:  # a shared WAL (ObjectWal) has no local folder to watch
+            self.disk.watch("wal", wal.directory)
         self.disk.on_resume.append(wal.resume)
         self.store = store
         self.meta = meta
@@ -96,8 +98,16 @@ class StreamStorage:
     @classmethod
     def open(cls, wal_dir: Path, store: BlobStore, meta: MetadataClient, *, upload_threshold: int,
              upload_interval_s: float, so_threshold: int, block_cache_bytes: int, max_cache_bytes: int,
-             wal_options: dict[str, int] | None = None, min_free_bytes: int | None = None) -> StreamStorage:
-        wal = Wal.open(wal_dir, **dict(wal_options or {}))
+             wal_options: dict[str, int] | None = None, min_free_bytes: int | None = None,
+             wal_store: BlobStore | None = None) -> StreamStorage:
+        """wal_store: keep the WAL in this BlobStore (ObjectWal, readable by a survivor) instead of `wal_dir`."""
+        options = dict(wal_options or {})
+        wal: Wal | ObjectWal
+        if wal_store is not None:
+            wal = ObjectWal.open(wal_store, meta.node_id, before_ack=meta.check_current,
+                                 **{k: v for k, v in options.items() if k in ("max_body", "max_batch")})
+        else:
+            wal = Wal.open(wal_dir, **options)
         try:
             return cls(wal, store, meta, upload_threshold=upload_threshold, upload_interval_s=upload_interval_s,
                        so_threshold=so_threshold, block_cache_bytes=block_cache_bytes,
@@ -173,6 +183,22 @@ class StreamStorage:
             if rec.base_offset != stream.next_offset:
                 raise WalError(f"WAL recovery: stream {rec.stream_id} record at {rec.base_offset} does not continue "
                                f"the stream at {stream.next_offset}")
+            self.cache.append(dataclasses.replace(rec, epoch=stream.epoch))
+            stream.next_offset = stream.confirmed_end = rec.last_offset
+            restored[rec.stream_id] = restored.get(rec.stream_id, 0) + rec.count
+        return restored
+
+    def restore_records(self, records: list[StreamRecord]) -> dict[int, int]:
+        """Failover: acknowledged records of a dead node (read from its shared WAL) beyond each open stream's
+        end go to the cache, re-stamped with this node's epoch, to be uploaded. Returns records per stream."""
+        restored: dict[int, int] = {}
+        for rec in records:
+            stream = self._open.get(rec.stream_id)
+            if stream is None or rec.last_offset <= stream.next_offset:
+                continue
+            if rec.base_offset != stream.next_offset:
+                raise WalError(f"failover replay: stream {rec.stream_id} record at {rec.base_offset} does not "
+                               f"continue the stream at {stream.next_offset}")
             self.cache.append(dataclasses.replace(rec, epoch=stream.epoch))
             stream.next_offset = stream.confirmed_end = rec.last_offset
             restored[rec.stream_id] = restored.get(rec.stream_id, 0) + rec.count

@@ -135,6 +135,10 @@ def _scan_segment(data: bytes, seg_start: int, from_offset: int, max_body: int) 
         pos += HEADER_SIZE + length
 
 
+#: the record scan of one run of WAL bytes (a local segment or a shared WAL object)
+scan_records = _scan_segment
+
+
 @dataclass
 class RecoveryReport:
     trim_offset: int

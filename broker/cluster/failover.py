@@ -1,0 +1,147 @@
+"""Failover: the partitions of a node whose lease expired move to the survivors, nothing acknowledged lost.
+
+The live node with the lowest id acts (every node runs the check; the metadata transaction of
+`fence_node` lets only one survivor fence a given incarnation). For an expired node that still leads
+partitions or holds streams open:
+1. fence it: its node epoch rises and its open streams close, in one metadata transaction; its lease row
+   moves to the new epoch, so a node that was only stalled finds itself fenced and stops acknowledging;
+2. with a shared WAL (ObjectWal): read its WAL objects, open its partitions here at a higher epoch, put the
+   acknowledged records beyond each stream's committed end in the cache and upload them, then delete its
+   WAL objects; with a local WAL nothing of its WAL is readable: the partitions are opened at their
+   committed end and the loss is reported (log, and the `failovers/<node>` record in the metadata KV);
+3. re-dispatch the partitions to the index from their last state record's checkpoint (the dead node's
+   index entries not yet uploaded went with it; duplicates with its published files are merged away by
+   the cluster-wide lookup);
+4. spread the partitions over the live nodes (the watcher hands the extra ones over).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from broker.cluster.assignment import leaders, set_leaders, spread
+from broker.cluster.membership import Membership
+from broker.errors import Fenced
+from broker.metadata.image import OPENED
+from broker.metadata.leases import EXPIRED
+from broker.partitions.dispatcher import CatchUp
+from broker.partitions.partition import Partition
+from broker.partitions.partition_map import PartitionMap, now_ms
+from broker.streams.object_wal import read_wal, wal_prefix
+from broker.streams.storage import decode_stream_record
+from storage_tier import BlobStore
+
+log = logging.getLogger("mqindex.broker.failover")
+
+FAILOVERS_PREFIX = "failovers/"
+
+
+class Failover:
+    def __init__(self, parts: PartitionMap, membership: Membership, wal_store: BlobStore | None,
+                 catch_up: Callable[[CatchUp], None], interval_s: float = 0.5) -> None:
+        self.parts = parts
+        self.membership = membership
+        self.wal_store = wal_store  # where every node's shared WAL lives (None: local WALs)
+        self.catch_up = catch_up
+        self.interval_s = interval_s
+        self._last = 0.0
+        self.done: list[dict[str, Any]] = []
+
+    def check(self) -> None:
+        """Called on every look of the assignment watcher; acts at most every `interval_s`."""
+        if time.monotonic() - self._last < self.interval_s:
+            return
+        self._last = time.monotonic()
+        me = self.parts.node_id
+        nodes = self.membership.nodes()
+        alive = sorted(n.node_id for n in nodes if n.state == "alive")
+        if not alive or alive[0] != me:
+            return
+        lead = leaders(self.parts.meta, refresh=True)
+        for n in nodes:
+            if n.state != EXPIRED or n.node_id == me:
+                continue
+            led = [p for p in self.parts.all() if (w := lead.get((p.topic.topic_id, p.index))) and w.node == n.node_id]
+            holds = any(s.state == OPENED and s.owner == n.node_id for s in self.parts.meta.image.streams.values())
+            if led or holds:
+                self.take_over(n.node_id, led, alive)
+
+    def take_over(self, dead: int, led: list[Partition], alive: list[int]) -> dict[str, Any]:
+        started = time.monotonic()
+        meta = self.parts.meta
+        meta.catch_up()
+        node = meta.image.nodes.get(dead)
+        if node is None:
+            return {}
+        try:
+            new_epoch, closed = meta.fence_node(dead, node.epoch)
+        except Fenced as exc:
+            log.info("failover of node done elsewhere", extra={"node_id": dead, "reason": str(exc)})
+            return {}
+        self.membership.leases.fence(dead, new_epoch)
+        sids = set(closed)
+        parts = [p for p in self.parts.all() if p.data_stream in sids or p.meta_stream in sids or p in led]
+        set_leaders(meta, {(p.topic.topic_id, p.index): self.parts.node_id for p in parts})
+        self.parts.claim(parts)
+        opened = [p for p in parts if p.owned]
+        records = []
+        replayed = 0
+        shared = self.wal_store is not None
+        spans: list[tuple[int, int, str]] = []
+        if shared:
+            assert self.wal_store is not None
+            wal_records, report, spans = read_wal(self.wal_store, dead)
+            records = [decode_stream_record(w.body) for w in wal_records]
+            restored = self.parts.storage.restore_records(records)
+            replayed = sum(restored.get(p.data_stream, 0) for p in opened)
+            if report.stop_reason:
+                log.error("dead node's WAL replay stopped early", extra={"node_id": dead,
+                                                                         "reason": report.stop_reason})
+        self.parts.storage.force_upload()
+        self.parts.load_states(opened)
+        for p in opened:
+            ck = p.state.index_checkpoint
+            start = max(-1 if ck is None else ck, -1) + 1
+            own = self.parts.checkpoint(p.topic.name, p.index)
+            start = max(start if own is None else max(start, own + 1), self.parts.start_offset(p))
+            self.catch_up(CatchUp(p.topic.name, p.index, start, p.acked_end))
+        self.parts.write_states(opened, clean=False)
+        if shared and spans:
+            assert self.wal_store is not None
+            self.wal_store.delete([k for _, _, k in spans])
+        report_doc = {
+            "node": dead, "fenced_epoch": new_epoch, "by": self.parts.node_id, "at_ms": now_ms(),
+            "wal": "shared" if shared else "local", "partitions": [p.name for p in opened],
+            "replayed_records": replayed,
+            # with a local WAL the records it acknowledged after these committed ends are lost
+            "committed_ends": {p.name: p.acked_end for p in opened},
+            "seconds": round(time.monotonic() - started, 3)}
+        meta.kv_put(f"{FAILOVERS_PREFIX}{dead}", json.dumps(report_doc, sort_keys=True))
+        if shared:
+            log.info("failover: node fenced, its WAL replayed", extra=report_doc)
+        else:
+            log.error("failover: node fenced; its WAL was local, so records it acknowledged but had not "
+                      "uploaded are lost", extra=report_doc)
+        self.done.append(report_doc)
+        others = [n for n in alive if n != self.parts.node_id]
+        if others and opened:
+            load: dict[int, int] = {}
+            for w in leaders(meta, refresh=True).values():
+                load[w.node] = load.get(w.node, 0) + 1
+            targets = spread(len(opened), alive, {n: c for n, c in load.items() if n in alive})
+            moves = {(p.topic.topic_id, p.index): t for p, t in zip(opened, targets, strict=True)
+                     if t != self.parts.node_id}
+            if moves:
+                set_leaders(meta, moves)
+        return report_doc
+
+
+def failover_reports(meta: Any) -> list[dict[str, Any]]:
+    return [json.loads(v) for _, v in sorted(meta.kv_items(FAILOVERS_PREFIX).items())]
+
+
+__all__ = ["Failover", "failover_reports", "wal_prefix"]

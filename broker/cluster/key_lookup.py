@@ -1,0 +1,52 @@
+"""Key lookups as a node answers them: wait until what was acknowledged here is indexed, then page the
+cluster-wide index (ClusterIndex) and read each candidate where it lives (partitions/key_lookup.py)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from broker.cluster.cluster import Cluster
+from broker.partitions import reads
+from broker.partitions.client_messages import OutMessage
+from broker.partitions.dispatcher import Dispatcher
+from broker.partitions.key_lookup import check_key_query, find_by_key
+from broker.partitions.partition_map import PartitionMap
+from broker.partitions.records import index_keys
+from index_service import IndexOutOfSpace
+
+log = logging.getLogger("mqindex.broker.lookup")
+
+
+class NodeLookups:
+    def __init__(self, parts: PartitionMap, cluster: Cluster, dispatcher: Dispatcher, index: Any,
+                 read_your_writes_s: float) -> None:
+        self.parts = parts
+        self.cluster = cluster
+        self.dispatcher = dispatcher
+        self.index = index
+        self.read_your_writes_s = read_your_writes_s
+
+    def _indexed(self, topic: str) -> None:
+        try:
+            self.dispatcher.wait_idle(self.read_your_writes_s)  # what was acknowledged before is findable
+        except (TimeoutError, IndexOutOfSpace):
+            log.warning("index lags: lookup answers from what is indexed", extra={"topic": topic})
+
+    def find_by_key(self, topic: str, key: str, begin_ms: int, end_ms: int | None, max_count: int,
+                    cursor: str | None) -> tuple[list[OutMessage], str | None]:
+        info = self.parts.topic(topic)
+        check_key_query(key, begin_ms, end_ms)
+        self._indexed(topic)
+
+        def query(ask: int, end: int | None) -> list[Any]:
+            return self.cluster.query(info.name, key, ask, begin_ms, end)
+
+        return find_by_key(query, lambda part, off: reads.message_at(self.parts, info, part, off),
+                           lambda m: key in index_keys(m), end_ms, max_count, cursor)  # type: ignore[arg-type]
+
+    def local_index_query(self, topic: str, key: str, max_count: int, begin_ms: int, end_ms: int | None
+                          ) -> list[Any]:
+        """This node's own index only (what the other nodes ask for a cluster-wide lookup)."""
+        self._indexed(topic)
+        return self.index.query(topic, key, max_count, begin_ms, end_ms)

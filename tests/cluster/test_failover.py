@@ -1,0 +1,102 @@
+"""Failover: a node killed for good (kill -9, never restarted) loses no acknowledged message when its WAL
+is on shared storage; with a local WAL the loss is reported, not hidden."""
+
+from __future__ import annotations
+
+import signal
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from storage_tier.seaweedfs_server import SeaweedFS
+from tests.cluster.harness import TOPIC, Cluster, Producer, all_by_key, check_everything_found, check_offsets
+
+
+def _wait(cond: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"not within {timeout}s: {what}"
+        time.sleep(0.1)
+
+
+def _leaders(c: Cluster) -> dict[str, int]:
+    via = c.url(c.running()[0])
+    body = httpx.get(f"{via}/v1/cluster/nodes", timeout=10).json()
+    return {p: n["node_id"] for n in body["nodes"] if n["state"] == "alive" for p in n["partitions"]}
+
+
+def test_ten_nodes_killed_for_good_lose_nothing_with_the_shared_wal(tmp_path: Path, seaweedfs: SeaweedFS,
+                                                                    pg_url: Callable[[], str]) -> None:
+    prefix = f"failover-{uuid.uuid4().hex[:8]}"
+    c = Cluster(tmp_path, seaweedfs.store_url("mqindex", prefix), pg_url(),
+                "--wal", seaweedfs.store_url("mqindex", prefix + "-wal"), "--upload-interval-s", "30")
+    producer = None
+    try:
+        for i in range(3):
+            c.start(i)
+        assert httpx.post(f"{c.url(0)}/v1/topics", json={"name": TOPIC, "partitions": 6}, timeout=60).status_code == 201
+        producer = Producer(c)
+        producer.start()
+        next_id = 3
+        for round_ in range(10):
+            before = len(producer.acked)
+            _wait(lambda b=before: len(producer.acked) >= b + 20, 60, "the producer goes on")
+            victim = c.running()[round_ % 3]
+            assert c.nodes[victim].stop(signal.SIGKILL) == -signal.SIGKILL
+            c.start(next_id)
+            next_id += 1
+            # every partition led by a running node again, and acknowledged writes flowing
+            _wait(lambda: len(_leaders(c)) == 6 and set(_leaders(c).values()) <= set(c.running()), 60,
+                  f"partitions of node {victim} taken over")
+            after = len(producer.acked)
+            _wait(lambda a=after: len(producer.acked) >= a + 10, 60, "acknowledged produce after the failover")
+        producer.stop_flag.set()
+        producer.join(60)
+        assert not producer.is_alive()
+        assert set(producer.statuses) <= {0, 200, 421, 503}, producer.statuses
+        failovers = httpx.get(f"{c.url(c.running()[0])}/v1/cluster/failovers", timeout=10).json()["failovers"]
+        assert len(failovers) == 10 and all(f["wal"] == "shared" for f in failovers)
+        assert sum(f["replayed_records"] for f in failovers) > 0  # records only the dead nodes' WALs held
+        check_offsets(c, producer.acked)
+        check_everything_found(c, producer.acked, via=c.running()[:1], in_doubt=producer.in_doubt)
+    finally:
+        if producer is not None:
+            producer.stop_flag.set()
+        c.stop_all()
+
+
+def test_a_local_wal_reports_what_a_dead_node_took_with_it(tmp_path: Path, seaweedfs: SeaweedFS,
+                                                           pg_url: Callable[[], str]) -> None:
+    c = Cluster(tmp_path, seaweedfs.store_url("mqindex", f"lost-{uuid.uuid4().hex[:8]}"), pg_url(),
+                "--upload-interval-s", "600")
+    try:
+        c.start(0)
+        c.start(1)
+        assert httpx.post(f"{c.url(0)}/v1/topics", json={"name": TOPIC, "partitions": 2}, timeout=60).status_code == 201
+        led = _leaders(c)
+        p1 = int(next(p for p, n in led.items() if n == 1).rsplit("-", 1)[1])
+        acked = []
+        for i in range(30):
+            r = httpx.post(f"{c.url(1)}/v1/topics/{TOPIC}/messages",
+                           json={"messages": [{"key": "lost", "value": f"w{i}", "partition": p1}]}, timeout=30)
+            assert r.status_code == 200
+            acked.append(r.json()["results"][0])
+        assert c.nodes[1].stop(signal.SIGKILL) == -signal.SIGKILL  # its WAL (local) held all 30, none uploaded
+        _wait(lambda: len(_leaders(c)) == 2 and set(_leaders(c).values()) == {0}, 60, "node 1's partition taken over")
+        failovers = httpx.get(f"{c.url(0)}/v1/cluster/failovers", timeout=10).json()["failovers"]
+        assert len(failovers) == 1
+        f = failovers[0]
+        assert f["node"] == 1 and f["wal"] == "local" and f["replayed_records"] == 0
+        end = f["committed_ends"][f"{TOPIC}-{p1}"]
+        found = {m["offset"] for m in all_by_key(c.url(0), "lost")}
+        lost = [a["offset"] for a in acked if a["offset"] not in found]
+        # the loss is real and exactly what the report says: every acknowledged offset at or past the
+        # committed end it names is gone, nothing before it
+        assert lost and all(o >= end for o in lost) and all(a["offset"] in found for a in acked if a["offset"] < end)
+        log = (tmp_path / "node0-server.log").read_text()
+        assert "its WAL was local" in log
+    finally:
+        c.stop_all()
