@@ -11,7 +11,7 @@ import socket
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,32 +72,44 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
+def _wait(cluster: Standalone, procs: list[subprocess.Popen[bytes]], deadline: float,
+          ready: Callable[[dict], bool], what: str) -> None:
+    """Poll the master's JSON until `ready`; fail at once if a process exited, or at the deadline."""
+    while True:
+        for p in procs:
+            if p.poll() is not None:
+                raise RuntimeError(f"a Spark process exited with {p.returncode}:\n{cluster.logs()}")
+        try:
+            if ready(cluster.state()):
+                return
+        except OSError:
+            pass  # the master's UI is not listening yet
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no {what} at {cluster.master_ui} in time:\n{cluster.logs()}")
+        time.sleep(0.2)
+
+
 @contextlib.contextmanager
 def standalone_cluster(base: Path, cores: int = 1, memory: str = "1g", timeout: float = 90.0) -> Iterator[Standalone]:
     """Start the master, then one worker; yield once the master's JSON reports the worker ALIVE."""
     env = _env(base)
-    m_port, m_ui, w_port, w_ui = (free_port() for _ in range(4))
+    m_port, m_ui, m_rest, w_port, w_ui = (free_port() for _ in range(5))
+    props = base / "conf" / "spark-defaults.conf"
+    props.write_text(f"spark.master.rest.port {m_rest}\n")
     procs: list[subprocess.Popen[bytes]] = []
     cluster = Standalone(f"spark://127.0.0.1:{m_port}", f"http://127.0.0.1:{m_ui}", base)
     try:
         procs.append(_start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(m_port),
-                             "--webui-port", str(m_ui)], env, base / "master.log"))
+                             "--webui-port", str(m_ui), "--properties-file", str(props)], env, base / "master.log"))
+        deadline = time.monotonic() + timeout
+        # the worker starts once the master is up: a worker refused at first retries only after long pauses
+        _wait(cluster, procs, deadline, lambda st: st.get("status") == "ALIVE", "master ALIVE")
         procs.append(_start(["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--port", str(w_port),
                              "--webui-port", str(w_ui), "--cores", str(cores), "--memory", memory,
-                             "--work-dir", str(base / "work"), cluster.master_url], env, base / "worker.log"))
-        deadline = time.monotonic() + timeout
-        while True:
-            for p in procs:
-                if p.poll() is not None:
-                    raise RuntimeError(f"a Spark process exited with {p.returncode}:\n{cluster.logs()}")
-            try:
-                if any(w.get("state") == "ALIVE" for w in cluster.state().get("workers", [])):
-                    break
-            except OSError:
-                pass  # the master's UI is not listening yet
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no ALIVE worker at {cluster.master_ui} after {timeout:.0f}s:\n{cluster.logs()}")
-            time.sleep(0.2)
+                             "--work-dir", str(base / "work"), "--properties-file", str(props), cluster.master_url],
+                            env, base / "worker.log"))
+        _wait(cluster, procs, deadline, lambda st: any(w.get("state") == "ALIVE" for w in st.get("workers", [])),
+              "a worker ALIVE")
         yield cluster
     finally:
         for p in reversed(procs):

