@@ -28,7 +28,9 @@ same build run twice replaces the first run's files. A failed run cancels its Sp
 attempt uploaded and registers nothing; objects left by a driver that died are deleted by the next run
 of the same build (a per-build lock in the index directory keeps two runs of one build apart).
 
-Executor functions import only storage_tier, index_file and the broker's object/record codecs.
+Executor functions import only storage_tier, index_file and the broker's object/record codecs. The session
+is made by jobs/spark_session.py (spark.pyspark.python reaches the executors; Spark's console progress bar
+off); with `ship_code` the project's packages go to the executors as a zip (jobs/code_zip.py).
 """
 
 from __future__ import annotations

@@ -58,18 +58,19 @@ def _start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[
                                 stdin=subprocess.DEVNULL, start_new_session=True)
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """Kill the process group (the JVM and whatever it started: executors, Python workers)."""
-    for sig, wait in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 15.0)):
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    """Kill each process group (the JVM and whatever it started: executors, Python workers): SIGTERM to
+    all, then SIGKILL to any group whose leader has not exited within 15 s."""
+    for p in procs:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(wait)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    with contextlib.suppress(ProcessLookupError):  # the leader is gone; children of the group too
-        os.killpg(proc.pid, signal.SIGKILL)
+            os.killpg(p.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 15.0
+    for p in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(max(0.1, deadline - time.monotonic()))
+        with contextlib.suppress(ProcessLookupError):  # stragglers of the group (or a leader ignoring TERM)
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait(15.0)
 
 
 def _wait(cluster: Standalone, procs: list[subprocess.Popen[bytes]], deadline: float,
@@ -112,5 +113,4 @@ def standalone_cluster(base: Path, cores: int = 1, memory: str = "1g", timeout: 
               "a worker ALIVE")
         yield cluster
     finally:
-        for p in reversed(procs):
-            _stop(p)
+        _stop(list(reversed(procs)))

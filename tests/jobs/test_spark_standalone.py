@@ -8,12 +8,14 @@ import os
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from index_service import IndexService
+from jobs.code_zip import write_code_zip
 from jobs.spark_session import CONSOLE_PROGRESS_CONF, session_setup
 from tests.jobs.conftest import TOPIC, Produced
 from tests.jobs.standalone import Standalone, free_port, standalone_cluster
@@ -122,3 +124,20 @@ def test_session_setup_translates_the_python_conf_and_says_what_workers_need() -
     # a driver python other than this process: said, since the driver is this process
     s = session_setup("local[1]", {"spark.pyspark.driver.python": py}, environ={}, executable=sys.executable)
     assert len(s.notes) == 1 and "the driver runs in this process" in s.notes[0]
+
+
+def test_code_zip_is_complete_and_the_same_for_the_same_code(bare_python: Path, tmp_path: Path) -> None:
+    first = write_code_zip(tmp_path / "a")
+    second = write_code_zip(tmp_path / "b")
+    assert first.name == second.name and first.read_bytes() == second.read_bytes()
+    names = set(zipfile.ZipFile(first).namelist())
+    assert {"jobs/spark_build.py", "jobs/code_zip.py", "broker/partitions/record_entries.py",
+            "index_file/__init__.py", "storage_tier/__init__.py"} <= names
+    assert not any("__pycache__" in n or not n.endswith(".py") for n in names)
+    # a Python without mqindex imports the executor side (and everything it imports) from the zip alone
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import jobs.spark_build as m, index_service; "
+            "print(m.__file__); print(index_service.__file__)")
+    r = subprocess.run([str(bare_python), "-c", code, str(first)], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=60, env={"PATH": os.environ["PATH"]})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [f"{first}/jobs/spark_build.py", f"{first}/index_service/__init__.py"]
