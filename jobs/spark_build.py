@@ -28,7 +28,9 @@ same build run twice replaces the first run's files. A failed run cancels its Sp
 attempt uploaded and registers nothing; objects left by a driver that died are deleted by the next run
 of the same build (a per-build lock in the index directory keeps two runs of one build apart).
 
-Executor functions import only storage_tier, index_file and the broker's object/record codecs.
+Executor functions import only storage_tier, index_file and the broker's object/record codecs. The session
+is made by jobs/spark_session.py (spark.pyspark.python reaches the executors; Spark's console progress bar
+off); with `ship_code` the project's packages go to the executors as a zip (jobs/code_zip.py).
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ import crc32c
 from broker.partitions.record_entries import ALL_KINDS, ObjectRangeStats, object_entries, parse_kinds
 from index_file import NativeIndexWriter, compact
 from index_file.native_compacted import HEADER_SIZE, CompactedHeader
+from jobs.code_zip import ship_code, write_code_zip
+from jobs.spark_session import describe_session, session_setup, spark_session
 from storage_tier import BlobStore, open_store
 
 log = logging.getLogger("mqindex.index_service.spark_build")
@@ -113,6 +117,7 @@ class BuildOptions:
     spark_conf: dict[str, str] = field(default_factory=dict)
     progress_interval_s: float = 2.0
     wait_served_s: float = 30.0  # a running service adopts the build on its next cycle; wait this long
+    ship_code: bool = False  # ship the project's packages as a zip (workers without mqindex installed)
     #: test hook: "build:N" makes the executor building file range N (0-based) fail after uploading a file
     fault: str | None = None
 
@@ -606,17 +611,6 @@ def clean_leftovers(store: BlobStore, index_dir: Path, name: str) -> int:
     return len(doomed)
 
 
-def _spark_session(opts: BuildOptions) -> Any:
-    from pyspark.sql import SparkSession
-
-    if opts.master.startswith("local") and "spark.pyspark.python" not in opts.spark_conf:
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers run this interpreter (and mqindex)
-    b = SparkSession.builder.master(opts.master).appName("mqindex-spark-build")
-    for k, v in opts.spark_conf.items():
-        b = b.config(k, v)
-    return b.getOrCreate()
-
-
 def _wait_tasks_gone(sc: Any, timeout: float = 120.0) -> bool:
     """Wait until Spark reports no active job, stage or task (killed tasks end asynchronously)."""
     deadline = time.monotonic() + timeout
@@ -712,8 +706,16 @@ def run_build(opts: BuildOptions, spark: Any = None, out: TextIO | None = None,
             from pyspark.sql import SparkSession
 
             own_session = SparkSession.getActiveSession() is None  # an embedding app keeps its session
-            spark = _spark_session(opts)
+            setup = session_setup(opts.master, opts.spark_conf, ships_code=opts.ship_code)
+            for note in setup.notes:
+                print(f"[spark-build] note: {note}", file=out, flush=True)
+            spark = spark_session(opts.master, setup)
         sc = spark.sparkContext
+        if opts.ship_code:
+            code = write_code_zip()
+            ship_code(sc, code)
+            print(f"[spark-build] shipping the project's packages to the executors as {code}", file=out, flush=True)
+        print(f"[spark-build] {describe_session(sc)}", file=out, flush=True)
         fault_window = int(opts.fault.split(":", 1)[1]) if opts.fault else None
         params = ExecutorParams(opts.store_url, opts.index_store, plan.topic, plan.name, plan.attempt, plan.kinds,
                                 plan.from_ms, plan.to_ms, opts.window_ms, opts.max_items, opts.slots,

@@ -2,6 +2,7 @@
 
     mqindex spark-build --metadata URL --store URL --index-dir DIR --topic T [--partitions 0,1]
         [--from TS --to TS] [--keys record-key,KEYS,UNIQ_KEY] [--master local[*]|spark://host:7077]
+        [--conf spark.pyspark.python=/path/to/python ...] [--ship-code]
 
 TS is milliseconds since the epoch or an ISO 8601 time (UTC unless it has an offset); the window is
 [from, to). Arguments are checked and the metadata read before Spark starts, so a bad topic, partition
@@ -54,6 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                               "spark://host:7077")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="extra Spark configuration (repeatable), e.g. spark.executor.memory=4g")
+    parser.add_argument("--ship-code", dest="ship_code", action="store_true",
+                        help="ship mqindex's own packages to the executors as a zip (for workers without mqindex "
+                             "installed; their Python still needs the third-party packages, see docs/SPARK.md)")
     parser.add_argument("--namespace", default=DEFAULT_NAMESPACE, help="object key namespace of the broker")
     parser.add_argument("--window-ms", dest="window_ms", type=int, default=HOUR_MS,
                         help="time window of one file (default 1 h, the online files' roll age)")
@@ -85,7 +89,8 @@ def options(args: argparse.Namespace) -> BuildOptions:
                         to_ms=parse_time(args.to_ts, "--to"), kinds=tuple(args.keys.split(",")), master=args.master,
                         index_store_url=args.index_store, namespace=args.namespace, window_ms=args.window_ms,
                         max_items=args.max_items, slots=args.slots, spark_conf=conf,
-                        progress_interval_s=args.progress_interval, wait_served_s=args.wait_served)
+                        progress_interval_s=args.progress_interval, wait_served_s=args.wait_served,
+                        ship_code=args.ship_code)
 
 
 def run(args: argparse.Namespace) -> int:
