@@ -11,6 +11,8 @@ import importlib.util
 import logging
 import sys
 
+from api.cli import log_format
+
 # command -> (module, one-line help). A command appears once its module exists.
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("api.cli.serve", "start broker + index + HTTP on one process"),
@@ -52,8 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    log_format.configure(logging.DEBUG if args.verbose else logging.INFO)
     if not args.verbose:
         logging.getLogger("httpx").setLevel(logging.WARNING)  # the client commands print their own results
     mod = importlib.import_module(args._module)

@@ -86,8 +86,8 @@ class Failover:
         sids = set(closed)
         parts = [p for p in self.parts.all() if p.data_stream in sids or p.meta_stream in sids or p in led]
         set_leaders(meta, {(p.topic.topic_id, p.index): self.parts.node_id for p in parts})
-        self.parts.claim(parts)
-        opened = [p for p in parts if p.owned]
+        self.parts.claim(parts, serve=False)  # not writable until the dead node's acknowledged records are in
+        opened = [p for p in parts if p.data is not None and p.meta is not None and not p.owned]
         records = []
         replayed = 0
         shared = self.wal_store is not None
@@ -102,6 +102,7 @@ class Failover:
                 log.error("dead node's WAL replay stopped early", extra={"node_id": dead,
                                                                          "reason": report.stop_reason})
         self.parts.storage.force_upload()
+        self.parts.serve(opened)
         self.parts.load_states(opened)
         for p in opened:
             ck = p.state.index_checkpoint

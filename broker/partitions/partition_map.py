@@ -79,8 +79,10 @@ class PartitionMap:
                     out.append(p)
             return out
 
-    def claim(self, parts: list[Partition]) -> None:
-        """Open the meta and data streams of each partition no other node holds, at a new epoch."""
+    def claim(self, parts: list[Partition], serve: bool = True) -> None:
+        """Open the meta and data streams of each partition no other node holds, at a new epoch. With
+        serve=False the streams are open but the partition is not served yet (`owned` stays False until the
+        caller calls `serve`): a failover first replays the dead node's WAL into them."""
         if not parts:
             return
         self.meta.catch_up()
@@ -102,7 +104,11 @@ class PartitionMap:
                 continue
             m, d = opened[p.meta_stream], opened[p.data_stream]
             if isinstance(m, Stream) and isinstance(d, Stream):
-                p.meta, p.data, p.owned = m, d, True
+                p.meta, p.data = m, d
+                if serve:
+                    p.owned = True
+                else:
+                    p.why_not_owned = "opening: replaying the previous leader's WAL"
                 continue
             p.owned = False
             p.why_not_owned = "; ".join(r for r in (m, d) if isinstance(r, str))
@@ -111,6 +117,13 @@ class PartitionMap:
                                                        "epoch": p.epoch, "reason": p.why_not_owned})
         if undo:
             self.storage.close_streams(undo)
+
+    def serve(self, parts: list[Partition]) -> None:
+        """Start serving partitions claimed with serve=False."""
+        for p in parts:
+            if p.data is not None and p.meta is not None and not (p.data.fenced or p.meta.fenced):
+                with p.lock:
+                    p.owned, p.why_not_owned = True, ""
 
     def load_states(self, parts: list[Partition]) -> None:
         for p in parts:

@@ -33,6 +33,11 @@ class LogCache:
             recs.append(rec)
             self._bytes += len(rec.payload)
 
+    def stream_bytes(self, stream_id: int) -> int:
+        """Payload bytes held for one stream."""
+        with self._lock:
+            return sum(len(r.payload) for r in self._streams.get(stream_id, ()))
+
     def end_offset(self, stream_id: int) -> int | None:
         with self._lock:
             recs = self._streams.get(stream_id)

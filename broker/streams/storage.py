@@ -296,7 +296,7 @@ class StreamStorage:
                 pos = r.last_offset
 
     def cached_bytes(self, sid: int) -> int:
-        return sum(len(r.payload) for r in (self.cache.read(sid, 0, _FAR) or []))
+        return self.cache.stream_bytes(sid)
 
     # -- uploads ----------------------------------------------------------------------------------
     def start(self) -> None:
