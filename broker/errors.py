@@ -89,3 +89,11 @@ class NotLeader(NotOwner):
         super().__init__(message)
         self.leader = leader
         self.leader_url = leader_url
+
+
+class NodeNotLive(BrokerError):
+    """A request names a node that is not alive in the cluster (HTTP 409: the cluster's state, not the syntax)."""
+
+    def __init__(self, node: object) -> None:
+        super().__init__(f"to: node {node!r} is not a live node")
+        self.field = "to"

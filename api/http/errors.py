@@ -23,7 +23,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.http.models import FieldError
-from broker.errors import Fenced, MessageIdError, NotLeader, ObjectFormatError, OutOfDisk
+from broker.errors import Fenced, MessageIdError, NodeNotLive, NotLeader, ObjectFormatError, OutOfDisk
 from broker.partitions.topic_errors import TopicExists
 from index_file.errors import FormatError
 from storage_tier import OutOfSpace, StorageUnavailable
@@ -52,6 +52,8 @@ def status_for(exc: Exception) -> tuple[int, str | None]:
         return DAMAGE_STATUS, None
     if isinstance(exc, FieldError):
         return exc.status, exc.field
+    if isinstance(exc, NodeNotLive):
+        return 409, "to"
     if isinstance(exc, TopicExists):
         return 409, field
     if isinstance(exc, MessageIdError):

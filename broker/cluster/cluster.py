@@ -24,7 +24,7 @@ from broker.cluster.handoff import hand_off
 from broker.cluster.membership import DEFAULT_LEASE_MS, Membership
 from broker.cluster.peers import Peers
 from broker.cluster.watcher import AssignmentWatcher
-from broker.errors import InvalidField
+from broker.errors import NodeNotLive
 from broker.metadata import MetadataClient
 from broker.metadata.image import OPENED
 from broker.metadata.leases import LeaseTable
@@ -148,7 +148,7 @@ class Cluster:
         info = self.parts.topic(topic)
         p = self.parts.partition(info, partition)
         if isinstance(target, bool) or not isinstance(target, int) or target not in self.membership.alive(0):
-            raise InvalidField("to", f"node {target!r} is not a live node")
+            raise NodeNotLive(target)
         old = leaders(self.meta, refresh=True).get((info.topic_id, partition))
         before = self.meta.get_stream(p.data_stream).epoch
         lead = set_leaders(self.meta, {(info.topic_id, partition): target})[(info.topic_id, partition)]

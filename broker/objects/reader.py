@@ -44,7 +44,7 @@ class ObjectReader:
         try:
             self.size = store.size(key) if size is None else size
         except BlobNotFound:
-            raise ObjectFormatError(key, "missing object", "the store has no such key") from None
+            raise ObjectFormatError(key, "missing object", "no such blob in the store") from None
         if self.size < FOOTER_SIZE:
             raise ObjectFormatError(key, "truncated footer",
                                     f"object is {self.size} bytes, a footer needs {FOOTER_SIZE}")
@@ -66,7 +66,7 @@ class ObjectReader:
         try:
             return self.store.get(self.key, start, end)
         except BlobNotFound:
-            raise ObjectFormatError(self.key, "missing object", "the store has no such key") from None
+            raise ObjectFormatError(self.key, "missing object", "no such blob in the store") from None
         except InvalidRange as exc:
             raise ObjectFormatError(self.key, "truncated object", f"expected {self.size} bytes: {exc}") from None
 

@@ -53,6 +53,7 @@ class PartitionMap:
         self._by_stream: dict[int, Partition] = {}
         self._names_by_id: dict[int, str] = {}
         self._lock = threading.RLock()
+        self._claim_lock = threading.Lock()
         storage.on_lost = self.on_lost
 
     # -- learning and claiming --------------------------------------------------------------------
@@ -83,6 +84,10 @@ class PartitionMap:
         """Open the meta and data streams of each partition no other node holds, at a new epoch. With
         serve=False the streams are open but the partition is not served yet (`owned` stays False until the
         caller calls `serve`): a failover first replays the dead node's WAL into them."""
+        with self._claim_lock:  # the watcher, topic creation and failover may claim at once
+            self._claim([p for p in parts if p.data is None], serve)  # not the ones open here already
+
+    def _claim(self, parts: list[Partition], serve: bool) -> None:
         if not parts:
             return
         self.meta.catch_up()
