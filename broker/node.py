@@ -31,6 +31,7 @@ from broker.cluster.membership import DEFAULT_LEASE_MS
 from broker.compaction import CompactionConfig, Compactor
 from broker.metadata import MetadataClient
 from broker.partitions import reads, topic_admin
+from broker.partitions.client_batches import ClientBatches
 from broker.partitions.client_messages import InMessage, OutMessage, Produced
 from broker.partitions.dispatcher import CatchUp, Dispatcher
 from broker.partitions.key_lookup import check_key_query, find_by_key
@@ -87,7 +88,7 @@ class BrokerNode:
              maintenance_interval_s: float = 30.0, namespace: str = DEFAULT_NAMESPACE,
              block_cache_bytes: int = DEFAULT_BLOCK_CACHE_BYTES, max_cache_bytes: int | None = None,
              read_your_writes_s: float = 5.0, wal_options: dict[str, int] | None = None,
-             http_address: str | None = None, lease_ms: int = DEFAULT_LEASE_MS,
+             http_address: str | None = None, kafka_address: str | None = None, lease_ms: int = DEFAULT_LEASE_MS,
              cluster_token: str | None = None, clock: Callable[[], int] | None = None,
              compaction: CompactionConfig | None = None, min_free_bytes: int | None = None) -> BrokerNode:
         """Open (recovering) the node whose local state is in `data_dir`: `wal/` and `index/` there, objects
@@ -125,7 +126,7 @@ class BrokerNode:
         node.compactor = Compactor(store, meta, compaction)  # broker/compaction: started with the other threads
         node.compaction = Periodic("broker-compaction", node.compactor.config.interval_s, node.compactor.run_once)
         try:
-            node._start(dict(index_config or {}), store_url, dict(http=http_address, lease_ms=lease_ms,
+            node._start(dict(index_config or {}), store_url, dict(http=http_address, kafka=kafka_address, lease_ms=lease_ms,
                                                                    token=cluster_token), dict(
                 upload_threshold=upload_threshold, upload_interval_s=upload_interval_s, so_threshold=so_threshold,
                 block_cache_bytes=block_cache_bytes,
@@ -179,6 +180,8 @@ class BrokerNode:
         self.dispatcher = Dispatcher(self.index.put_batch, lambda c: reads.index_entries(
             parts, c.topic, c.partition, c.start, c.end, self.clock), self.index.flush)
         self.producer = Producer(parts, self.storage.wal.max_body, self.dispatcher.enqueue, self.clock)
+        # Kafka clients' own record batches (api/kafka): stored as sent, idempotent sequences checked
+        self.client_batches = ClientBatches(parts, self.storage.wal.max_body, self.dispatcher.enqueue, self.clock)
         owned = parts.owned()
         catch_up = []
         for p in owned:
