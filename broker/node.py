@@ -126,8 +126,8 @@ class BrokerNode:
         node.compactor = Compactor(store, meta, compaction)  # broker/compaction: started with the other threads
         node.compaction = Periodic("broker-compaction", node.compactor.config.interval_s, node.compactor.run_once)
         try:
-            node._start(dict(index_config or {}), store_url, dict(http=http_address, kafka=kafka_address, lease_ms=lease_ms,
-                                                                   token=cluster_token), dict(
+            node._start(dict(index_config or {}), store_url, dict(http=http_address, kafka=kafka_address,
+                                                                   lease_ms=lease_ms, token=cluster_token), dict(
                 upload_threshold=upload_threshold, upload_interval_s=upload_interval_s, so_threshold=so_threshold,
                 block_cache_bytes=block_cache_bytes,
                 max_cache_bytes=max_cache_bytes or max(4 * upload_threshold, 256 << 20),

@@ -33,7 +33,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     # -- Kafka listener (api/kafka) --
     p.add_argument("--kafka-listener", dest="kafka_listener",
                    default=os.environ.get("MQINDEX_KAFKA_LISTENER", "127.0.0.1:9092"),
-                   help="HOST:PORT of the Kafka wire protocol listener (default 127.0.0.1:9092 or MQINDEX_KAFKA_LISTENER; empty: off); "
+                   help="HOST:PORT of the Kafka wire protocol listener (default 127.0.0.1:9092 or "
+                        "MQINDEX_KAFKA_LISTENER; empty: off); "
                         "also the address this node advertises to Kafka clients")
     p.add_argument("--min-free-bytes", dest="min_free_bytes", type=int,
                    help="free-space floor of the data paths: writes are refused below it "
