@@ -26,7 +26,13 @@ $(CHROMIUM):
 	@echo "installing Debian's chromium for the web page tests"
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 
-test: $(STAMP) $(CHROMIUM)
+# The Kafka tests (tests/kafka) run Debian's kcat beside the Python clients.
+KCAT ?= /usr/bin/kcat
+$(KCAT):
+	@echo "installing Debian's kcat for the Kafka protocol tests"
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null
+
+test: $(STAMP) $(CHROMIUM) $(KCAT)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest

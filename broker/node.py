@@ -27,6 +27,7 @@ from broker.cluster.membership import DEFAULT_LEASE_MS
 from broker.compaction import CompactionConfig, Compactor
 from broker.metadata import MetadataClient
 from broker.partitions import reads, topic_admin
+from broker.partitions.client_batches import ClientBatches
 from broker.partitions.client_messages import InMessage, OutMessage, Produced
 from broker.partitions.dispatcher import Dispatcher
 from broker.partitions.index_link import catch_up_ranges, open_index
@@ -82,7 +83,7 @@ class BrokerNode:
              maintenance_interval_s: float = 30.0, namespace: str = DEFAULT_NAMESPACE,
              block_cache_bytes: int = DEFAULT_BLOCK_CACHE_BYTES, max_cache_bytes: int | None = None,
              read_your_writes_s: float = 5.0, wal_options: dict[str, int] | None = None,
-             http_address: str | None = None, lease_ms: int = DEFAULT_LEASE_MS,
+             http_address: str | None = None, kafka_address: str | None = None, lease_ms: int = DEFAULT_LEASE_MS,
              cluster_token: str | None = None, clock: Callable[[], int] | None = None,
              compaction: CompactionConfig | None = None, min_free_bytes: int | None = None,
              wal_url: str | None = None) -> BrokerNode:
@@ -116,8 +117,9 @@ class BrokerNode:
         node.compaction = Periodic("broker-compaction", node.compactor.config.interval_s, node.compactor.run_once)
         try:
             wal_dir, wal_store = node._wal_location(wal_url)
-            node._start(dict(index_config or {}), store_url, dict(http=http_address, lease_ms=lease_ms,
-                                                                   token=cluster_token, wal_store=wal_store), dict(
+            node._start(dict(index_config or {}), store_url, dict(http=http_address, kafka=kafka_address,
+                                                                   lease_ms=lease_ms, token=cluster_token,
+                                                                   wal_store=wal_store), dict(
                 wal_dir=wal_dir, wal_store=wal_store,
                 upload_threshold=upload_threshold, upload_interval_s=upload_interval_s, so_threshold=so_threshold,
                 block_cache_bytes=block_cache_bytes,
@@ -169,6 +171,8 @@ class BrokerNode:
         self.index, self.dispatcher = open_index(self.data_dir / "index", store_url, self.node_id, self.clock,
                                                  parts, index_config)
         self.producer = Producer(parts, self.storage.wal.max_body, self.dispatcher.enqueue, self.clock)
+        # Kafka clients' own record batches (api/kafka): stored as sent, idempotent sequences checked
+        self.client_batches = ClientBatches(parts, self.storage.wal.max_body, self.dispatcher.enqueue, self.clock)
         owned = parts.owned()
         catch_up = catch_up_ranges(parts)
         tolerate_out_of_disk(lambda: parts.write_states(owned, clean=False), "state records")

@@ -16,6 +16,10 @@ import pytest
 
 from storage_tier.seaweedfs_server import SeaweedFS
 
+# `mqindex serve` listens for Kafka on 127.0.0.1:9092 by default: test servers run side by side, so only the
+# tests that want a Kafka listener get one (tests/kafka passes --kafka-listener with a free port)
+os.environ.setdefault("MQINDEX_KAFKA_LISTENER", "")
+
 PG_DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"
 PG_HELP = (
     "PostgreSQL is needed at {dsn} (set MQINDEX_TEST_PG to use another). Start the machine's server with: "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 from pathlib import Path
 
@@ -31,6 +32,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     for s in NODE_SETTINGS:  # every node and index setting (api/node_settings.py, docs/OPERATIONS.md)
         p.add_argument("--" + s.name.replace("_", "-"), dest=s.name, metavar="N",
                        help=f"{s.help} (default {s.default if s.default is not None else 'unset'})")
+    # -- Kafka listener (api/kafka) --
+    p.add_argument("--kafka-listener", dest="kafka_listener",
+                   default=os.environ.get("MQINDEX_KAFKA_LISTENER", "127.0.0.1:9092"),
+                   help="HOST:PORT of the Kafka wire protocol listener (default 127.0.0.1:9092 or "
+                        "MQINDEX_KAFKA_LISTENER; empty: off); "
+                        "also the address this node advertises to Kafka clients")
     p.add_argument("--min-free-bytes", dest="min_free_bytes", type=int,
                    help="free-space floor of the data paths: writes are refused below it "
                         "(default 1%% of the filesystem or 256 MiB, whichever is smaller)")
@@ -51,10 +58,18 @@ def run(args: argparse.Namespace) -> int:
     log.info("opening the node (recovering from the WAL and the index state folders if needed)",
              extra={"data_dir": settings.data_dir})
     node = BrokerNode.open(settings.data_dir, settings.store, settings.metadata, node_id=settings.node_id,
-                           http_address=settings.advertised_url, lease_ms=settings.lease_ms,
+                           http_address=settings.advertised_url, kafka_address=args.kafka_listener or None,
+                           lease_ms=settings.lease_ms,
                            cluster_token=settings.cluster_token or None, min_free_bytes=settings.min_free_bytes,
                            wal_url=settings.wal or None,
                            **open_kwargs(settings.node))
+    kafka = None
+    if args.kafka_listener:  # -- Kafka listener (api/kafka) --
+        from api.kafka import KafkaServer
+        from api.kafka.context import split_address
+
+        kafka = KafkaServer(node, *split_address(args.kafka_listener))
+        kafka.start()
     app = app_for_node(settings, node)
     log.info("serving", extra={"host": settings.host, "port": settings.port, "store": settings.store,
                                "metadata": settings.metadata, "data_dir": settings.data_dir})
@@ -65,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: stopped_by.append(signum))
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="info")
+    if kafka is not None:
+        kafka.stop()
     # uploads what is cached, marks a clean shutdown, closes streams and the index
     node.close()
     log.info("stopped", extra={"signal": stopped_by[0] if stopped_by else None})

@@ -1,0 +1,79 @@
+"""ListOffsets (earliest, latest, by timestamp), OffsetCommit and OffsetFetch (offsets in the metadata KV)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from api.kafka import errors
+from api.kafka.context import Context
+from api.kafka.schemas import APIS, build
+from broker.partitions import group_offsets
+from broker.partitions.client_reads import offset_for_time
+
+LATEST, EARLIEST = -1, -2
+
+
+async def list_offsets(ctx: Context, req: Any, version: int) -> Any:
+    parts = ctx.node.partitions
+
+    def answer() -> list[dict[str, Any]]:
+        topics = []
+        for t in req.topics:
+            out = []
+            for lp in t.partitions:
+                d: dict[str, Any] = dict(partition_index=lp.partition_index, error_code=errors.NONE,
+                                         timestamp=-1, offset=-1, leader_epoch=-1)
+                try:
+                    info = parts.topic(t.name)
+                    p = parts.partition(info, lp.partition_index)
+                    if not p.owned:
+                        raise parts.not_served(p)
+                    start, end = parts.bounds(p)
+                    if lp.timestamp == LATEST:
+                        d["offset"] = end
+                    elif lp.timestamp == EARLIEST:
+                        d["offset"] = start
+                    elif lp.timestamp >= 0:
+                        d["offset"], d["timestamp"] = offset_for_time(parts, p, lp.timestamp)
+                    else:
+                        d["error_code"] = errors.INVALID_REQUEST
+                except Exception as exc:  # noqa: BLE001 - answered per partition with Kafka's code
+                    d["error_code"] = errors.code_for(exc)
+                out.append(d)
+            topics.append(dict(name=t.name, partitions=out))
+        return topics
+
+    return build(APIS[2].response, version, throttle_time_ms=0, topics=await ctx.run(answer))
+
+
+async def offset_commit(ctx: Context, req: Any, version: int) -> Any:
+    code = ctx.coordinator.check_commit(req.group_id, req.generation_id_or_member_epoch, req.member_id)
+    if code == errors.NONE:
+        offsets = {(t.name, p.partition_index): (p.committed_offset, p.committed_metadata)
+                   for t in req.topics for p in t.partitions}
+        try:
+            await ctx.run(group_offsets.commit, ctx.node.meta, req.group_id, offsets)
+        except Exception:  # noqa: BLE001 - the metadata store refused: the client retries
+            code = errors.COORDINATOR_NOT_AVAILABLE
+    return build(APIS[8].response, version, throttle_time_ms=0, topics=[
+        dict(name=t.name, partitions=[dict(partition_index=p.partition_index, error_code=code) for p in t.partitions])
+        for t in req.topics])
+
+
+async def offset_fetch(ctx: Context, req: Any, version: int) -> Any:
+    committed = await ctx.run(group_offsets.fetch, ctx.node.meta, req.group_id)
+    if req.topics is None:
+        wanted: dict[str, list[int]] = {}
+        for t, p in sorted(committed):
+            wanted.setdefault(t, []).append(p)
+    else:
+        wanted = {t.name: list(t.partition_indexes) for t in req.topics}
+    topics = []
+    for name, indexes in wanted.items():
+        out = []
+        for i in indexes:
+            off, meta = committed.get((name, i), (-1, ""))
+            out.append(dict(partition_index=i, committed_offset=off, committed_leader_epoch=-1, metadata=meta,
+                            error_code=errors.NONE))
+        topics.append(dict(name=name, partitions=out))
+    return build(APIS[9].response, version, throttle_time_ms=0, topics=topics, error_code=errors.NONE)

@@ -1,0 +1,65 @@
+"""Produce: each partition's batches stored as the client sent them, acknowledged after the WAL fsync."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from api.kafka import errors
+from api.kafka.context import Context
+from api.kafka.schemas import APIS, build
+from broker.partitions.client_batches import BatchTooLarge, SequenceError
+
+log = logging.getLogger("mqindex.kafka.produce")
+
+
+async def produce(ctx: Context, req: Any, version: int) -> Any | None:
+    parts = ctx.node.partitions
+
+    def store() -> dict[tuple[str, int], tuple[int, int, str | None]]:
+        out: dict[tuple[str, int], tuple[int, int, str | None]] = {}
+        waits = []
+        for t in req.topic_data:
+            for pd in t.partition_data:
+                key = (t.name, pd.index)
+                if req.acks not in (0, 1, -1):
+                    out[key] = (errors.INVALID_REQUIRED_ACKS, -1, f"acks {req.acks}")
+                    continue
+                if req.transactional_id is not None:
+                    out[key] = (errors.INVALID_REQUEST, -1, "transactions are not supported")
+                    continue
+                try:
+                    ctx.node._check_usable()
+                    info = parts.topic(t.name)
+                    p = parts.partition(info, pd.index)
+                    results, wait = ctx.node.client_batches.append(p, bytes(pd.records or b""))
+                    waits.append((key, wait))
+                    out[key] = (errors.NONE, results[0].base_offset, None)
+                except SequenceError as exc:
+                    out[key] = (errors.BY_NAME[exc.code], -1, str(exc))
+                except BatchTooLarge as exc:
+                    out[key] = (errors.MESSAGE_TOO_LARGE, -1, str(exc))
+                except Exception as exc:  # noqa: BLE001 - answered per partition with Kafka's code
+                    code = errors.code_for(exc)
+                    if code == errors.UNKNOWN_SERVER_ERROR:
+                        log.warning("produce refused", extra={"topic": t.name, "partition": pd.index,
+                                                              "error": str(exc)})
+                    out[key] = (code, -1, str(exc))
+        for key, wait in waits:  # acknowledged once the WAL has fsynced every batch
+            try:
+                wait()
+            except Exception as exc:  # noqa: BLE001
+                log.error("produce not durable", extra={"topic": key[0], "partition": key[1], "error": str(exc)})
+                out[key] = (errors.KAFKA_STORAGE_ERROR, -1, str(exc))
+        return out
+
+    done = await ctx.run(store)
+    if req.acks == 0:
+        return None
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, index), (code, base, message) in done.items():
+        by_topic.setdefault(topic, []).append(dict(index=index, error_code=code, base_offset=base,
+                                                   log_append_time_ms=-1, log_start_offset=-1, record_errors=[],
+                                                   error_message=message))
+    return build(APIS[0].response, version, throttle_time_ms=0,
+                 responses=[dict(name=t, partition_responses=ps) for t, ps in by_topic.items()])

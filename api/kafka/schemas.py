@@ -1,0 +1,95 @@
+"""The APIs served and their versions, with kafka-python's schema-driven message classes.
+
+kafka-python 3.x generates its request/response classes from Apache Kafka's own JSON message schemas
+(flexible versions and tagged fields included), so no wire layout is written by hand here; it is pinned in
+pyproject.toml. The version ranges below are what the handlers really implement: the minimums are the
+schemas' own, the maximums stop before topic ids (Fetch 13+, Produce 13), the batched FindCoordinator and
+OffsetFetch forms we do not serve, and transactions.
+
+`build(cls, version, **fields)` turns nested dicts and lists of dicts into the schema's data classes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse
+from kafka.protocol.consumer import (
+    FetchRequest,
+    FetchResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from kafka.protocol.metadata import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse
+
+
+@dataclass(frozen=True)
+class Api:
+    key: int
+    name: str
+    request: Any
+    response: Any
+    min_version: int
+    max_version: int
+
+    def flexible(self, version: int) -> bool:
+        return bool(self.request.flexible_version_q(version))
+
+
+def _api(request: Any, response: Any, max_version: int) -> Api:
+    low = int(str(request.json["validVersions"]).split("-")[0].rstrip("+"))
+    return Api(request.API_KEY, request.name.removesuffix("Request"), request, response, low, max_version)
+
+
+APIS: dict[int, Api] = {a.key: a for a in (
+    _api(ProduceRequest, ProduceResponse, 9),
+    _api(FetchRequest, FetchResponse, 12),
+    _api(ListOffsetsRequest, ListOffsetsResponse, 7),
+    _api(MetadataRequest, MetadataResponse, 12),
+    _api(OffsetCommitRequest, OffsetCommitResponse, 8),
+    _api(OffsetFetchRequest, OffsetFetchResponse, 7),
+    _api(FindCoordinatorRequest, FindCoordinatorResponse, 3),
+    _api(JoinGroupRequest, JoinGroupResponse, 9),
+    _api(HeartbeatRequest, HeartbeatResponse, 4),
+    _api(LeaveGroupRequest, LeaveGroupResponse, 5),
+    _api(SyncGroupRequest, SyncGroupResponse, 5),
+    _api(ApiVersionsRequest, ApiVersionsResponse, 4),
+    _api(CreateTopicsRequest, CreateTopicsResponse, 7),
+    _api(DeleteTopicsRequest, DeleteTopicsResponse, 5),
+    _api(InitProducerIdRequest, InitProducerIdResponse, 4),
+)}
+
+
+def build(cls: Any, version: int, **fields: Any) -> Any:
+    """An instance of the schema class `cls` at `version`; nested structs may be given as dicts."""
+    struct_fields = cls._struct.fields
+    kwargs: dict[str, Any] = {}
+    for name, value in fields.items():
+        f = struct_fields[name]
+        if f.is_struct_array():
+            value = [build(f.data_class, version, **v) if isinstance(v, dict) else v for v in value]
+        elif f.is_struct() and isinstance(value, dict):
+            value = build(f.data_class, version, **value)
+        kwargs[name] = value
+    return cls(version=version, **kwargs)

@@ -1,0 +1,158 @@
+"""KafkaServer: the asyncio server loop of the Kafka listener, on its own thread and event loop.
+
+Written by hand (the schema library has no server). Each connection reads frames in order and answers
+them in order, one at a time, as a Kafka broker does. What it cannot serve:
+- an unknown API key, an unsupported version (other than ApiVersions), an undecodable header or body, a frame
+  over `max_request_bytes`: the connection is closed (Kafka does the same);
+- ApiVersions at a version we do not know: UNSUPPORTED_VERSION with our ranges in a v0 body (so the client
+  retries with one we know);
+- a handler that fails: the connection is closed and the failure logged; the server goes on.
+Handlers run the broker's blocking calls on worker threads (Context.run).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from api.kafka import errors, fetch, groups, metadata, offsets, produce, producer_id, topics_admin
+from api.kafka.context import Context
+from api.kafka.framing import DEFAULT_MAX_REQUEST, FrameError, frame, parse_header, peek_api, read_frame
+from api.kafka.group_coordinator import GroupCoordinator
+from api.kafka.schemas import APIS, build
+
+log = logging.getLogger("mqindex.kafka")
+
+Handler = Callable[[Context, Any, int], Awaitable[Any]]
+
+HANDLERS: dict[int, Handler] = {
+    0: produce.produce, 1: fetch.fetch, 2: offsets.list_offsets, 3: metadata.metadata, 8: offsets.offset_commit,
+    9: offsets.offset_fetch, 10: metadata.find_coordinator, 11: groups.join_group, 12: groups.heartbeat,
+    13: groups.leave_group, 14: groups.sync_group, 18: metadata.api_versions, 19: topics_admin.create_topics,
+    20: topics_admin.delete_topics, 22: producer_id.init_producer_id,
+}
+API_VERSIONS = 18
+
+
+def decode_request(data: bytes) -> tuple[Any, Any, int] | bytes:
+    """(api, request, correlation id) of a frame, or the bytes of an immediate answer (ApiVersions at an
+    unknown version). FrameError when the connection must be closed."""
+    api_key, version, correlation_id = peek_api(data)
+    api = APIS.get(api_key)
+    if api is None:
+        raise FrameError(f"unknown API key {api_key}")
+    if not api.min_version <= version <= api.max_version:
+        if api_key == API_VERSIONS:
+            resp = build(api.response, 0, **metadata.api_versions_body(0, errors.UNSUPPORTED_VERSION))
+            resp.with_header(correlation_id=correlation_id)
+            return frame(resp.encode(header=True))
+        raise FrameError(f"{api.name} version {version} is not supported ({api.min_version}-{api.max_version})")
+    header = parse_header(data, api.flexible(version))
+    try:
+        req = api.request.decode(memoryview(data)[header.body_offset:], version=version)
+    except Exception as exc:  # noqa: BLE001 - any decoding failure is a malformed request
+        raise FrameError(f"{api.name} v{version}: cannot decode the body ({type(exc).__name__}: {exc})") from None
+    req.with_header(correlation_id=correlation_id, client_id=header.client_id or "")
+    return api, req, correlation_id
+
+
+class KafkaServer:
+    def __init__(self, node: Any, host: str, port: int, advertised: str | None = None,
+                 max_request_bytes: int = DEFAULT_MAX_REQUEST) -> None:
+        self.node = node
+        self.host = host
+        self.port = port
+        self.advertised = advertised
+        self.max_request_bytes = max_request_bytes
+        self.ctx: Context | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._error: BaseException | None = None
+        self._conns: set[asyncio.Task[None]] = set()
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def start(self, timeout: float = 10.0) -> None:
+        self._thread = threading.Thread(target=self._main, name="kafka-listener", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(timeout):
+            raise RuntimeError("the Kafka listener did not start in time")
+        if self._error is not None:
+            raise RuntimeError(f"the Kafka listener cannot listen on {self.host}:{self.port}: {self._error}")
+
+    def _main(self) -> None:
+        try:
+            asyncio.run(self._serve())
+        except BaseException as exc:  # noqa: BLE001 - reported to start()
+            self._error = exc
+            self._ready.set()
+
+    async def _serve(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        server = await asyncio.start_server(self._connection, self.host, self.port)
+        self.port = server.sockets[0].getsockname()[1]
+        host, port = (self.advertised.rsplit(":", 1) if self.advertised else (self.host, str(self.port)))
+        coordinator = GroupCoordinator()
+        coordinator.start()
+        self.ctx = Context(self.node, host, int(port), coordinator)
+        log.info("kafka listener serving", extra={"node_id": self.node.node_id, "host": self.host,
+                                                  "port": self.port, "advertised": f"{host}:{port}"})
+        self._ready.set()
+        async with server:
+            await self._stop.wait()
+            server.close()
+            for t in list(self._conns):
+                t.cancel()
+            await asyncio.gather(*self._conns, return_exceptions=True)
+        coordinator.stop()
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        if self._thread is not None:
+            self._thread.join(30)
+
+    # -- one connection ---------------------------------------------------------------------------
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None and self.ctx is not None
+        self._conns.add(task)
+        peer = writer.get_extra_info("peername")
+        try:
+            while True:
+                data = await read_frame(reader, self.max_request_bytes)
+                if data is None:
+                    return
+                decoded = decode_request(data)
+                if isinstance(decoded, bytes):
+                    writer.write(decoded)
+                    await writer.drain()
+                    continue
+                api, req, correlation_id = decoded
+                version = req.API_VERSION
+                resp = await HANDLERS[api.key](self.ctx, req, version)
+                if resp is None:  # Produce with acks=0: no answer
+                    continue
+                resp.with_header(correlation_id=correlation_id)
+                writer.write(frame(resp.encode(header=True)))
+                await writer.drain()
+        except FrameError as exc:
+            log.warning("kafka connection closed: malformed request", extra={"peer": str(peer), "error": str(exc)})
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            pass
+        except Exception as exc:  # noqa: BLE001 - one connection fails, never the listener
+            log.exception("kafka request failed; connection closed", extra={"peer": str(peer), "error": str(exc)})
+        finally:
+            self._conns.discard(task)
+            writer.close()
+            try:
+                await writer.wait_closed()
+            except (ConnectionError, asyncio.CancelledError):
+                pass

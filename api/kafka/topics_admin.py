@@ -1,0 +1,55 @@
+"""CreateTopics and DeleteTopics.
+
+The broker has no topic deletion yet: DeleteTopics answers Kafka's TOPIC_DELETION_DISABLED for every topic,
+as a Kafka cluster with delete.topic.enable=false does, and deletes nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from api.kafka import errors
+from api.kafka.context import Context
+from api.kafka.schemas import APIS, build
+from broker.errors import InvalidField
+from broker.partitions.topics import validate_topic_name
+
+DEFAULT_PARTITIONS = 1
+
+
+async def create_topics(ctx: Context, req: Any, version: int) -> Any:
+    def create(t: Any) -> dict[str, Any]:
+        n = DEFAULT_PARTITIONS if t.num_partitions == -1 else t.num_partitions
+        out: dict[str, Any] = dict(name=t.name, error_code=errors.NONE, error_message=None,
+                                   topic_config_error_code=errors.NONE, num_partitions=n, replication_factor=1,
+                                   configs=[])
+        try:
+            if t.assignments:
+                raise InvalidField("assignments", "manual replica assignments are not supported")
+            configs = {}
+            for c in t.configs:
+                try:
+                    configs[c.name] = int(c.value) if c.value is not None else None
+                except ValueError:
+                    raise InvalidField(f"configs.{c.name}", f"must be an integer, got {c.value!r}") from None
+            if req.validate_only:
+                validate_topic_name(t.name)
+                if not 1 <= n <= 10_000:
+                    raise InvalidField("num_partitions", f"{n} out of range")
+            else:
+                ctx.node.create_topic(t.name, n, {k: v for k, v in configs.items() if v is not None})
+        except InvalidField as exc:
+            out.update(error_code=errors.INVALID_PARTITIONS if "partitions" in str(exc) else errors.INVALID_REQUEST,
+                       error_message=str(exc))
+        except Exception as exc:  # noqa: BLE001 - answered per topic with Kafka's code
+            out.update(error_code=errors.code_for(exc), error_message=str(exc))
+        return out
+
+    results = [await ctx.run(create, t) for t in req.topics]
+    return build(APIS[19].response, version, throttle_time_ms=0, topics=results)
+
+
+async def delete_topics(ctx: Context, req: Any, version: int) -> Any:
+    return build(APIS[20].response, version, throttle_time_ms=0, responses=[
+        dict(name=n, error_code=errors.TOPIC_DELETION_DISABLED, error_message="topic deletion is not supported")
+        for n in req.topic_names])
+

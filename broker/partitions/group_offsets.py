@@ -1,0 +1,38 @@
+"""Consumer group offsets committed by Kafka clients, kept in the controller metadata KV.
+
+    group_offsets/<group>/<topic>/<partition>   {"offset": 42, "metadata": "", "at_ms": ...}
+
+In the metadata they survive restarts and every node reads the same values, so they move with the group
+coordinator.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from broker.metadata import MetadataClient
+
+PREFIX = "group_offsets/"
+
+
+def _key(group: str, topic: str, partition: int) -> str:
+    return f"{PREFIX}{group}/{topic}/{partition}"
+
+
+def commit(meta: MetadataClient, group: str, offsets: dict[tuple[str, int], tuple[int, str | None]]) -> None:
+    """Store (offset, metadata) for each (topic, partition) of the group, in one metadata transaction."""
+    now = int(time.time() * 1000)
+    meta.kv_put_many({_key(group, t, p): json.dumps({"offset": o, "metadata": m or "", "at_ms": now})
+                      for (t, p), (o, m) in offsets.items()})
+
+
+def fetch(meta: MetadataClient, group: str) -> dict[tuple[str, int], tuple[int, str]]:
+    """Every committed (topic, partition) -> (offset, metadata) of the group."""
+    out: dict[tuple[str, int], tuple[int, str]] = {}
+    prefix = f"{PREFIX}{group}/"
+    for k, v in meta.kv_items(prefix).items():
+        topic, _, part = k[len(prefix):].rpartition("/")
+        body = json.loads(v)
+        out[(topic, int(part))] = (int(body["offset"]), str(body.get("metadata", "")))
+    return out
