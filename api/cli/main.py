@@ -65,7 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - one clear line for the user, not a traceback
         if args.verbose:
             raise
-        print(f"mqindex {args._name}: error: {exc}", file=sys.stderr)
+        from api.security.redact import REDACTOR  # no password or key of a URL in the message
+
+        print(f"mqindex {args._name}: error: {REDACTOR.text(str(exc))}", file=sys.stderr)
         return 1
 
 
