@@ -18,7 +18,7 @@ MASK = "***"
 SECRET_PARAMS = ("access_key", "secret_key", "password", "passwd", "sslpassword", "token", "secret",
                  "session_token", "sas_token")
 MIN_SECRET_CHARS = 8
-_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^:/@\s'\"]*):(?P<pw>[^@/\s'\"]*)@")
+_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^:/@\s'\"]*):(?P<pw>[^@\s'\"]*)@")
 _PARAM = re.compile(r"(?P<lead>[?&;\s,(]|^)(?P<name>" + "|".join(SECRET_PARAMS) + r")=(?P<value>[^&\s'\",;)]+)",
                     re.IGNORECASE)
 
