@@ -129,8 +129,8 @@ def test_client_certificates_and_allow_anonymous(tmp_path: Path, pki: Path) -> N
         r = server.client.post(server.url + "/v1/topics/t/messages", json={"messages": [{"value": "v", "key": "k"}]})
         assert r.status_code == 200, r.text
         # the server's certificate is trusted, but no client certificate: the handshake is refused
-        no_cert = httpx.Client(verify=ssl.create_default_context(cafile=str(pki / "ca.pem")), timeout=5)
-        with pytest.raises(httpx.HTTPError):
+        with httpx.Client(verify=ssl.create_default_context(cafile=str(pki / "ca.pem")), timeout=5) as no_cert, \
+                pytest.raises(httpx.HTTPError):
             no_cert.get(server.url + "/healthz").raise_for_status()
         with pytest.raises(httpx.HTTPError):  # nor in clear
             httpx.get(f"http://127.0.0.1:{server.port}/healthz", timeout=5).raise_for_status()
@@ -138,8 +138,8 @@ def test_client_certificates_and_allow_anonymous(tmp_path: Path, pki: Path) -> N
             httpx.get(server.url + "/healthz", timeout=5)
         assert server.client.get(server.url + "/metrics").status_code == 200  # anonymous: no --metrics-auth
     finally:
+        server.client.close()  # first: uvicorn waits for open keep-alive connections before it stops
         assert server.stop() == 0
-        server.client.close()
     log = server.log.read_text()
     assert "runs with no authentication" in log and "serving https://0.0.0.0:" in log
 
@@ -190,8 +190,8 @@ def test_secrets_never_shown(tmp_path: Path, pki: Path, seaweedfs: SeaweedFS, pg
         call("GET", "/metrics", 401)
         assert "mqindex" in call("GET", "/metrics", 200, headers=reader).text
     finally:
+        server.client.close()  # first: uvicorn waits for open keep-alive connections before it stops
         assert server.stop() == 0
-        server.client.close()
     log = server.log.read_text()
     assert "secret_key=***" in log and "postgresql://postgres:***@" in log  # the URLs are logged, masked
     everything = log + "\n".join(shown)
