@@ -167,3 +167,21 @@ def test_credential_decoder_on_any_text(text: str) -> None:
         ScramCredential.decode(text)
     except ValueError as exc:
         assert "SCRAM" in str(exc)
+
+
+def test_security_cli_makes_stored_forms() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    mqindex = str(Path(sys.executable).parent / "mqindex")
+    out = subprocess.run([mqindex, "security", "hash-token"], input="my-token-0123456789\n", text=True,
+                         capture_output=True, check=True).stdout.strip()
+    assert out == hash_token("my-token-0123456789")
+    assert TokenStore({out: ["read"]}).authenticate("my-token-0123456789") is not None
+    cred = subprocess.run([mqindex, "security", "scram-credential"], input="pw-of-carol\n", text=True,
+                          capture_output=True, check=True).stdout.strip()
+    auth = Authenticator({}, {"carol": {"scopes": ["produce"], "scram_sha_256": cred}})
+    assert scram_login(auth, "carol", "pw-of-carol").allows("produce")
+    empty = subprocess.run([mqindex, "security", "hash-token"], input="", text=True, capture_output=True)
+    assert empty.returncode == 1 and "nothing on stdin" in empty.stderr
