@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from api.node_settings import BY_NAME, coerce
+from api.security.tokens import fingerprint
 
 
 class ConfigError(ValueError):
@@ -37,6 +38,14 @@ class Settings:
     # free-space floor of the data paths: writes are refused below it (None: 1% of the filesystem or 256 MiB,
     # whichever is smaller), so a clean stop and a restart always have room
     min_free_bytes: int | None = None
+    # -- security (api/security/, docs/OPERATIONS.md "Security") --
+    # Kafka SASL users: name -> {"scopes": [...], "scram_sha_256": "scram-sha-256:..."} (config file only)
+    users: dict[str, Any] = field(default_factory=dict)
+    allow_anonymous: bool = False  # serve with no authentication on a non-loopback address (protected mode off)
+    tls_cert: str = ""  # PEM certificate (chain) of the HTTP listener; with tls_key, HTTP is served over TLS
+    tls_key: str = ""  # its PEM private key
+    tls_client_ca: str = ""  # PEM CA bundle: clients must present a certificate it signed
+    metrics_auth: bool = False  # /metrics requires a token with the read scope
 
     def resolved(self) -> Settings:
         data = Path(self.data_dir).resolve()
@@ -48,17 +57,35 @@ class Settings:
             metadata=self.metadata or f"sqlite:///{data}/metadata.sqlite",
             tokens=dict(self.tokens),
             node_id=self.node_id,
-            advertised_url=self.advertised_url or f"http://{self.host}:{self.port}",
+            advertised_url=self.advertised_url or f"{'https' if self.tls_cert else 'http'}://{self.host}:{self.port}",
             lease_ms=self.lease_ms,
             cluster_token=self.cluster_token,
             wal=self.wal,
             node=dict(self.node),
             min_free_bytes=self.min_free_bytes,
+            users=dict(self.users), allow_anonymous=self.allow_anonymous, tls_cert=self.tls_cert,
+            tls_key=self.tls_key, tls_client_ca=self.tls_client_ca, metrics_auth=self.metrics_auth,
         )
+
+
+def shown_settings(settings: Settings) -> dict[str, Any]:
+    """The server's own settings as `GET /v1/config` shows them: URLs with their passwords and keys masked,
+    tokens and users by count and name only, never a secret."""
+    from api.security.redact import REDACTOR
+
+    return REDACTOR.value({
+        "host": settings.host, "port": settings.port, "data_dir": settings.data_dir, "store": settings.store,
+        "metadata": settings.metadata, "node_id": settings.node_id, "advertised_url": settings.advertised_url,
+        "lease_ms": settings.lease_ms, "min_free_bytes": settings.min_free_bytes,
+        "tokens": len(settings.tokens), "users": sorted(settings.users), "cluster_token": bool(settings.cluster_token),
+        "allow_anonymous": settings.allow_anonymous, "tls": bool(settings.tls_cert),
+        "tls_client_ca": settings.tls_client_ca or None, "metrics_auth": settings.metrics_auth,
+    })
 
 
 _NAMES = {f.name for f in fields(Settings)} - {"node"}
 SCOPES = {"read", "produce", "admin"}
+_BOOLS = {"allow_anonymous", "metrics_auth"}
 
 
 def _coerce(name: str, value: Any) -> Any:
@@ -94,6 +121,25 @@ def _coerce(name: str, value: Any) -> Any:
         if floor < 0:
             raise ConfigError(f"min_free_bytes must be >= 0, got {floor}")
         return floor
+    if name in _BOOLS:
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off", ""):
+            return False
+        raise ConfigError(f"{name} must be true or false, got {value!r}")
+    if name == "users":
+        from api.security.authenticator import UserError, parse_users
+
+        if not isinstance(value, dict):
+            raise ConfigError("users must be a table of user name -> {scopes, scram_sha_256} (config file)")
+        try:
+            parse_users(value)
+        except UserError as exc:
+            raise ConfigError(str(exc)) from None
+        return {str(k): dict(v) for k, v in value.items()}
     if name == "tokens":
         if isinstance(value, str):  # MQINDEX_TOKENS="tok1=read,produce;tok2=admin"
             out: dict[str, list[str]] = {}
@@ -106,7 +152,8 @@ def _coerce(name: str, value: Any) -> Any:
         for tok, scopes in value.items():
             bad = set(scopes) - SCOPES
             if not tok or bad:
-                raise ConfigError(f"token {tok[:4]}...: unknown scopes {sorted(bad)}; use read, produce, admin")
+                raise ConfigError(f"token {fingerprint(tok) if tok else '(empty)'} (the start of its sha256): "
+                                  f"unknown scopes {sorted(bad)}; use read, produce, admin")
         return {str(k): list(v) for k, v in value.items()}
     if not isinstance(value, str):
         raise ConfigError(f"{name} must be a string")

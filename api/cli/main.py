@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "scrub": ("api.cli.scrub", "verify every checksum of the stored objects and index files; list the damaged"),
     "spark-build": ("api.cli.spark_build", "batch-build compacted indexes from the broker's objects"),
     "compact": ("api.cli.compact", "run a broker compaction cycle (--now) or show its totals"),
+    "security": ("api.cli.security", "print the stored (hashed) form of a token or a SCRAM password"),
     "bench": ("bench.cli", "run benchmarks against their peers"),
 }
 
@@ -66,7 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - one clear line for the user, not a traceback
         if args.verbose:
             raise
-        print(f"mqindex {args._name}: error: {exc}", file=sys.stderr)
+        from api.security.redact import REDACTOR  # no password or key of a URL in the message
+
+        print(f"mqindex {args._name}: error: {REDACTOR.text(str(exc))}", file=sys.stderr)
         return 1
 
 

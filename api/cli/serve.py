@@ -10,6 +10,7 @@ from pathlib import Path
 
 from api.config import load_settings
 from api.node_settings import NODE_SETTINGS, open_kwargs
+from api.security.startup import secure_start
 
 log = logging.getLogger("mqindex.serve")
 
@@ -38,6 +39,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="HOST:PORT of the Kafka wire protocol listener (default 127.0.0.1:9092 or "
                         "MQINDEX_KAFKA_LISTENER; empty: off); "
                         "also the address this node advertises to Kafka clients")
+    # -- security (api/security/, docs/OPERATIONS.md "Security") --
+    p.add_argument("--allow-anonymous", dest="allow_anonymous", action="store_const", const=True,
+                   help="serve with no tokens on a non-loopback address (refused otherwise: protected mode)")
+    p.add_argument("--tls-cert", dest="tls_cert", help="PEM certificate (chain): serve HTTPS (with --tls-key)")
+    p.add_argument("--tls-key", dest="tls_key", help="PEM private key of --tls-cert")
+    p.add_argument("--tls-client-ca", dest="tls_client_ca",
+                   help="PEM CA bundle: clients must present a certificate signed by it (mutual TLS)")
+    p.add_argument("--metrics-auth", dest="metrics_auth", action="store_const", const=True,
+                   help="/metrics requires a token with the read scope")
     p.add_argument("--min-free-bytes", dest="min_free_bytes", type=int,
                    help="free-space floor of the data paths: writes are refused below it "
                         "(default 1%% of the filesystem or 256 MiB, whichever is smaller)")
@@ -47,13 +57,17 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from api.http.app import app_for_node
+    from api.security.redact import install_log_redaction
     from broker.node import BrokerNode
 
     settings = load_settings(args.config, data_dir=args.data_dir, host=args.host, port=args.port,
                              store=args.store, metadata=args.metadata, node_id=args.node_id,
                              advertised_url=args.advertised_url, lease_ms=args.lease_ms, wal=args.wal,
-                             min_free_bytes=args.min_free_bytes,
+                             min_free_bytes=args.min_free_bytes, allow_anonymous=args.allow_anonymous,
+                             tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca,
+                             metrics_auth=args.metrics_auth,
                              **{s.name: getattr(args, s.name) for s in NODE_SETTINGS}).resolved()
+    tls = secure_start(settings)  # secrets registered for redaction, TLS files checked, protected mode
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
     log.info("opening the node (recovering from the WAL and the index state folders if needed)",
              extra={"data_dir": settings.data_dir})
@@ -71,15 +85,21 @@ def run(args: argparse.Namespace) -> int:
         kafka = KafkaServer(node, *split_address(args.kafka_listener))
         kafka.start()
     app = app_for_node(settings, node)
-    log.info("serving", extra={"host": settings.host, "port": settings.port, "store": settings.store,
-                               "metadata": settings.metadata, "data_dir": settings.data_dir})
+    scheme = "https" if tls else "http"
+    log.info("serving %s://%s:%s (store %s, metadata %s, data %s)", scheme, settings.host, settings.port,
+             settings.store, settings.metadata, settings.data_dir,
+             extra={"host": settings.host, "port": settings.port, "store": settings.store,
+                    "metadata": settings.metadata, "data_dir": settings.data_dir})
     # uvicorn handles SIGTERM/SIGINT: it stops accepting and finishes in-flight requests, then re-raises
     # the signal to the handler that was there before it. Ours records it, so the process goes on to
     # close what it holds and exits 0 instead of dying by the signal.
     stopped_by: list[int] = []
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: stopped_by.append(signum))
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info")
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info",
+                            **(tls.uvicorn_options() if tls else {}))
+    install_log_redaction()  # again: uvicorn's own handlers exist now
+    uvicorn.Server(config).run()
     if kafka is not None:
         kafka.stop()
     # uploads what is cached, marks a clean shutdown, closes streams and the index

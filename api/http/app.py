@@ -7,13 +7,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import Depends, FastAPI, Request, Response
 from fastapi.responses import HTMLResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api.backend import Backend
 from api.config import Settings
 from api.http import errors, health
+from api.http.auth import require
 from api.http.body_limit import BodyLimit
 from api.http.compaction_metrics import CompactionCollector
 from api.http.health import Readiness
@@ -57,7 +58,10 @@ def create_app(settings: Settings, backend: Backend, stores: Mapping[str, BlobSt
         metrics.http_latency.labels(path).observe(time.perf_counter() - started)
         return response
 
-    @app.get("/metrics", include_in_schema=False)
+    # --metrics-auth: /metrics asks for a token with the read scope, like the data it describes
+    metrics_guard = [Depends(require("read"))] if getattr(settings, "metrics_auth", False) else []
+
+    @app.get("/metrics", include_in_schema=False, dependencies=metrics_guard)
     def metrics_text() -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 

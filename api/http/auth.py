@@ -1,30 +1,43 @@
-"""Bearer tokens with scopes (read, produce, admin). With no tokens configured every request is allowed
-(the embedded default binds 127.0.0.1 only). `admin` includes the other scopes."""
+"""Bearer tokens with scopes (read, produce, admin; `admin` includes the others), checked through the shared
+Authenticator (api/security/): tokens kept as SHA-256 hashes, compared in constant time. With no tokens
+configured every request is allowed; `mqindex serve` refuses that on a non-loopback address unless
+--allow-anonymous is given (api/security/protected.py)."""
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Callable
 
-from fastapi import HTTPException, Request
+from fastapi import FastAPI, HTTPException, Request
+
+from api.security.authenticator import Authenticator
+from api.security.principals import ANONYMOUS, Principal
+
+
+def authenticator(app: FastAPI) -> Authenticator:
+    """The app's Authenticator, made from its settings on first use."""
+    auth: Authenticator | None = getattr(app.state, "authenticator", None)
+    if auth is None:
+        settings = app.state.settings
+        auth = app.state.authenticator = Authenticator(settings.tokens, getattr(settings, "users", {}))
+    return auth
+
+
+def principal(request: Request) -> Principal:
+    """The caller of `request`, or a 401 when tokens are configured and none (or an unknown one) is given."""
+    auth = authenticator(request.app)
+    if not len(auth.tokens):
+        return ANONYMOUS
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    found = auth.bearer(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
+    if found is None:
+        raise HTTPException(401, detail={"error": "missing or unknown bearer token", "field": "authorization"},
+                            headers={"WWW-Authenticate": "Bearer"})
+    return found
 
 
 def require(scope: str) -> Callable[[Request], None]:
     def check(request: Request) -> None:
-        tokens: dict[str, list[str]] = request.app.state.settings.tokens
-        if not tokens:
-            return
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        granted: list[str] | None = None
-        if scheme.lower() == "bearer" and token:
-            for known, scopes in tokens.items():
-                if hmac.compare_digest(known.encode(), token.strip().encode()):
-                    granted = scopes
-        if granted is None:
-            raise HTTPException(401, detail={"error": "missing or unknown bearer token", "field": "authorization"},
-                                headers={"WWW-Authenticate": "Bearer"})
-        if scope not in granted and "admin" not in granted:
+        if not principal(request).allows(scope):
             raise HTTPException(403, detail={"error": f"token lacks the {scope!r} scope", "field": "authorization"})
 
     return check

@@ -6,6 +6,8 @@
 - damage in the store (a broker object or an index file failing a check when read back): 502 with
   {"error", "field": null, "object", "check"} naming the object key and the failed check (OPERATIONS.md);
 - the store or the metadata unavailable, or this node fenced: 503;
+- every message is passed through the redactor (api/security/redact.py): no password or key of a URL, no
+  token, ever reaches a client;
 - anything else: 500 with {"error", "field": null}, never plain text.
 - out of disk (a write refused below the free-space floor, or by the filesystem: ENOSPC, EDQUOT, EIO): 507
   Insufficient Storage with `Retry-After`; reads go on and the same request succeeds once space returns
@@ -23,6 +25,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.http.models import FieldError
+from api.security.redact import REDACTOR
 from broker.errors import Fenced, MessageIdError, NodeNotLive, NotLeader, ObjectFormatError, OutOfDisk
 from broker.partitions.topic_errors import TopicExists
 from index_file.errors import FormatError
@@ -81,11 +84,11 @@ def install(app: FastAPI) -> None:
         errors = exc.errors()
         first = errors[0] if errors else {"loc": (), "msg": "bad request"}
         if first.get("type") == "json_invalid":
-            return JSONResponse(status_code=400, content={"error": f"body is not valid JSON: {first['msg']}",
-                                                          "field": "body"})
+            return JSONResponse(status_code=400, content=REDACTOR.value(
+                {"error": f"body is not valid JSON: {first['msg']}", "field": "body"}))
         field = _field_of(first["loc"])
-        return JSONResponse(status_code=400, content={"error": f"{field}: {first['msg']}" if field else first["msg"],
-                                                      "field": field})
+        return JSONResponse(status_code=400, content=REDACTOR.value(
+            {"error": f"{field}: {first['msg']}" if field else first["msg"], "field": field}))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -94,14 +97,15 @@ def install(app: FastAPI) -> None:
         else:
             field = "body" if exc.status_code in (400, 413) else None
             body = {"error": str(exc.detail), "field": field}
-        return JSONResponse(status_code=exc.status_code, content=body, headers=getattr(exc, "headers", None))
+        return JSONResponse(status_code=exc.status_code, content=REDACTOR.value(body),
+                            headers=getattr(exc, "headers", None))
 
     @app.exception_handler(ObjectFormatError)
     @app.exception_handler(FormatError)
     async def damaged(request: Request, exc: Exception) -> JSONResponse:
         component, obj, check = damage_of(exc)  # type: ignore[misc]
         request.app.state.metrics.corrupt_read(component, obj, check, str(exc))
-        return JSONResponse(status_code=DAMAGE_STATUS, content=damage_body(exc))
+        return JSONResponse(status_code=DAMAGE_STATUS, content=REDACTOR.value(damage_body(exc)))
 
     @app.exception_handler(Exception)
     async def internal(request: Request, exc: Exception) -> JSONResponse:

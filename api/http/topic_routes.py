@@ -3,7 +3,8 @@
     GET   /v1/topics/{topic}            the topic with its configs, each {"value", "source": topic|default}
     PATCH /v1/topics/{topic}/configs    {"configs": {"retention.ms": 172800000, "retention.bytes": null}}
                                         (a value sets, null removes: back to the server default)
-    GET   /v1/config                    (admin) the node's and its index's effective settings
+    GET   /v1/config                    (admin) the node's and its index's effective settings, and the server's
+                                        ("server": URLs with passwords and keys masked, no token shown)
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field
 
 from api.backend import Backend
+from api.config import shown_settings
 from api.http.auth import require
 from api.http.models import TopicConfigsChange
 from api.http.routes import ERRORS, TopicPath, call
+from api.security.redact import REDACTOR
 
 router = APIRouter(responses=ERRORS)
 
@@ -52,4 +55,5 @@ async def alter_topic_configs(topic: TopicPath, body: TopicConfigsIn, request: R
 
 @router.get("/v1/config", dependencies=[Depends(require("admin"))])
 async def effective_config(request: Request) -> dict[str, Any]:
-    return await call(request, Backend.effective_config)
+    effective = await call(request, Backend.effective_config)
+    return REDACTOR.value({**effective, "server": shown_settings(request.app.state.settings)})

@@ -1,0 +1,32 @@
+"""`mqindex security`: make the stored forms of credentials, so the configuration never holds them in clear.
+
+    mqindex security hash-token            reads a token on stdin, prints sha256:<hex> (a key of `tokens`)
+    mqindex security scram-credential      reads a password on stdin, prints scram-sha-256:... (`users`)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from api.security.scram import DEFAULT_ITERATIONS, derive_credential
+from api.security.tokens import hash_token
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="what", required=True, metavar="WHAT")
+    sub.add_parser("hash-token", help="print sha256:<hex> of the token read on stdin")
+    scram = sub.add_parser("scram-credential", help="print the SCRAM-SHA-256 credential of the password on stdin")
+    scram.add_argument("--iterations", type=int, default=DEFAULT_ITERATIONS,
+                       help=f"PBKDF2 iterations (default {DEFAULT_ITERATIONS})")
+
+
+def run(args: argparse.Namespace) -> int:
+    secret = sys.stdin.readline().rstrip("\r\n")  # stdin, not an argument: arguments show in `ps` and history
+    if not secret:
+        raise ValueError("nothing on stdin: give the token or password on the first line")
+    if args.what == "hash-token":
+        print(hash_token(secret))
+    else:
+        print(derive_credential(secret, iterations=args.iterations).encode())
+    return 0

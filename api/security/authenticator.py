@@ -1,0 +1,74 @@
+"""One place that answers "who is this?" for both listeners: HTTP bearer tokens, and for Kafka SASL/PLAIN and
+SASL/SCRAM-SHA-256 the configured users (`users` setting) plus the bearer tokens as PLAIN passwords of the user
+`token`. Every answer is a Principal with scopes (api/security/principals.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from api.security.principals import Principal, check_scopes
+from api.security.sasl_plain import parse_plain
+from api.security.scram import SaslError, ScramCredential, ScramServer, verify_password
+from api.security.tokens import TokenStore
+
+#: the SASL/PLAIN user name under which a bearer token is given as the password
+TOKEN_USER = "token"
+
+
+class UserError(ValueError):
+    pass
+
+
+def parse_users(users: Mapping[str, Any]) -> dict[str, tuple[ScramCredential, frozenset[str]]]:
+    """The `users` setting: {name: {"scopes": [...], "scram_sha_256": "scram-sha-256:..."}}."""
+    out: dict[str, tuple[ScramCredential, frozenset[str]]] = {}
+    for name, spec in users.items():
+        if not name or name == TOKEN_USER or not isinstance(spec, Mapping):
+            raise UserError(f"user {name!r}: a user is a table with scopes and scram_sha_256 "
+                            f"(and may not be named {TOKEN_USER!r})")
+        unknown = set(spec) - {"scopes", "scram_sha_256"}
+        if unknown:
+            raise UserError(f"user {name!r}: unknown field(s) {sorted(unknown)}")
+        try:
+            credential = ScramCredential.decode(str(spec.get("scram_sha_256", "")))
+            scopes = check_scopes(list(spec.get("scopes", [])), f"user {name!r}")
+        except ValueError as exc:
+            raise UserError(f"user {name!r}: {exc} (make one with `mqindex security scram-credential`)") from None
+        out[str(name)] = (credential, scopes)
+    return out
+
+
+class Authenticator:
+    def __init__(self, tokens: Mapping[str, list[str]], users: Mapping[str, Any] | None = None) -> None:
+        self.tokens = TokenStore(tokens)
+        self.users = parse_users(users or {})
+
+    @property
+    def anonymous(self) -> bool:
+        """No credential configured: every caller is allowed everything."""
+        return not len(self.tokens) and not self.users
+
+    def bearer(self, token: str) -> Principal | None:
+        return self.tokens.authenticate(token)
+
+    def plain(self, message: bytes) -> Principal:
+        """Verify a SASL/PLAIN message; raises SaslError (never naming the password) when it fails."""
+        m = parse_plain(message)
+        if m.user == TOKEN_USER:
+            principal = self.tokens.authenticate(m.password)
+        else:
+            entry = self.users.get(m.user)
+            principal = Principal(m.user, entry[1]) if entry and verify_password(entry[0], m.password) else None
+        if principal is None:
+            raise SaslError(f"authentication failed for {m.user!r}")
+        return principal
+
+    def scram(self) -> ScramServer:
+        """A new SCRAM-SHA-256 exchange; once `final` succeeded, `principal_of(server)` is the caller."""
+        return ScramServer(lambda name: self.users[name][0] if name in self.users else None)
+
+    def principal_of(self, server: ScramServer) -> Principal:
+        if server.user is None:
+            raise SaslError("SCRAM exchange not completed")
+        return Principal(server.user, self.users[server.user][1])
