@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from broker import overview  # the console's read-only views
 from broker.cluster.cluster import Cluster
 from broker.cluster.cluster_index import index_file_rows
 from broker.cluster.failover import failover_reports
@@ -283,6 +284,21 @@ class BrokerNode:
     # -- introspection ---------------------------------------------------------------------------
     def partition_info(self, topic: str, partition: int) -> dict[str, Any]:
         return self.partitions.describe(topic, partition)
+
+    # -- the console: read-only views (broker/overview.py) ------------------------------------------
+    def partitions_overview(self, topic: str | None = None) -> list[dict[str, Any]]:
+        return overview.partitions(self.partitions, self.meta, topic)
+
+    def objects_overview(self) -> dict[str, Any]:
+        last = self.compactor.totals.last
+        return overview.objects(self.meta) | {"compaction": self.compactor.totals.snapshot() | {
+            "last": None if last is None else last.as_dict()}}
+
+    def node_overview(self) -> dict[str, Any]:
+        episode = self.storage.disk.episode
+        return {"node_id": self.node_id, "wal_bytes_not_uploaded": self.storage.cache.size,
+                "out_of_disk": None if episode is None else episode.path,
+                "failed": None if self.storage.failed is None else str(self.storage.failed)}
 
     # -- closing ---------------------------------------------------------------------------------
     def close(self) -> None:

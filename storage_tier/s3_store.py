@@ -61,7 +61,11 @@ class S3Store(BlobStore):
         connect_timeout: float = 2.0,
         read_timeout: float = 20.0,
         create_bucket: bool = False,
+        addressing_style: str = "path",
+        proxy: str | None = None,
     ) -> None:
+        """addressing_style: "path" (endpoint/bucket/key) or "virtual" (bucket.endpoint/key, which Alibaba Cloud
+        OSS requires); proxy: an HTTP proxy every request goes through."""
         super().__init__(url, retry)
         self.bucket = bucket
         self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
@@ -71,6 +75,11 @@ class S3Store(BlobStore):
             # S3-compatible servers such as SeaweedFS accept any key pair when auth is off
             creds = {"aws_access_key_id": access_key or "mqindex",
                      "aws_secret_access_key": secret_key or "mqindex"}
+        # on virtual-hosted (OSS) endpoints: checksums only where the API requires them, so no aws-chunked
+        # uploads, which OSS's S3-compatible API does not accept
+        checksums: dict[str, Any] = ({"request_checksum_calculation": "when_required",
+                                      "response_checksum_validation": "when_required"}
+                                     if addressing_style == "virtual" else {})
         self.client = session.client(
             "s3",
             endpoint_url=endpoint,
@@ -79,8 +88,10 @@ class S3Store(BlobStore):
                 retries={"max_attempts": 1, "mode": "standard"},
                 connect_timeout=connect_timeout,
                 read_timeout=read_timeout,
-                s3={"addressing_style": "path"},
+                s3={"addressing_style": addressing_style},
                 max_pool_connections=32,
+                proxies={"http": proxy, "https": proxy} if proxy else None,
+                **checksums,
             ),
             **creds,
         )

@@ -71,8 +71,11 @@ def free_ports(n: int, low: int = 20000, high: int = 45000) -> list[int]:
 class SeaweedFS:
     """One `weed server` with S3 on a free loopback port and its data in `data_dir`."""
 
-    def __init__(self, data_dir: str | os.PathLike[str], s3_port: int | None = None) -> None:
+    def __init__(self, data_dir: str | os.PathLike[str], s3_port: int | None = None,
+                 domain_name: str | None = None) -> None:
+        """domain_name: also answer virtual-hosted requests, `{bucket}.{domain_name}` in the Host header."""
         self.data_dir = Path(data_dir)
+        self.domain_name = domain_name
         self.weed = find_weed()
         ports = free_ports(8)
         if s3_port is not None:
@@ -98,7 +101,7 @@ class SeaweedFS:
             f"-filer.port={self.filer_port}", f"-filer.port.grpc={self.filer_grpc}",
             "-master.telemetry=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
             "-master.volumeSizeLimitMB=1024",
-        ]
+        ] + ([f"-s3.domainName={self.domain_name}"] if self.domain_name else [])
 
     def start(self, bucket: str | None = "mqindex", timeout: float = 90.0) -> SeaweedFS:
         self.data_dir.mkdir(parents=True, exist_ok=True)

@@ -2,6 +2,9 @@
 
     file:///abs/dir  file://./rel/dir                  local directory
     s3://bucket/prefix?endpoint=http://127.0.0.1:8333 S3 (also region, access_key, secret_key, create_bucket=1)
+    oss://bucket/prefix?endpoint=oss-cn-hangzhou.aliyuncs.com
+                                                      Alibaba Cloud OSS through its S3-compatible API, virtual-hosted
+                                                      (also region, access_key, secret_key, create_bucket=1, proxy)
     sqlite:///path/db.sqlite                          SQLite database
     postgresql://user@host:5432/db?schema=name        PostgreSQL database (schema optional)
 
@@ -11,6 +14,7 @@ Every URL takes `retry_seconds=N` (the bound on retrying transient faults) and d
 
 from __future__ import annotations
 
+import re
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 from storage_tier.blob_store import BlobStore
@@ -79,6 +83,9 @@ def open_store(url: str) -> BlobStore:
         _reject_unknown(url, params)
         return store
 
+    if scheme == "oss":
+        return _oss_store(url, parts.netloc, parts.path, params, retry)
+
     if scheme == "sqlite":
         from storage_tier.db_store import DEFAULT_CHUNK, sqlite_store
 
@@ -97,10 +104,43 @@ def open_store(url: str) -> BlobStore:
 
     raise UnsupportedStoreURL(
         f"unsupported store URL {url!r}: use file:///dir, s3://bucket/prefix?endpoint=..., "
-        "sqlite:///path or postgresql://user@host:port/db"
+        "oss://bucket/prefix?endpoint=oss-REGION.aliyuncs.com, sqlite:///path or postgresql://user@host:port/db"
     )
 
 
 def _reject_unknown(url: str, params: dict[str, str]) -> None:
     if params:
         raise UnsupportedStoreURL(f"{url}: unknown parameter(s) {', '.join(sorted(params))}")
+
+
+# oss-cn-hangzhou.aliyuncs.com, s3.oss-cn-hangzhou.aliyuncs.com, oss-cn-hangzhou-internal.aliyuncs.com
+_OSS_HOST = re.compile(r"^(?:s3\.)?oss-(?P<region>[a-z0-9-]+?)(?:-internal)?\.aliyuncs\.com$")
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")  # OSS bucket names: they become a host name label
+
+
+def _oss_store(url: str, bucket: str, path: str, params: dict[str, str], retry: RetryPolicy) -> BlobStore:
+    """OSS speaks the S3 API but only virtual-hosted: requests go to https://BUCKET.ENDPOINT/KEY."""
+    from storage_tier.s3_store import S3Store
+
+    if not _BUCKET.match(bucket):
+        raise UnsupportedStoreURL(f"{url}: an oss URL needs a bucket name of 3-63 lowercase letters, digits and "
+                                  "hyphens (oss://bucket/prefix?endpoint=oss-REGION.aliyuncs.com)")
+    endpoint = params.pop("endpoint", "")
+    if not endpoint:
+        raise UnsupportedStoreURL(f"{url}: an oss URL needs endpoint=oss-REGION.aliyuncs.com")
+    if "://" not in endpoint:
+        endpoint = "https://" + endpoint
+    host = urlsplit(endpoint).hostname or ""
+    known = _OSS_HOST.match(host)
+    region = params.pop("region", None) or (known.group("region") if known else None)
+    if region is None:
+        raise UnsupportedStoreURL(f"{url}: endpoint {host!r} is not oss-REGION.aliyuncs.com: give region=")
+    store = S3Store(
+        url, bucket=bucket, prefix=path.lstrip("/"), endpoint=endpoint, region=region,
+        access_key=params.pop("access_key", None), secret_key=params.pop("secret_key", None), retry=retry,
+        create_bucket=params.pop("create_bucket", "0") in ("1", "true", "yes"),
+        addressing_style="virtual", proxy=params.pop("proxy", None),
+    )
+    store.name = "oss"
+    _reject_unknown(url, params)
+    return store

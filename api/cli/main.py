@@ -23,7 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "nodes": ("api.cli.client", "list the cluster's nodes and the partitions each leads"),
     "reassign": ("api.cli.client", "move a partition to another node"),
     "rebalance": ("api.cli.client", "plan (and with --execute run) moves that even out the partitions"),
-    "topics": ("api.cli.topics", "create, describe and alter topics (retention configs)"),
+    "topics": ("api.cli.topics", "create, list, describe and alter topics (retention configs)"),
     "inspect-index": ("api.cli.inspect_index", "dump an index file (native or RocketMQ format)"),
     "inspect-object": ("api.cli.inspect_object", "dump a stream object's data blocks and index block"),
     "import-rocketmq": ("api.cli.import_rocketmq", "register a directory of RocketMQ tiered index files"),

@@ -1,9 +1,13 @@
-"""`mqindex topics`: create, describe and alter topics (their retention configs) through a server.
+"""`mqindex topics`: create, list, describe and alter topics (their retention configs) through a server.
+Tables by default, `--json` on every action.
 
     mqindex topics create orders --partitions 3 --retention-ms 172800000
+    mqindex topics list
     mqindex topics alter orders --retention-ms 604800000 --retention-bytes -1
     mqindex topics alter orders --delete-config retention.ms      (back to the server default)
-    mqindex topics describe orders
+    mqindex topics describe orders                               (configs and partitions: leader, offsets, bytes)
+
+There is no `topics delete`: the broker cannot delete a topic yet (its streams, partitions and objects).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import argparse
 import json
 from typing import Any
 
-from api.cli.client import _common, _request
+from api.cli.client import _common, _request, _table
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -24,12 +28,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     alter.add_argument("name")
     alter.add_argument("--delete-config", action="append", default=[], metavar="NAME",
                        help="remove a config (the server default applies again); repeatable")
-    describe = sub.add_parser("describe", help="show a topic and its configs")
+    describe = sub.add_parser("describe", help="show a topic, its configs and its partitions")
     describe.add_argument("name")
+    listing = sub.add_parser("list", help="list the topics")
     for q in (create, alter):
         q.add_argument("--retention-ms", type=int, help="keep records this long (-1 = forever)")
         q.add_argument("--retention-bytes", type=int, help="keep at most this many bytes per partition (-1 = no limit)")
-    for q in (create, alter, describe):
+    for q in (create, alter, describe, listing):
         _common(q)
 
 
@@ -49,9 +54,26 @@ def _show(args: argparse.Namespace, body: dict[str, Any]) -> None:
     print(f"{body['name']}  partitions={body['partitions']}  topic_id={body['topic_id']}")
     for name, c in sorted(body.get("configs", {}).items()):
         print(f"  {name}={c['value']}  ({c['source']})")
+    if body.get("partition_details"):
+        print()
+        print(_table(body["partition_details"], ["partition", "leader", "leader_epoch", "stream_epoch",
+                                                 "start_offset", "end_offset", "bytes", "objects"]))
+
+
+def _list(args: argparse.Namespace) -> int:
+    topics = _request(args, "GET", "/v1/topics")
+    if args.json:
+        print(json.dumps(topics, indent=2))
+    elif topics:
+        print(_table(sorted(topics, key=lambda t: t["name"]), ["name", "partitions", "topic_id"]))
+    else:
+        print("no topics")
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.action == "list":
+        return _list(args)
     if args.action == "create":
         _request(args, "POST", "/v1/topics", json={"name": args.name, "partitions": args.partitions,
                                                   "configs": _configs(args)})
@@ -62,5 +84,9 @@ def run(args: argparse.Namespace) -> int:
         if not change:
             raise ValueError("nothing to alter: give --retention-ms, --retention-bytes or --delete-config")
         _request(args, "PATCH", f"/v1/topics/{args.name}/configs", json={"configs": change})
-    _show(args, _request(args, "GET", f"/v1/topics/{args.name}"))
+    body = _request(args, "GET", f"/v1/topics/{args.name}")
+    if args.action == "describe":
+        parts = _request(args, "GET", "/v1/console/partitions", params={"topic": args.name})["partitions"]
+        body["partition_details"] = [{k: v for k, v in p.items() if k != "topic"} for p in parts]
+    _show(args, body)
     return 0

@@ -1,0 +1,63 @@
+"""Read-only views the web console (api/web/) needs beside the existing routes (/v1/topics, /v1/cluster/nodes,
+/v1/index/files, /v1/admin/compaction, /v1/admin/reassignments):
+
+    GET /v1/console/partitions[?topic=T]  every partition: leader node and epoch, stream epoch, offsets, bytes
+    GET /v1/console/objects               stream set objects / stream objects (counts, bytes), last compaction
+    GET /v1/console/index                 index files with their upload lag
+    GET /v1/console/node                  this node: WAL bytes not yet uploaded, disk and failure state
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from starlette.concurrency import run_in_threadpool
+
+from api.http.auth import require
+from api.http.errors import as_http, client_error
+from api.http.models import TOPIC_PATTERN
+from api.http.routes import ERRORS
+from broker import overview
+
+router = APIRouter(responses=ERRORS, tags=["console"])
+
+
+async def _node_call(request: Request, name: str, *args: Any) -> Any:
+    fn = getattr(request.app.state.backend, name, None)
+    if fn is None:
+        raise client_error("console", "this server has no broker node to describe", status=404)
+    try:
+        return await run_in_threadpool(fn, *args)
+    except Exception as exc:
+        http = as_http(exc)
+        if http is None:
+            raise
+        raise http from exc
+
+
+@router.get("/v1/console/partitions", dependencies=[Depends(require("read"))])
+async def console_partitions(request: Request,
+                             topic: Annotated[str | None, Query(pattern=TOPIC_PATTERN)] = None) -> dict[str, Any]:
+    """Every partition (of `topic`, or all): leader node and leader epoch, stream epoch, start/end offsets,
+    bytes in object storage (stream objects exactly, a share of each stream set object by offsets)."""
+    return {"partitions": await _node_call(request, "partitions_overview", topic)}
+
+
+@router.get("/v1/console/objects", dependencies=[Depends(require("read"))])
+async def console_objects(request: Request) -> dict[str, Any]:
+    """Stream set objects (per node) and stream objects: counts and bytes; compaction totals and last run."""
+    return await _node_call(request, "objects_overview")  # type: ignore[no-any-return]
+
+
+@router.get("/v1/console/index", dependencies=[Depends(require("read"))])
+async def console_index(request: Request) -> dict[str, Any]:
+    """Index files by state with time range, items, location and `upload_lag_ms` (local files only)."""
+    files = await _node_call(request, "index_files")
+    return {"files": overview.index_files(files)}
+
+
+@router.get("/v1/console/node", dependencies=[Depends(require("read"))])
+async def console_node(request: Request) -> dict[str, Any]:
+    """This node: its id, WAL bytes not yet uploaded, the out-of-disk path and failure, if any."""
+    return await _node_call(request, "node_overview")  # type: ignore[no-any-return]
