@@ -17,7 +17,7 @@ from api.http import errors, health
 from api.http.auth import require
 from api.http.body_limit import BodyLimit
 from api.http.compaction_metrics import CompactionCollector
-from api.http.console_routes import router as console_router  # issue 17: the web console's views
+from api.http.console_routes import router as console_router
 from api.http.health import Readiness
 from api.http.metrics import Metrics
 from api.http.models import MAX_REQUEST_BYTES
@@ -48,7 +48,7 @@ def create_app(settings: Settings, backend: Backend, stores: Mapping[str, BlobSt
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     app.include_router(topic_router)
     app.include_router(health.router)
-    app.include_router(console_router)  # issue 17: the web console's views
+    app.include_router(console_router)
 
     @app.middleware("http")
     async def measure(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:

@@ -6,7 +6,7 @@
 3. a SASL/PLAIN login (PBKDF2 with 4096 iterations) vs a SCRAM-SHA-256 exchange (same PBKDF2 on the client,
    server side only HMACs) vs a bearer-token check.
 
-Run: `mqindex bench issue20 [--n 20000] [--tokens 16]`.
+Run: `mqindex bench security [--n 20000] [--tokens 16]`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def per_op_us(fn: Callable[[], object], n: int) -> float:
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="mqindex bench issue20")
+    ap = argparse.ArgumentParser(prog="mqindex bench security")
     ap.add_argument("--n", type=int, default=20_000)
     ap.add_argument("--tokens", type=int, default=16)
     a = ap.parse_args(argv)

@@ -4,7 +4,7 @@
    the free-space check every append makes (`DiskSpace.check_write`, one statvfs) vs without it;
 2. one `check_write` vs one raw `os.statvfs` of the same folder.
 
-Run: `mqindex bench issue22 [--appends 3000] [--dir DIR]` (DIR: the filesystem to measure, default a temp
+Run: `mqindex bench disk_space [--appends 3000] [--dir DIR]` (DIR: the filesystem to measure, default a temp
 folder).
 """
 
@@ -45,7 +45,7 @@ def _appends(wal: Wal, guard: Callable[[int], None] | None, n: int, threads: int
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="mqindex bench issue22", description=__doc__)
+    ap = argparse.ArgumentParser(prog="mqindex bench disk_space", description=__doc__)
     ap.add_argument("--appends", type=int, default=3000)
     ap.add_argument("--dir", help="a folder on the filesystem to measure (default: a temp folder)")
     args = ap.parse_args(argv)
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         results.update(check_us=check_us, statvfs_us=statvfs_us)
         emit(table("Free-space floor on the write path", ["measure", "with the guard", "peer (no guard / raw "
                                                                                      "statvfs)", "ratio"], rows))
-        save_results("issue22", results)
+        save_results("disk_space", results)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

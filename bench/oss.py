@@ -5,7 +5,7 @@ SeaweedFS, started with `-s3.domainName` so it takes both forms.
 Measured for each: PUT of 4 KiB and of 1 MiB objects, ranged GETs of 4 KiB, HEAD; median latency in ms;
 ratio = oss / s3 (1.0 = the same cost).
 
-Run: `mqindex bench issue17 [--ops 200]`
+Run: `mqindex bench oss [--ops 200]`
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def _measure(store: BlobStore, n: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="mqindex bench issue17", description=__doc__)
+    ap = argparse.ArgumentParser(prog="mqindex bench oss", description=__doc__)
     ap.add_argument("--ops", type=int, default=200)
     args = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="mqindex-bench-oss-"))
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
                 for op in results["oss"]]
         emit(table(f"oss:// (virtual-hosted) vs s3:// (path-style), same SeaweedFS, {args.ops} ops",
                    ["measure", "oss://", "s3://", "ratio oss/s3"], rows))
-        save_results("issue17", results)
+        save_results("oss", results)
         oss.close()
         s3.close()
     finally:
