@@ -61,7 +61,8 @@ ITEM_DTYPE = np.dtype([("fp", "<u8"), ("offset", "<i8"), ("time", "<i8"), ("queu
 assert ITEM_DTYPE.itemsize == ITEM_SIZE
 
 _xxh3 = xxhash.xxh3_64_intdigest
-_GET_COLS = [operator.itemgetter(i) for i in (1, 2, 3, 4)]  # queue_id, offset, size, store_time_ms
+_FIRST = operator.itemgetter(0)
+_COLS = [operator.itemgetter(i) for i in range(6)]
 _M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 _K = [np.uint64(k) for k in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93,
                              0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53)]
@@ -195,6 +196,43 @@ def walk_chain(name: str, buf: object, items_off: int, limit: int, max_items: in
         prev = cur
         cur = nxt
     return hits
+
+
+def entry_columns(entries: Sequence[Sequence[object]]) -> list[list[object]]:
+    """Six lists (topic, queue_id, offset, size, store_time_ms, keys) from 6-field entries, built with
+    C-level map/itemgetter: no Python loop per entry, and unlike zip(*entries) no ten thousand iterator
+    objects waking the garbage collector over the caller's whole heap. Raises ValueError when an entry
+    does not have 6 fields, TypeError when one is not a sequence."""
+    if entries and set(map(len, entries)) != {6}:
+        raise ValueError("an entry does not have 6 fields")
+    return [list(map(g, entries)) for g in _COLS]
+
+
+def _fingerprints(topics: Sequence[object], keys: Sequence[object]) -> tuple[list[int], list[int] | None]:
+    """The fingerprints of the entries' keys in order, and the number of keys of each entry (None: one
+    each). The common shapes (one key per entry, as a string or a one-string list) go through C-level
+    map chains; anything else takes the general loop, where a key listed twice is stored once."""
+    one: Sequence[object] | None = None
+    key_types = set(map(type, keys))
+    if key_types == {str}:
+        one = keys
+    elif key_types <= {list, tuple} and set(map(len, keys)) == {1}:  # type: ignore[arg-type]
+        one = list(map(_FIRST, keys))
+    if one is not None and set(map(type, one)) == {str} and set(map(type, topics)) == {str}:
+        texts = map(operator.add, map(operator.add, topics, itertools.repeat("#")), one)  # type: ignore[arg-type]
+        return list(map(_xxh3, map(str.encode, texts))), None
+    xxh = _xxh3
+    fps: list[int] = []
+    counts: list[int] = []
+    for topic, ks in zip(topics, keys, strict=True):
+        seen: list[int] = []
+        for k in ([ks] if type(ks) is str else ks):  # type: ignore[attr-defined]
+            f = xxh(f"{topic}#{k}".encode())
+            if f not in seen:  # a key listed twice is stored once
+                seen.append(f)
+        fps.extend(seen)
+        counts.append(len(seen))
+    return fps, counts
 
 
 class NativeIndexWriter:
@@ -430,43 +468,41 @@ class NativeIndexWriter:
     def put(self, entry: IndexEntry | Sequence[object]) -> AppendResult:
         return AppendResult.SUCCESS if self.put_batch([entry]) == 1 else AppendResult.FULL
 
-    def put_batch(self, entries: Iterable[IndexEntry | Sequence[object]]) -> int:
+    def put_batch(self, entries: Iterable[IndexEntry | Sequence[object]],
+                  columns: Sequence[Sequence[object]] | None = None) -> int:
         """Store entries (IndexEntry or 6-tuples) in order; returns how many were stored. An entry
         is stored with all its keys or not at all; when one does not fit the file is full
-        (`self.full`), the rest of the batch is not stored and the caller moves on to a new file."""
+        (`self.full`), the rest of the batch is not stored and the caller moves on to a new file.
+        `columns`: entry_columns(entries) when the caller already has them (entries is then a list)."""
         with self._write_lock:
             self._require_open()
             if self.sealed:
                 raise IndexStateError(f"{self.path}: index file is sealed")
             done = 0
+            step = CHUNK_ITEMS // 4
+            if columns is not None:
+                seq = entries if isinstance(entries, list) else list(entries)
+                for pos in range(0, len(seq), step):
+                    if self.full:
+                        break
+                    done += self._put_chunk(seq[pos:pos + step], [c[pos:pos + step] for c in columns])
+                return done
             it = iter(entries)
             while not self.full:
-                chunk = list(itertools.islice(it, CHUNK_ITEMS // 4))
+                chunk = list(itertools.islice(it, step))
                 if not chunk:
                     break
                 done += self._put_chunk(chunk)
             return done
 
-    def _put_chunk(self, chunk: list[IndexEntry | Sequence[object]]) -> int:
-        xxh = _xxh3
+    def _put_chunk(self, chunk: list[IndexEntry | Sequence[object]],
+                   columns: Sequence[Sequence[object]] | None = None) -> int:
         try:
-            # column by column with C-level iteration: this loop is the write path's whole Python cost
-            counts: list[int] | None = None
-            try:  # the common case: one key per entry, given as a string (str + tuple raises TypeError)
-                fps = [xxh((t + "#" + k).encode()) for t, _q, _o, _s, _m, k in chunk]
-            except TypeError:
-                fps = None
-            if fps is None:
-                fps = []
-                counts = []
-                for topic, _q, _o, _s, _m, ks in chunk:
-                    seen: list[int] = []
-                    for k in ([ks] if type(ks) is str else ks):  # type: ignore[attr-defined]
-                        f = xxh(f"{topic}#{k}".encode())
-                        if f not in seen:  # a key listed twice is stored once
-                            seen.append(f)
-                    fps.extend(seen)
-                    counts.append(len(seen))
+            # the chunk turned into columns by C-level iteration (zip, map): per-record Python
+            # bytecode was the write path's whole cost (see docs/BENCHMARKS.md, "Index write path")
+            topics, q_col, o_col, s_col, t_col, keys = entry_columns(chunk) if columns is None else columns
+            num_cols = (q_col, o_col, s_col, t_col)
+            fps, counts = _fingerprints(topics, keys)
         except (TypeError, ValueError, IndexError):
             raise ValueError("entries must be IndexEntry or (topic, queue_id, offset, size, store_time_ms, "
                              "keys) tuples") from None
@@ -482,9 +518,11 @@ class NativeIndexWriter:
             self.full = True
         if accepted == 0:
             return 0
-        part = chunk if accepted == len(chunk) else chunk[:accepted]
-        try:
-            cols = [np.array(list(map(g, part)), dtype=np.int64) for g in _GET_COLS]
+        try:  # queue_id, offset, size, store_time_ms
+            if columns is not None and set(map(type, itertools.chain(*num_cols))) == {int}:
+                cols = [np.fromiter(c, dtype=np.int64, count=accepted) for c in num_cols]  # fromiter stops early
+            else:
+                cols = [np.array(c if accepted == len(chunk) else c[:accepted], dtype=np.int64) for c in num_cols]
         except (OverflowError, ValueError, TypeError) as exc:
             raise ValueError(f"bad entry field (queue_id, offset, size, store_time_ms must be integers): {exc}") \
                 from None

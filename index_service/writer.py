@@ -28,6 +28,7 @@ import xxhash
 
 from index_file import NativeIndexWriter
 from index_service import ranges
+from index_service.batch_spans import Columns, Spans, fresh_spans, join_columns, widen
 from index_service.checkpoint import CheckpointStore, QueueKey
 from index_service.config import ServiceConfig
 from index_service.file_map import FileMap
@@ -71,6 +72,8 @@ class Writer:
         self.accepted: dict[QueueKey, int] = dict(ck.offsets)  # highest offset taken per queue
         self.durable: dict[QueueKey, int] = dict(ck.offsets)  # highest offset in the saved checkpoint
         self._pending: list[Record] = []
+        #: entry_columns of _pending, one per submitted batch; None once a record came without them
+        self._pending_cols: list[Columns] | None = []
         self._submitted = 0
         self._written = 0
         self._lock = threading.Lock()
@@ -88,7 +91,7 @@ class Writer:
     def start(self) -> None:
         self._thread.start()
 
-    def submit(self, records: list[Record]) -> None:
+    def submit(self, records: list[Record], columns: Columns | None = None) -> None:
         with self._lock:
             self._raise_if_failed()
             while len(self._pending) >= self.config.max_pending and not self._stop:
@@ -98,6 +101,10 @@ class Writer:
             if self._stop:
                 raise RuntimeError("the index service is closed")
             self._pending.extend(records)
+            if self._pending_cols is not None and columns is not None:
+                self._pending_cols.append(columns)
+            else:
+                self._pending_cols = None
             self._submitted += len(records)
             if len(self._pending) >= self.config.write_batch:
                 self._wake.set()
@@ -108,6 +115,7 @@ class Writer:
                 pass  # slow path below
             else:
                 self._pending.append(record)
+                self._pending_cols = None
                 self._submitted += 1
                 if len(self._pending) >= self.config.write_batch:
                     self._wake.set()
@@ -165,12 +173,13 @@ class Writer:
             self._wake.clear()
             with self._lock:
                 batch, self._pending = self._pending, []
+                cols, self._pending_cols = self._pending_cols, []
                 target = self._submitted
                 stopping = self._stop
                 roll = self._roll_requested
             try:
                 if batch:
-                    self._write(batch)
+                    self._write(batch, join_columns(cols))
                 if roll is not None:
                     self._roll(roll)
             except BaseException as exc:  # noqa: BLE001 - reported to every caller from now on
@@ -209,24 +218,30 @@ class Writer:
             self.blocked = exc
             self._refused += 1
             self._pending[:0] = keep
+            self._pending_cols = None
             self._done.notify_all()
 
-    def _write(self, batch: list[Record]) -> None:
+    def _write(self, batch: list[Record], cols: Columns | None = None) -> None:
         accepted = self.accepted
         recs: list[Record] = []
         extra: list[Record] = []  # taken but nothing to write: no keys, or already in the file (tail)
         skipped = 0
-        for r in batch:
-            k = (r[0], r[1])
-            last = accepted.get(k)
-            if last is not None and r[2] <= last:
-                skipped += 1
-                continue
-            accepted[k] = r[2]
-            if r[5]:
-                recs.append(r)
-            else:
-                extra.append(r)
+        spans = None if self.tail else fresh_spans(batch, accepted, cols)
+        if spans is not None:  # every record new and keyed: bookkeeping per queue, not per record
+            accepted.update((k, hi) for k, (_lo, hi) in spans.items())
+            recs = batch
+        else:
+            for r in batch:
+                k = (r[0], r[1])
+                last = accepted.get(k)
+                if last is not None and r[2] <= last:
+                    skipped += 1
+                    continue
+                accepted[k] = r[2]
+                if r[5]:
+                    recs.append(r)
+                else:
+                    extra.append(r)
         if self.tail and recs:
             recs, dropped = self._drop_tail(recs)
             skipped += len(dropped)
@@ -237,9 +252,18 @@ class Writer:
         while i < len(recs):
             mf = self._ensure_file()
             w: NativeIndexWriter = mf.form
-            n = w.put_batch(recs[i:] if i else recs)
+            if spans is not None and cols is not None:
+                n = w.put_batch(recs[i:] if i else recs, [c[i:] for c in cols] if i else cols)
+            else:
+                n = w.put_batch(recs[i:] if i else recs)
             if mf.ranges is not None:
-                ranges.extend(mf.ranges, recs[i:i + n])
+                if spans is not None and i == 0 and n == len(recs):
+                    widen(mf.ranges, spans)
+                elif spans is not None and cols is not None and n and (
+                        part := fresh_spans(recs[i:i + n], {}, [c[i:i + n] for c in cols])) is not None:
+                    widen(mf.ranges, part)  # the part before a roll is fresh as well
+                else:
+                    ranges.extend(mf.ranges, recs[i:i + n])
             i += n
             if i < len(recs):
                 if n == 0 and w.item_count == 0:
@@ -247,8 +271,10 @@ class Writer:
                     raise ValueError(f"record {r[0]}/{r[1]}@{r[2]} has more keys than a file holds "
                                      f"({self.config.max_items} items)")
                 self._roll("full", written=recs[:i])
+                if cols is not None:
+                    cols = [c[i:] for c in cols]
                 recs, i = recs[i:], 0
-        self._commit(recs, extra)
+        self._commit(recs, extra, spans)
 
     def _drop_tail(self, recs: list[Record]) -> tuple[list[Record], list[Record]]:
         """Recovery dedup: drop the keys of records already in the WRITING file beyond the checkpoint.
@@ -281,14 +307,18 @@ class Writer:
             if mf is not self.current:
                 ranges.save(self.folders, mf.stem, mf.ranges)
 
-    def _commit(self, recs: list[Record], extra: Sequence[Record] = ()) -> None:
+    def _commit(self, recs: list[Record], extra: Sequence[Record] = (), spans: Spans | None = None) -> None:
         """Sync the WRITING file and save the checkpoint covering recs (and extra: records taken
-        with nothing left to write)."""
+        with nothing left to write). `spans`: recs's highest offset per queue, when the fast path
+        computed it (taken offsets rise per queue, so the last one is the highest)."""
         if not recs and not extra:
             return
         durable = self.durable
-        for r in recs:
-            durable[(r[0], r[1])] = r[2]
+        if spans is not None:
+            durable.update((k, hi) for k, (_lo, hi) in spans.items())
+        else:
+            for r in recs:
+                durable[(r[0], r[1])] = r[2]
         for r in extra:
             k = (r[0], r[1])
             durable[k] = max(durable.get(k, -1), r[2])

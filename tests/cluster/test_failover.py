@@ -63,7 +63,8 @@ def test_ten_nodes_killed_for_good_lose_nothing_with_the_shared_wal(tmp_path: Pa
         assert sum(f["replayed_records"] for f in failovers) > 0  # records only the dead nodes' WALs held
         check_offsets(c, producer.acked)
         # every acknowledged record by id from a live node (by offset: check_offsets above). Lookups by key of
-        # records a killed node had indexed but not uploaded are not covered yet (not yet: the failover re-indexes only the partitions the dead node led).
+        # records a killed node had indexed but not uploaded are not covered: the failover re-indexes only
+        # the partitions the dead node led
         base = c.url(c.running()[0])
         with httpx.Client(timeout=30) as http:
             for a in producer.acked:

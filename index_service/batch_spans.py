@@ -1,0 +1,79 @@
+"""The writer's fast path over a whole batch: when every record of a batch is new (its offset above the
+highest one taken for its (topic, queue), offsets rising within the batch) and has keys, the per-record
+dedup, range and checkpoint bookkeeping reduce to one (lowest, highest) offset per queue, computed here
+with numpy instead of a Python loop per record (that loop was a third of the write path: see
+docs/BENCHMARKS.md, "Index write path"). Any other batch returns None and takes the general loop, so the
+result is the same record for record.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from index_file.native_unsealed import entry_columns
+
+QueueKey = tuple[str, int]
+Spans = dict[QueueKey, tuple[int, int]]  # per queue of the batch: lowest and highest offset
+Columns = list[list[Any]]  # entry_columns of a batch: topic, queue_id, offset, size, store_time_ms, keys
+
+_Q_BITS = 31  # queue ids are validated into [0, 2**31)
+
+
+def join_columns(parts: list[Columns] | None) -> Columns | None:
+    """The columns of batches submitted one after the other (None when any came without)."""
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    return [list(itertools.chain.from_iterable(p[i] for p in parts)) for i in range(6)]
+
+
+def fresh_spans(batch: Sequence[Sequence[Any]], accepted: Mapping[QueueKey, int],
+                columns: Sequence[Sequence[Any]] | None = None) -> Spans | None:
+    """The batch's spans when every record is taken in order and carries at least one key, else None.
+    `columns`: entry_columns(batch), when the caller has them."""
+    n = len(batch)
+    if n == 0:
+        return None
+    try:
+        topics, queues, offsets, _sizes, _times, keys = entry_columns(batch) if columns is None else columns
+        q = np.fromiter(queues, dtype=np.int64, count=n)
+        off = np.fromiter(offsets, dtype=np.int64, count=n)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if q.min() < 0 or q.max() >= 1 << _Q_BITS or 0 in set(map(len, keys)):
+        return None
+    names = list(dict.fromkeys(topics))
+    index = {t: i for i, t in enumerate(names)}
+    gid = (np.fromiter(map(index.__getitem__, topics), dtype=np.int64, count=n) << _Q_BITS) | q
+    order = np.argsort(gid, kind="stable")
+    g = gid[order]
+    o = off[order]
+    first = np.ones(n, dtype=bool)
+    first[1:] = g[1:] != g[:-1]
+    if not np.all((o[1:] > o[:-1]) | first[1:]):  # not rising within a queue: the general loop decides
+        return None
+    last = np.ones(n, dtype=bool)
+    last[:-1] = first[1:]
+    groups = g[first]
+    los = o[first].tolist()
+    his = o[last].tolist()
+    spans: Spans = {}
+    for gv, lo, hi in zip(groups.tolist(), los, his, strict=True):
+        k = (names[gv >> _Q_BITS], gv & ((1 << _Q_BITS) - 1))
+        prev = accepted.get(k)
+        if prev is not None and lo <= prev:  # a re-dispatched record: the general loop drops it
+            return None
+        spans[k] = (lo, hi)
+    return spans
+
+
+def widen(ranges: dict[QueueKey, tuple[int, int]], spans: Mapping[QueueKey, tuple[int, int]]) -> None:
+    """ranges.extend for a batch given as its spans."""
+    for k, (lo, hi) in spans.items():
+        cur = ranges.get(k)
+        ranges[k] = (lo, hi) if cur is None else (min(cur[0], lo), max(cur[1], hi))
