@@ -1,0 +1,196 @@
+"""Reassignment benchmark: time from the reassignment request to the first acknowledged produce on the
+target node, with a given amount of the partition's data not yet uploaded at the moment of the move.
+
+Two `mqindex serve` processes (node 0 and node 1) on one PostgreSQL metadata schema and one SeaweedFS
+bucket (started for the run unless --store is given), uploads held back (upload interval 600 s, threshold
+above the data size) so the data really is only in the source's WAL and log cache when the move starts.
+Each move: fill the partition with SIZE of 64 KiB values, then one thread asks for the move while another
+produces to the partition through the target as fast as it can (503/421 answers are the producer's error
+window); measured: request -> first 200 from the target. Also printed: the seconds the request itself took
+(it returns once the target serves) and the error window the producer saw.
+
+Peer: the raw upload time of the same bytes (one PUT per 8 MiB part) on the same store in the same run,
+because a move uploads what the source holds: the ratio says how much the move costs above that upload.
+
+Run: `mqindex bench reassign [--sizes-mb 10,256] [--moves 20] [--big-moves 5]`
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+
+from bench.common import emit, percentile, save_results, store_or_seaweedfs, table
+from storage_tier import open_store
+
+PG_DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"
+VALUE = 64 << 10
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Node:
+    def __init__(self, work: Path, node_id: int, store: str, meta: str, hold_bytes: int) -> None:
+        self.port = _port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = open(work / f"node{node_id}.log", "ab")  # noqa: SIM115 - closed in stop()
+        mqindex = str(Path(sys.executable).parent / "mqindex")
+        self.proc = subprocess.Popen(
+            [mqindex, "serve", "--data-dir", str(work / f"node{node_id}"), "--port", str(self.port), "--store", store,
+             "--metadata", meta, "--node-id", str(node_id), "--lease-ms", "3000", "--upload-interval-s", "600",
+             "--upload-threshold", str(hold_bytes), "--max-cache-bytes", str(2 * hold_bytes)],
+            stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, "MQINDEX_KAFKA_LISTENER": ""},
+            start_new_session=True)
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"node {node_id} did not start; see {self.log.name}")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.log.close()
+
+
+def _fill(node: Node, mb: int) -> None:
+    value = "x" * VALUE
+    batch = {"messages": [{"key": f"k{i}", "value": value, "partition": 0} for i in range(16)]}
+    with httpx.Client(timeout=120) as http:
+        for _ in range(max(1, (mb << 20) // (16 * VALUE))):
+            r = http.post(f"{node.url}/v1/topics/moves/messages", json=batch)
+            r.raise_for_status()
+
+
+def _move(source: Node, target: Node, to: int) -> dict[str, float]:
+    first_ack: list[float] = []
+    errors = [0]
+    stop = threading.Event()
+
+    def produce() -> None:
+        with httpx.Client(timeout=60) as http:
+            while not stop.is_set():
+                r = http.post(f"{target.url}/v1/topics/moves/messages",
+                              json={"messages": [{"key": "after", "value": "v", "partition": 0}]})
+                if r.status_code == 200:
+                    first_ack.append(time.perf_counter())
+                    return
+                errors[0] += 1
+                time.sleep(0.002)
+
+    started = time.perf_counter()
+    t = threading.Thread(target=produce)
+    t.start()
+    r = httpx.post(f"{source.url}/v1/admin/reassignments", json={"topic": "moves", "partition": 0, "to": to},
+                   timeout=300)
+    r.raise_for_status()
+    answered = time.perf_counter()
+    t.join(300)
+    stop.set()
+    if not first_ack:
+        raise RuntimeError("no acknowledged produce on the target")
+    return {"to_first_ack_s": first_ack[0] - started, "request_s": answered - started, "producer_errors": errors[0]}
+
+
+def _raw_upload_s(store_url: str, mb: int) -> float:
+    store = open_store(store_url)
+    part = os.urandom(8 << 20)
+    try:
+        started = time.perf_counter()
+        keys = []
+        for i in range(max(1, mb // 8)):
+            key = f"bench-raw/{uuid.uuid4().hex}-{i}"
+            store.put(key, part)
+            keys.append(key)
+        took = time.perf_counter() - started
+        store.delete(keys)
+        return took
+    finally:
+        store.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="mqindex bench reassign", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes-mb", default="10,256", help="unuploaded data at the move, MiB (comma separated)")
+    ap.add_argument("--moves", type=int, default=20, help="moves per size (default 20)")
+    ap.add_argument("--big-moves", type=int, default=5, help="moves for sizes of 100 MiB and more (default 5)")
+    ap.add_argument("--store", help="S3 store URL (default: SeaweedFS started for the run)")
+    ap.add_argument("--metadata", default=os.environ.get("MQINDEX_TEST_PG", PG_DEFAULT),
+                    help="PostgreSQL URL (a fresh schema is used)")
+    args = ap.parse_args(argv)
+    sizes = [int(s) for s in args.sizes_mb.split(",") if s]
+    work = Path(tempfile.mkdtemp(prefix="mqindex-bench-reassign-"))
+    store, weed = store_or_seaweedfs(args.store, work, f"reassign-{uuid.uuid4().hex[:8]}")
+    schema = f"bench_reassign_{uuid.uuid4().hex[:8]}"
+    sep = "&" if "?" in args.metadata else "?"
+    meta = f"{args.metadata}{sep}schema={schema}"
+    rows, results = [], {}
+    try:
+        for mb in sizes:
+            hold = (mb + 64) << 20
+            (work / f"{mb}mb").mkdir(parents=True, exist_ok=True)
+            nodes: list[Node] = []
+            try:
+                nodes += [Node(work / f"{mb}mb", i, store, meta + f"_{mb}", hold) for i in range(2)]
+                r = httpx.post(f"{nodes[0].url}/v1/topics", json={"name": "moves", "partitions": 1}, timeout=60)
+                r.raise_for_status()
+                leader = next(n["node_id"] for n in httpx.get(f"{nodes[0].url}/v1/cluster/nodes").json()["nodes"]
+                              if "moves-0" in n["partitions"])
+                moves = args.big_moves if mb >= 100 else args.moves
+                samples = []
+                for i in range(moves):
+                    src, dst = leader, 1 - leader
+                    _fill(nodes[src], mb)
+                    samples.append(_move(nodes[src], nodes[dst], dst))
+                    leader = dst
+                    print(f"[bench] {mb} MiB: move {i + 1}/{moves} {samples[-1]['to_first_ack_s']:.3f}s",
+                          file=sys.stderr, flush=True)
+                firsts = [s["to_first_ack_s"] for s in samples]
+                raw = _raw_upload_s(store, mb)
+                p50, p99 = percentile(firsts, 50), percentile(firsts, 99)
+                results[f"{mb}MiB"] = {"samples": samples, "raw_upload_s": raw}
+                rows.append([mb, moves, f"{p50:.3f}", f"{p99:.3f}",
+                             f"{percentile([s['request_s'] for s in samples], 50):.3f}",
+                             f"{percentile([s['producer_errors'] for s in samples], 50):.0f}",
+                             f"{raw:.3f}", f"{p50 / raw:.2f}" if raw else "-"])
+            finally:
+                for n in nodes:
+                    n.stop()
+    finally:
+        if weed is not None:
+            weed.stop()
+    emit(table("reassignment: request -> first acknowledged produce on the target",
+               ["unuploaded MiB", "moves", "p50 s", "p99 s", "request p50 s", "producer 503/421 p50",
+                "raw upload of the same bytes s", "p50 / raw upload"], rows))
+    save_results("reassign", results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
