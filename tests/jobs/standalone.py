@@ -34,8 +34,13 @@ class Standalone:
     base: Path
 
     def state(self) -> dict:
+        """The master's JSON status; {} while it is still starting (its UI answers an HTML page first)."""
         with urllib.request.urlopen(f"{self.master_ui}/json/", timeout=5) as r:
-            return json.loads(r.read())
+            body = r.read()
+        try:
+            return json.loads(body)
+        except ValueError:
+            return {}
 
     def logs(self) -> str:
         return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}"
