@@ -53,6 +53,29 @@ NODE_SETTINGS: tuple[NodeSetting, ...] = (
     NodeSetting("index_maintain_interval_s", float, 1.0, "seconds between index compaction/upload/expiry cycles",
                 "index.maintain_interval_s", 0.01),
     NodeSetting("index_query_threads", int, 4, "threads answering index queries", "index.query_threads", 1),
+    # broker/compaction (CompactionConfig): stream set object and stream object compaction
+    NodeSetting("compaction_interval_s", float, 300.0, "seconds between compaction cycles (0: none but on request)",
+                "compaction.interval_s", 0),
+    NodeSetting("compaction_force_split_ms", int, 7_200_000, "stream set objects older than this are split "
+                "wholly into stream objects", "compaction.force_split_ms", 0),
+    NodeSetting("compaction_max_objects", int, 500, "stream set objects merged per cycle, newest first",
+                "compaction.max_objects", 1),
+    NodeSetting("compaction_split_size", int, 8 * MIB, "a stream's run bigger than this leaves a stream set object "
+                "as its own stream object", "compaction.split_size", 1),
+    NodeSetting("compaction_cache_size", int, 200 * MIB, "bytes of blocks one compaction plan holds in memory",
+                "compaction.cache_size", 1),
+    NodeSetting("compaction_read_batch", int, 16 * MIB, "bytes of blocks one compaction read batch fetches",
+                "compaction.read_batch", 1),
+    NodeSetting("compaction_so_max_size", int, 10 << 30, "stream object compaction merges up to this many bytes",
+                "compaction.so_max_size", 1),
+    NodeSetting("compaction_copy_min", int, 5 * MIB, "pieces this big move by server-side copy (UploadPartCopy)",
+                "compaction.copy_min", 1),
+    NodeSetting("compaction_part_size", int, 5 * MIB, "multipart part size of the objects compaction writes",
+                "compaction.part_size", 1),
+    NodeSetting("compaction_grace_ms", int, 60_000, "compacted objects are deleted this long after the commit",
+                "compaction.grace_ms", 0),
+    NodeSetting("compaction_prepared_ttl_ms", int, 1_800_000, "prepared output objects of a crashed cycle expire "
+                "after this", "compaction.prepared_ttl_ms", 1),
 )
 BY_NAME = {s.name: s for s in NODE_SETTINGS}
 
@@ -80,14 +103,20 @@ def coerce(s: NodeSetting, value: Any) -> int | float | None:
 
 def open_kwargs(values: dict[str, Any]) -> dict[str, Any]:
     """BrokerNode.open keyword arguments (index settings in index_config) for the given setting values."""
+    from broker.compaction import CompactionConfig
+
     out: dict[str, Any] = {}
     index: dict[str, Any] = {}
+    compaction: dict[str, Any] = {}
     for s in NODE_SETTINGS:
         v = values.get(s.name, s.default)
-        if s.target.startswith("index."):
+        if s.target.startswith("compaction."):
+            compaction[s.target.removeprefix("compaction.")] = v
+        elif s.target.startswith("index."):
             if v is not None or s.default is None:
                 index[s.target.removeprefix("index.")] = v
         elif v is not None:
             out[s.target] = v
     out["index_config"] = index
+    out["compaction"] = CompactionConfig(**compaction)
     return out
