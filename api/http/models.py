@@ -39,8 +39,9 @@ def _json_number(v: object) -> object:
     return v
 
 
-#: a topic config value: -1 (unlimited) or 1 to 2**63-1 (broker/partitions/topic_config.py)
-ConfigInt = Annotated[Annotated[int, Field(ge=1, le=2**63 - 1)] | Literal[-1], BeforeValidator(_json_number)]
+#: a topic config value: -1 (unlimited) or 1 to 2**53 (the integers every JSON number represents exactly; the
+#: broker accepts up to 2**63-1: broker/partitions/topic_config.py)
+ConfigInt = Annotated[Annotated[int, Field(ge=1, le=2**53)] | Literal[-1], BeforeValidator(_json_number)]
 
 
 class TopicConfigsNew(BaseModel):

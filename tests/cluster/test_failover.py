@@ -8,6 +8,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -58,7 +59,11 @@ def test_ten_nodes_killed_for_good_lose_nothing_with_the_shared_wal(tmp_path: Pa
         producer.join(60)
         assert not producer.is_alive()
         assert set(producer.statuses) <= {0, 200, 421, 503}, producer.statuses
-        failovers = httpx.get(f"{c.url(c.running()[0])}/v1/cluster/failovers", timeout=10).json()["failovers"]
+        def reports() -> list[dict[str, Any]]:
+            return httpx.get(f"{c.url(c.running()[0])}/v1/cluster/failovers", timeout=10).json()["failovers"]
+
+        _wait(lambda: len(reports()) >= 10, 30, "ten failover reports")
+        failovers = reports()
         assert len(failovers) == 10 and all(f["wal"] == "shared" for f in failovers)
         assert sum(f["replayed_records"] for f in failovers) > 0  # records only the dead nodes' WALs held
         check_offsets(c, producer.acked)
@@ -94,7 +99,12 @@ def test_a_local_wal_reports_what_a_dead_node_took_with_it(tmp_path: Path, seawe
             acked.append(r.json()["results"][0])
         assert c.nodes[1].stop(signal.SIGKILL) == -signal.SIGKILL  # its WAL (local) held all 30, none uploaded
         _wait(lambda: len(_leaders(c)) == 2 and set(_leaders(c).values()) == {0}, 60, "node 1's partition taken over")
-        failovers = httpx.get(f"{c.url(0)}/v1/cluster/failovers", timeout=10).json()["failovers"]
+
+        def reports() -> list[dict[str, Any]]:
+            return httpx.get(f"{c.url(0)}/v1/cluster/failovers", timeout=10).json()["failovers"]
+
+        _wait(lambda: bool(reports()), 30, "the failover's report")
+        failovers = reports()
         assert len(failovers) == 1
         f = failovers[0]
         assert f["node"] == 1 and f["wal"] == "local" and f["replayed_records"] == 0
