@@ -93,14 +93,14 @@ def produced(seaweedfs: Any, pg_dsn: str, pg_schema_factory: Callable[[], str],
     try:
         node.create_topic(TOPIC, PARTITIONS)
         for rnd in range(ROUNDS):
-            window = time.time_ns() // 1_000_000 // WINDOW_MS
             msgs = [_message(rnd * PER_ROUND + i, rnd) for i in range(PER_ROUND)]
             for j in range(0, len(msgs), 150):
                 chunk = msgs[j:j + 150]
                 for m, p in zip(chunk, node.produce(TOPIC, chunk), strict=True):
                     out.records.append((p.partition, p.offset, p.timestamp, _kinds(m)))
             node.flush()  # one upload per round: several objects per partition
-            while time.time_ns() // 1_000_000 // WINDOW_MS == window:  # the next round starts a new window
+            last_window = max(r[2] for r in out.records) // WINDOW_MS
+            while time.time_ns() // 1_000_000 // WINDOW_MS <= last_window:  # the next round: a later window
                 time.sleep(0.005)
         node.sync_index()
         for p in range(PARTITIONS):
