@@ -166,39 +166,32 @@ class StreamStorage:
         """Put WAL records beyond each open stream's committed end back in the cache, re-stamped with the
         stream's epoch; records of streams not open here stop holding the WAL. Returns records restored per
         stream. Called once, after the streams of the previous incarnation are opened."""
-        restored: dict[int, int] = {}
         recovered, self._recovered = self._recovered, []
+        mine = []
         for w, rec in recovered:
             self.tracker.add(WalSlot(rec.stream_id, rec.last_offset, w.next_offset))
-            stream = self._open.get(rec.stream_id)
-            if stream is None:
-                self.tracker.forget_stream(rec.stream_id)
-                with contextlib.suppress(Exception):
-                    if rec.last_offset > self.meta.get_stream(rec.stream_id, refresh=False).end_offset:
-                        log.error("acknowledged WAL records of a stream this node does not own are not restored",
-                                  extra={"stream": rec.stream_id, "offset": rec.base_offset})
+            if rec.stream_id in self._open:
+                mine.append(rec)
                 continue
-            if rec.last_offset <= stream.next_offset:
-                continue  # already committed (or restored)
-            if rec.base_offset != stream.next_offset:
-                raise WalError(f"WAL recovery: stream {rec.stream_id} record at {rec.base_offset} does not continue "
-                               f"the stream at {stream.next_offset}")
-            self.cache.append(dataclasses.replace(rec, epoch=stream.epoch))
-            stream.next_offset = stream.confirmed_end = rec.last_offset
-            restored[rec.stream_id] = restored.get(rec.stream_id, 0) + rec.count
-        return restored
+            self.tracker.forget_stream(rec.stream_id)
+            with contextlib.suppress(Exception):
+                if rec.last_offset > self.meta.get_stream(rec.stream_id, refresh=False).end_offset:
+                    log.error("acknowledged WAL records of a stream this node does not own are not restored",
+                              extra={"stream": rec.stream_id, "offset": rec.base_offset})
+        return self.restore_records(mine, "WAL recovery")
 
-    def restore_records(self, records: list[StreamRecord]) -> dict[int, int]:
-        """Failover: acknowledged records of a dead node (read from its shared WAL) beyond each open stream's
-        end go to the cache, re-stamped with this node's epoch, to be uploaded. Returns records per stream."""
+    def restore_records(self, records: list[StreamRecord], what: str = "failover replay") -> dict[int, int]:
+        """Acknowledged records (this node's WAL at open, or a dead node's shared WAL at failover) beyond each
+        open stream's end go to the cache, re-stamped with the stream's epoch here, to be uploaded. Returns
+        records restored per stream."""
         restored: dict[int, int] = {}
         for rec in records:
             stream = self._open.get(rec.stream_id)
             if stream is None or rec.last_offset <= stream.next_offset:
-                continue
+                continue  # not open here, or already committed (or restored)
             if rec.base_offset != stream.next_offset:
-                raise WalError(f"failover replay: stream {rec.stream_id} record at {rec.base_offset} does not "
-                               f"continue the stream at {stream.next_offset}")
+                raise WalError(f"{what}: stream {rec.stream_id} record at {rec.base_offset} does not continue "
+                               f"the stream at {stream.next_offset}")
             self.cache.append(dataclasses.replace(rec, epoch=stream.epoch))
             stream.next_offset = stream.confirmed_end = rec.last_offset
             restored[rec.stream_id] = restored.get(rec.stream_id, 0) + rec.count
