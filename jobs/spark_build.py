@@ -638,10 +638,20 @@ def abort_attempt(sc: Any, store: BlobStore, name: str, attempt: str) -> int:
     quiet = False
     with contextlib.suppress(Exception):
         quiet = _wait_tasks_gone(sc)
-    keys = [k for k in store.list(_attempt_prefix(name, attempt)) if k != marker]
-    if keys:  # uploaded between the two listings by a task that had not seen the marker yet
-        store.delete(keys)
-        deleted += len(keys)
+    # Spark may report a killed task gone while its Python worker still finishes an upload (the worker deletes
+    # what it put once it sees the marker): watch the attempt's prefix until it has stayed empty for a while
+    settle_s, empty_since, deadline = 3.0, None, time.monotonic() + 60
+    while time.monotonic() < deadline:
+        keys = [k for k in store.list(_attempt_prefix(name, attempt)) if k != marker]
+        if keys:  # uploaded after the first listing by a task that had not seen the marker yet
+            store.delete(keys)
+            deleted += len(keys)
+            empty_since = None
+        elif empty_since is None:
+            empty_since = time.monotonic()
+        elif time.monotonic() - empty_since >= settle_s:
+            break
+        time.sleep(0.2)
     if quiet:
         store.delete(marker)
     else:
