@@ -35,7 +35,8 @@ class Cluster:
         return self.nodes[node_id].url
 
     def running(self) -> list[int]:
-        return sorted(n for n, s in self.nodes.items() if s.proc is not None and s.proc.poll() is None)
+        # a copy first: the producer thread asks while the test adds nodes (iterating a dict that grows raises)
+        return sorted(n for n, s in dict(self.nodes).items() if s.proc is not None and s.proc.poll() is None)
 
     def leaders(self, via: int = 0) -> dict[int, list[str]]:
         body = httpx.get(f"{self.url(via)}/v1/cluster/nodes", timeout=10).json()
