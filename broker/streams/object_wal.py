@@ -24,6 +24,7 @@ from broker.streams.wal import (
     DEFAULT_MAX_BODY,
     HEADER_SIZE,
     AppendResult,
+    PendingAppend,
     RecoveryReport,
     WalRecord,
     encode_record,
@@ -74,14 +75,6 @@ def read_wal(store: BlobStore, node_id: int, max_body: int = DEFAULT_MAX_BODY
     return records, RecoveryReport(start, pos, len(records), 0, reason), spans
 
 
-class _Pending:
-    __slots__ = ("body", "future")
-
-    def __init__(self, body: bytes) -> None:
-        self.body = body
-        self.future: Future[AppendResult] = Future()
-
-
 class ObjectWal:
     directory = None  # no local folder: nothing for the disk-space watch
 
@@ -103,7 +96,7 @@ class ObjectWal:
             log.error("shared WAL replay stopped early", extra={"node_id": node_id, "reason": self.report.stop_reason})
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
-        self._queue: list[_Pending] = []
+        self._queue: list[PendingAppend] = []
         self._closing = False
         self._failed: BaseException | None = None
         self._writer = threading.Thread(target=self._run, name="broker-wal-objects", daemon=True)
@@ -125,7 +118,7 @@ class ObjectWal:
     def append_async(self, body: bytes) -> Future[AppendResult]:
         if len(body) > self.max_body:
             raise WalError(f"WAL body of {len(body)} bytes exceeds the {self.max_body}-byte limit")
-        p = _Pending(bytes(body))
+        p = PendingAppend(bytes(body))
         with self._cond:
             if self._closing:
                 raise WalError("the WAL is closed")
@@ -164,7 +157,7 @@ class ObjectWal:
             for p, r in zip(batch, results, strict=True):
                 p.future.set_result(r)
 
-    def _write(self, batch: list[_Pending]) -> list[AppendResult]:
+    def _write(self, batch: list[PendingAppend]) -> list[AppendResult]:
         started = time.perf_counter()
         offset = self._next
         buf = bytearray()

@@ -173,7 +173,9 @@ def scan(directory: str | os.PathLike[str], max_body: int = DEFAULT_MAX_BODY) ->
     return records, RecoveryReport(trim, pos, len(records), truncated, reason)
 
 
-class _Pending:
+class PendingAppend:
+    """An append waiting for its group commit (the local WAL's and the shared WAL's writer threads)."""
+
     __slots__ = ("body", "future")
 
     def __init__(self, body: bytes) -> None:
@@ -196,7 +198,7 @@ class Wal:
         self._next = report.end_offset
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
-        self._queue: list[_Pending] = []
+        self._queue: list[PendingAppend] = []
         self._closing = False
         self._failed: BaseException | None = None
         self._paused: OutOfDisk | None = None  # an out-of-disk episode: appends refused until resume()
@@ -243,7 +245,7 @@ class Wal:
     def append_async(self, body: bytes) -> Future[AppendResult]:
         if len(body) > self.max_body:
             raise WalError(f"WAL record of {len(body)} bytes exceeds the {self.max_body}-byte limit")
-        p = _Pending(bytes(body))
+        p = PendingAppend(bytes(body))
         with self._cond:
             if self._failed is not None:
                 raise WalError(f"WAL {self.directory} failed earlier: {self._failed}")
@@ -275,7 +277,7 @@ class Wal:
                     self._cond.wait()
                 if not self._queue and self._closing:
                     return
-                batch: list[_Pending] = []
+                batch: list[PendingAppend] = []
                 size = 0
                 while self._queue and (not batch or size + len(self._queue[0].body) <= self.max_batch):
                     p = self._queue.pop(0)
@@ -290,7 +292,7 @@ class Wal:
             for p, r in zip(batch, results, strict=True):
                 p.future.set_result(r)
 
-    def _fail_batch(self, batch: list[_Pending], exc: BaseException) -> bool:
+    def _fail_batch(self, batch: list[PendingAppend], exc: BaseException) -> bool:
         """Fail the group commit and everything queued behind it. Out of disk pauses the WAL (True: the
         writer goes on once resumed); any other error fails it for good (False)."""
         disk = is_out_of_space(exc)
@@ -376,7 +378,7 @@ class Wal:
             self._paused = None
         return True
 
-    def _write_batch(self, batch: list[_Pending]) -> list[AppendResult]:
+    def _write_batch(self, batch: list[PendingAppend]) -> list[AppendResult]:
         results: list[AppendResult] = []
         buf = bytearray()
         dirty = self._dirty_fds = []
