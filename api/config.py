@@ -46,6 +46,11 @@ class Settings:
     tls_key: str = ""  # its PEM private key
     tls_client_ca: str = ""  # PEM CA bundle: clients must present a certificate it signed
     metrics_auth: bool = False  # /metrics requires a token with the read scope
+    # -- Kafka listener (api/kafka/, docs/KAFKA.md) --
+    kafka_listener: str = "127.0.0.1:9092"  # HOST:PORT of the Kafka listener; empty: no Kafka listener
+    kafka_tls_cert: str = ""  # PEM certificate (chain) of the Kafka listener; with kafka_tls_key: SSL / SASL_SSL
+    kafka_tls_key: str = ""  # its PEM private key
+    kafka_tls_client_ca: str = ""  # PEM CA bundle: Kafka clients must present a certificate it signed
 
     def resolved(self) -> Settings:
         data = Path(self.data_dir).resolve()
@@ -65,6 +70,8 @@ class Settings:
             min_free_bytes=self.min_free_bytes,
             users=dict(self.users), allow_anonymous=self.allow_anonymous, tls_cert=self.tls_cert,
             tls_key=self.tls_key, tls_client_ca=self.tls_client_ca, metrics_auth=self.metrics_auth,
+            kafka_listener=self.kafka_listener, kafka_tls_cert=self.kafka_tls_cert, kafka_tls_key=self.kafka_tls_key,
+            kafka_tls_client_ca=self.kafka_tls_client_ca,
         )
 
 
@@ -80,6 +87,8 @@ def shown_settings(settings: Settings) -> dict[str, Any]:
         "tokens": len(settings.tokens), "users": sorted(settings.users), "cluster_token": bool(settings.cluster_token),
         "allow_anonymous": settings.allow_anonymous, "tls": bool(settings.tls_cert),
         "tls_client_ca": settings.tls_client_ca or None, "metrics_auth": settings.metrics_auth,
+        "kafka_listener": settings.kafka_listener or None, "kafka_tls": bool(settings.kafka_tls_cert),
+        "kafka_tls_client_ca": settings.kafka_tls_client_ca or None,
     })
 
 

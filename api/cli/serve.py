@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 from pathlib import Path
 
 from api.config import load_settings
 from api.node_settings import NODE_SETTINGS, open_kwargs
-from api.security.startup import secure_start
+from api.security.startup import kafka_start, secure_start
 
 log = logging.getLogger("mqindex.serve")
 
@@ -35,10 +34,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        help=f"{s.help} (default {s.default if s.default is not None else 'unset'})")
     # -- Kafka listener (api/kafka) --
     p.add_argument("--kafka-listener", dest="kafka_listener",
-                   default=os.environ.get("MQINDEX_KAFKA_LISTENER", "127.0.0.1:9092"),
-                   help="HOST:PORT of the Kafka wire protocol listener (default 127.0.0.1:9092 or "
-                        "MQINDEX_KAFKA_LISTENER; empty: off); "
+                   help="HOST:PORT of the Kafka wire protocol listener (default 127.0.0.1:9092; empty: off); "
                         "also the address this node advertises to Kafka clients")
+    p.add_argument("--kafka-tls-cert", dest="kafka_tls_cert",
+                   help="PEM certificate (chain) of the Kafka listener: clients connect with SSL or SASL_SSL")
+    p.add_argument("--kafka-tls-key", dest="kafka_tls_key", help="PEM private key of --kafka-tls-cert")
+    p.add_argument("--kafka-tls-client-ca", dest="kafka_tls_client_ca",
+                   help="PEM CA bundle: Kafka clients must present a certificate signed by it (mutual TLS)")
     # -- security (api/security/, docs/OPERATIONS.md "Security") --
     p.add_argument("--allow-anonymous", dest="allow_anonymous", action="store_const", const=True,
                    help="serve with no tokens on a non-loopback address (refused otherwise: protected mode)")
@@ -65,24 +67,28 @@ def run(args: argparse.Namespace) -> int:
                              advertised_url=args.advertised_url, lease_ms=args.lease_ms, wal=args.wal,
                              min_free_bytes=args.min_free_bytes, allow_anonymous=args.allow_anonymous,
                              tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca,
-                             metrics_auth=args.metrics_auth,
+                             metrics_auth=args.metrics_auth, kafka_listener=args.kafka_listener,
+                             kafka_tls_cert=args.kafka_tls_cert, kafka_tls_key=args.kafka_tls_key,
+                             kafka_tls_client_ca=args.kafka_tls_client_ca,
                              **{s.name: getattr(args, s.name) for s in NODE_SETTINGS}).resolved()
     tls = secure_start(settings)  # secrets registered for redaction, TLS files checked, protected mode
+    kafka_tls, kafka_auth = kafka_start(settings) if settings.kafka_listener else (None, None)
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
     log.info("opening the node (recovering from the WAL and the index state folders if needed)",
              extra={"data_dir": settings.data_dir})
     node = BrokerNode.open(settings.data_dir, settings.store, settings.metadata, node_id=settings.node_id,
-                           http_address=settings.advertised_url, kafka_address=args.kafka_listener or None,
+                           http_address=settings.advertised_url, kafka_address=settings.kafka_listener or None,
                            lease_ms=settings.lease_ms,
                            cluster_token=settings.cluster_token or None, min_free_bytes=settings.min_free_bytes,
                            wal_url=settings.wal or None,
                            **open_kwargs(settings.node))
     kafka = None
-    if args.kafka_listener:  # -- Kafka listener (api/kafka) --
+    if settings.kafka_listener:  # -- Kafka listener (api/kafka) --
         from api.kafka import KafkaServer
         from api.kafka.context import split_address
 
-        kafka = KafkaServer(node, *split_address(args.kafka_listener))
+        kafka = KafkaServer(node, *split_address(settings.kafka_listener), tls=kafka_tls,
+                            authenticator=kafka_auth)
         kafka.start()
     app = app_for_node(settings, node)
     scheme = "https" if tls else "http"

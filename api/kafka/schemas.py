@@ -14,7 +14,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse
+from kafka.protocol.admin import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
 from kafka.protocol.consumer import (
     FetchRequest,
     FetchResponse,
@@ -42,6 +53,12 @@ from kafka.protocol.metadata import (
     MetadataResponse,
 )
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
 
 @dataclass(frozen=True)
@@ -78,6 +95,11 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api(CreateTopicsRequest, CreateTopicsResponse, 7),
     _api(DeleteTopicsRequest, DeleteTopicsResponse, 5),
     _api(InitProducerIdRequest, InitProducerIdResponse, 4),
+    _api(SaslHandshakeRequest, SaslHandshakeResponse, 1),
+    _api(SaslAuthenticateRequest, SaslAuthenticateResponse, 2),
+    _api(DescribeConfigsRequest, DescribeConfigsResponse, 4),
+    _api(AlterConfigsRequest, AlterConfigsResponse, 2),
+    _api(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 1),
 )}
 
 

@@ -8,6 +8,10 @@ them in order, one at a time, as a Kafka broker does. What it cannot serve:
   retries with one we know);
 - a handler that fails: the connection is closed and the failure logged; the server goes on.
 Handlers run the broker's blocking calls on worker threads (Context.run).
+
+With `tls` the listener speaks TLS (Kafka's SSL, or SASL_SSL), checking client certificates when the
+configuration has a CA. With an `authenticator` it requires SASL (sasl.py) before any request but ApiVersions,
+and each request is checked against the caller's scopes (authorization.py).
 """
 
 from __future__ import annotations
@@ -18,11 +22,16 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from api.kafka import errors, fetch, groups, metadata, offsets, produce, producer_id, topics_admin
+from api.kafka import configs, errors, fetch, groups, metadata, offsets, produce, producer_id, topics_admin
+from api.kafka.authorization import refusal
 from api.kafka.context import Context
 from api.kafka.framing import DEFAULT_MAX_REQUEST, FrameError, frame, parse_header, peek_api, read_frame
 from api.kafka.group_coordinator import GroupCoordinator
+from api.kafka.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, Session
 from api.kafka.schemas import APIS, build
+from api.security.authenticator import Authenticator
+from api.security.scram import SaslError
+from api.security.tls import TlsConfig
 
 log = logging.getLogger("mqindex.kafka")
 
@@ -32,7 +41,8 @@ HANDLERS: dict[int, Handler] = {
     0: produce.produce, 1: fetch.fetch, 2: offsets.list_offsets, 3: metadata.metadata, 8: offsets.offset_commit,
     9: offsets.offset_fetch, 10: metadata.find_coordinator, 11: groups.join_group, 12: groups.heartbeat,
     13: groups.leave_group, 14: groups.sync_group, 18: metadata.api_versions, 19: topics_admin.create_topics,
-    20: topics_admin.delete_topics, 22: producer_id.init_producer_id,
+    20: topics_admin.delete_topics, 22: producer_id.init_producer_id, 32: configs.describe_configs,
+    33: configs.alter_configs, 44: configs.incremental_alter_configs,
 }
 API_VERSIONS = 18
 
@@ -61,8 +71,11 @@ def decode_request(data: bytes) -> tuple[Any, Any, int] | bytes:
 
 class KafkaServer:
     def __init__(self, node: Any, host: str, port: int, advertised: str | None = None,
-                 max_request_bytes: int = DEFAULT_MAX_REQUEST) -> None:
+                 max_request_bytes: int = DEFAULT_MAX_REQUEST, tls: TlsConfig | None = None,
+                 authenticator: Authenticator | None = None) -> None:
         self.node = node
+        self.tls = tls
+        self.authenticator = authenticator
         self.host = host
         self.port = port
         self.advertised = advertised
@@ -94,14 +107,18 @@ class KafkaServer:
     async def _serve(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        server = await asyncio.start_server(self._connection, self.host, self.port)
+        ssl_context = self.tls.server_context() if self.tls is not None else None
+        server = await asyncio.start_server(self._connection, self.host, self.port, ssl=ssl_context)
         self.port = server.sockets[0].getsockname()[1]
         host, port = (self.advertised.rsplit(":", 1) if self.advertised else (self.host, str(self.port)))
         coordinator = GroupCoordinator()
         coordinator.start()
         self.ctx = Context(self.node, host, int(port), coordinator)
+        protocol = ("SASL_" if self.authenticator is not None else "") + ("SSL" if self.tls else "PLAINTEXT")
         log.info("kafka listener serving", extra={"node_id": self.node.node_id, "host": self.host,
-                                                  "port": self.port, "advertised": f"{host}:{port}"})
+                                                  "port": self.port, "advertised": f"{host}:{port}",
+                                                  "security_protocol": protocol,
+                                                  "client_certificates": bool(self.tls and self.tls.client_ca)})
         self._ready.set()
         async with server:
             await self._stop.wait()
@@ -118,16 +135,38 @@ class KafkaServer:
             self._thread.join(30)
 
     # -- one connection ---------------------------------------------------------------------------
+    async def _answer(self, session: Session, api_key: int, req: Any, version: int) -> Any | None:
+        assert self.ctx is not None
+        if api_key == SASL_HANDSHAKE:
+            return session.handshake(req, version)
+        if api_key == SASL_AUTHENTICATE:
+            return session.authenticate(req, version)
+        if api_key == API_VERSIONS:
+            return await HANDLERS[api_key](self.ctx, req, version)
+        if session.principal is None:
+            raise FrameError(f"{APIS[api_key].name} before SASL authentication on a SASL listener")
+        denied = refusal(api_key, req, version, session.principal)
+        if denied is not None:
+            log.info("kafka request refused", extra={"peer": session.peer, "principal": session.principal.name,
+                                                     "api": APIS[api_key].name})
+            return None if api_key == 0 and req.acks == 0 else denied
+        return await HANDLERS[api_key](self.ctx, req, version)
+
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None and self.ctx is not None
         self._conns.add(task)
         peer = writer.get_extra_info("peername")
+        session = Session(self.authenticator, str(peer))
         try:
             while True:
                 data = await read_frame(reader, self.max_request_bytes)
                 if data is None:
                     return
+                if session.raw:  # after SaslHandshake v0: a raw SASL token, answered raw
+                    writer.write(frame(session.raw_token(data)))
+                    await writer.drain()
+                    continue
                 decoded = decode_request(data)
                 if isinstance(decoded, bytes):
                     writer.write(decoded)
@@ -135,12 +174,17 @@ class KafkaServer:
                     continue
                 api, req, correlation_id = decoded
                 version = req.API_VERSION
-                resp = await HANDLERS[api.key](self.ctx, req, version)
+                resp = await self._answer(session, api.key, req, version)
                 if resp is None:  # Produce with acks=0: no answer
                     continue
                 resp.with_header(correlation_id=correlation_id)
                 writer.write(frame(resp.encode(header=True)))
                 await writer.drain()
+                if session.failed:
+                    return
+        except SaslError as exc:
+            log.warning("kafka connection closed: SASL authentication failed",
+                        extra={"peer": str(peer), "error": str(exc)})
         except FrameError as exc:
             log.warning("kafka connection closed: malformed request", extra={"peer": str(peer), "error": str(exc)})
         except (ConnectionError, asyncio.IncompleteReadError):

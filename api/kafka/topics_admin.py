@@ -11,6 +11,7 @@ from api.kafka import errors
 from api.kafka.context import Context
 from api.kafka.schemas import APIS, build
 from broker.errors import InvalidField
+from broker.partitions import topic_config
 from broker.partitions.topics import validate_topic_name
 
 DEFAULT_PARTITIONS = 1
@@ -25,12 +26,13 @@ async def create_topics(ctx: Context, req: Any, version: int) -> Any:
         try:
             if t.assignments:
                 raise InvalidField("assignments", "manual replica assignments are not supported")
-            configs = {}
+            configs: dict[str, int | None] = {}
             for c in t.configs:
                 try:
                     configs[c.name] = int(c.value) if c.value is not None else None
                 except ValueError:
                     raise InvalidField(f"configs.{c.name}", f"must be an integer, got {c.value!r}") from None
+            topic_config.check_configs(configs, allow_unset=True)  # unknown names and bad values: INVALID_CONFIG
             if req.validate_only:
                 validate_topic_name(t.name)
                 if not 1 <= n <= 10_000:
@@ -38,8 +40,9 @@ async def create_topics(ctx: Context, req: Any, version: int) -> Any:
             else:
                 ctx.node.create_topic(t.name, n, {k: v for k, v in configs.items() if v is not None})
         except InvalidField as exc:
-            out.update(error_code=errors.INVALID_PARTITIONS if "partitions" in str(exc) else errors.INVALID_REQUEST,
-                       error_message=str(exc))
+            code = (errors.INVALID_CONFIG if exc.field.startswith("configs") else
+                    errors.INVALID_PARTITIONS if "partitions" in exc.field else errors.INVALID_REQUEST)
+            out.update(error_code=code, error_message=str(exc))
         except Exception as exc:  # noqa: BLE001 - answered per topic with Kafka's code
             out.update(error_code=errors.code_for(exc), error_message=str(exc))
         return out

@@ -38,3 +38,22 @@ def secure_start(settings: Any) -> TlsConfig | None:
         log.warning("bearer tokens travel in clear on %s:%s: serve TLS (--tls-cert/--tls-key) or put a TLS proxy "
                     "in front", settings.host, settings.port)
     return tls
+
+
+def kafka_start(settings: Any) -> tuple[TlsConfig | None, Authenticator | None]:
+    """The Kafka listener's TLS configuration (None: plaintext) and its authenticator (None: anonymous, no SASL).
+    With tokens or users configured the listener requires SASL (SASL_PLAINTEXT, or SASL_SSL over TLS); with none
+    protected mode applies as for HTTP. Raises (one line saying what to do) when it must not start."""
+    tls = TlsConfig.from_settings(settings.kafka_tls_cert, settings.kafka_tls_key, settings.kafka_tls_client_ca,
+                                  prefix="kafka_")
+    auth = Authenticator(settings.tokens, settings.users)
+    host = settings.kafka_listener.rpartition(":")[0].strip("[]")
+    if check_protected_mode("Kafka", host, not auth.anonymous, settings.allow_anonymous):
+        log.warning("Kafka on %s runs with no authentication: every client may read, produce and administer "
+                    "(configure tokens or users to require SASL)", settings.kafka_listener,
+                    extra={"kafka_listener": settings.kafka_listener})
+        return tls, None
+    if not tls and not is_loopback(host):
+        log.warning("Kafka SASL on %s runs without TLS: PLAIN passwords travel in clear (serve TLS with "
+                    "--kafka-tls-cert/--kafka-tls-key)", settings.kafka_listener)
+    return tls, auth

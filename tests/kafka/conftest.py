@@ -11,10 +11,10 @@ from tests.api.server import ServerProcess, free_port
 
 
 class KafkaServerProcess(ServerProcess):
-    def __init__(self, data_dir: Path, *extra: str) -> None:
+    def __init__(self, data_dir: Path, *extra: str, env: dict[str, str] | None = None) -> None:
         self.kafka_port = free_port()
         super().__init__(data_dir, "--kafka-listener", f"127.0.0.1:{self.kafka_port}", "--upload-interval-s", "0.5",
-                         *extra)
+                         *extra, env=env)
 
     @property
     def bootstrap(self) -> str:

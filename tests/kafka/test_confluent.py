@@ -16,13 +16,15 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.kafka.conftest import KafkaServerProcess
 
 
-def create(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+def create(bootstrap: str, topic: str, partitions: int, conf: dict[str, str] | None = None) -> None:
+    admin = AdminClient(conf or {"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
 
 
-def read(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 30) -> list:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{topic}", "enable.auto.commit": False})
+def read(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 30,
+         conf: dict[str, str] | None = None) -> list:
+    c = Consumer((conf or {"bootstrap.servers": bootstrap}) | {"group.id": f"reader-{topic}",
+                                                               "enable.auto.commit": False})
     try:
         c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         out = []

@@ -1,0 +1,102 @@
+"""SASL on the Kafka listener: SaslHandshake and SaslAuthenticate, PLAIN and SCRAM-SHA-256, one Session per
+connection holding who the client is.
+
+On a listener with an authenticator, a connection must complete SASL before any request other than ApiVersions,
+SaslHandshake and SaslAuthenticate (the server closes it otherwise, as Kafka does). SaslHandshake v1 is followed
+by SaslAuthenticate requests; after SaslHandshake v0 the SASL tokens travel as raw size-prefixed frames (the
+exchange of Kafka before 1.0). A failed authentication is answered SASL_AUTHENTICATION_FAILED and the
+connection closed. The credentials and scopes are api/security's, the same as the HTTP tokens'.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from api.kafka.schemas import APIS, build
+from api.security.authenticator import Authenticator
+from api.security.principals import (
+    ANONYMOUS,
+    ILLEGAL_SASL_STATE,
+    SASL_AUTHENTICATION_FAILED,
+    UNSUPPORTED_SASL_MECHANISM,
+    Principal,
+)
+from api.security.sasl_plain import MECHANISM as PLAIN
+from api.security.scram import MECHANISM as SCRAM
+from api.security.scram import SaslError, ScramServer
+
+log = logging.getLogger("mqindex.kafka.sasl")
+
+MECHANISMS = [PLAIN, SCRAM]
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+
+
+class Session:
+    """One connection's authentication state. Without an authenticator every caller is ANONYMOUS."""
+
+    def __init__(self, authenticator: Authenticator | None, peer: str) -> None:
+        self.authenticator = authenticator
+        self.peer = peer
+        self.principal: Principal | None = ANONYMOUS if authenticator is None else None
+        self.mechanism: str | None = None
+        self.raw = False  # after SaslHandshake v0: the next frames are raw SASL tokens
+        self.failed = False  # the connection is closed once the answer is sent
+        self._scram: ScramServer | None = None
+        self._scram_steps = 0
+
+    @property
+    def authenticated(self) -> bool:
+        return self.principal is not None
+
+    def handshake(self, req: Any, version: int) -> Any:
+        code = 0
+        if self.authenticator is None or self.mechanism is not None:
+            code = ILLEGAL_SASL_STATE
+            self.failed = True
+        elif req.mechanism not in MECHANISMS:
+            code = UNSUPPORTED_SASL_MECHANISM
+            self.failed = True
+        else:
+            self.mechanism = req.mechanism
+            self.raw = version == 0
+            if self.mechanism == SCRAM:
+                self._scram = self.authenticator.scram()
+        return build(APIS[SASL_HANDSHAKE].response, version, error_code=code, mechanisms=MECHANISMS)
+
+    def step(self, token: bytes) -> bytes:
+        """One SASL token of the client -> the server's token; SaslError when authentication fails."""
+        if self.authenticator is None or self.mechanism is None or self.authenticated:
+            raise SaslError("SaslAuthenticate without a SaslHandshake before it")
+        if self.mechanism == PLAIN:
+            self.principal = self.authenticator.plain(token)
+            out = b""
+        else:
+            assert self._scram is not None
+            self._scram_steps += 1
+            if self._scram_steps == 1:
+                return self._scram.first(token)
+            out = self._scram.final(token)
+            self.principal = self.authenticator.principal_of(self._scram)
+        log.info("kafka client authenticated", extra={"peer": self.peer, "principal": self.principal.name,
+                                                      "mechanism": self.mechanism})
+        return out
+
+    def authenticate(self, req: Any, version: int) -> Any:
+        resp = APIS[SASL_AUTHENTICATE].response
+        try:
+            token = self.step(bytes(req.auth_bytes))
+        except SaslError as exc:
+            self.failed = True
+            log.warning("kafka SASL authentication failed", extra={"peer": self.peer, "error": str(exc),
+                                                                   "mechanism": self.mechanism})
+            return build(resp, version, error_code=SASL_AUTHENTICATION_FAILED, error_message=str(exc),
+                         auth_bytes=b"", session_lifetime_ms=0)
+        return build(resp, version, error_code=0, error_message=None, auth_bytes=token, session_lifetime_ms=0)
+
+    def raw_token(self, token: bytes) -> bytes:
+        """A raw SASL token (after SaslHandshake v0); SaslError closes the connection."""
+        out = self.step(token)
+        if self.authenticated:
+            self.raw = False
+        return out

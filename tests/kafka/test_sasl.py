@@ -1,0 +1,193 @@
+"""SASL on the Kafka listener, principals and scopes shared with the HTTP tokens: SASL/PLAIN (a bearer token as
+the password of the user `token`) and SASL/SCRAM-SHA-256 (configured users), over plaintext and over TLS,
+through confluent-kafka and kafka-python. The right scope produces and consumes, the wrong one is refused with
+Kafka's authorization errors, a wrong password is refused, and a request before SASL closes the connection."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaProducer
+from kafka.errors import KafkaError as PyKafkaError
+from kafka.errors import TopicAuthorizationFailedError
+
+from api.security.scram import derive_credential
+from tests.api.test_security_serve import _cert
+from tests.kafka.conftest import KafkaServerProcess
+from tests.kafka.test_kafka_python import consume_all
+
+ADMIN_TOKEN = "admin-token-0123456789abcdef"
+READ_TOKEN = "read-token-0123456789abcdef"
+USERS = {"alice": ("alice-password-1", ["read"]), "bob": ("bob-password-22", ["produce"])}
+
+
+def config_file(d: Path) -> Path:
+    lines = []
+    for name, (password, scopes) in USERS.items():
+        lines += [f"[users.{name}]", f"scopes = {scopes!r}".replace("'", '"'),
+                  f'scram_sha_256 = "{derive_credential(password).encode()}"']
+    path = d / "mqindex.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def secured(d: Path, *extra: str) -> KafkaServerProcess:
+    d.mkdir(parents=True, exist_ok=True)
+    return KafkaServerProcess(d / "node", "--config", str(config_file(d)), *extra,
+                              env={"MQINDEX_TOKENS": f"{ADMIN_TOKEN}=admin;{READ_TOKEN}=read"})
+
+
+@pytest.fixture(scope="module")
+def sasl_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaServerProcess]:
+    server = secured(tmp_path_factory.mktemp("sasl")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def conf(server: KafkaServerProcess, user: str, password: str, mechanism: str = "SCRAM-SHA-256",
+         protocol: str = "SASL_PLAINTEXT") -> dict[str, str]:
+    return {"bootstrap.servers": server.bootstrap, "security.protocol": protocol, "sasl.mechanism": mechanism,
+            "sasl.username": user, "sasl.password": password}
+
+
+def create(c: dict[str, str], topic: str) -> None:
+    admin = AdminClient(c)
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(20)
+
+
+def produce(c: dict[str, str], topic: str, n: int) -> list[KafkaError | None]:
+    errors: list[KafkaError | None] = []
+    p = Producer(c | {"acks": "all", "message.timeout.ms": 10_000, "retries": 0})
+    for i in range(n):
+        p.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), on_delivery=lambda e, m: errors.append(e))
+    p.flush(20)
+    return errors
+
+
+def test_scopes_over_sasl_plain_and_scram(sasl_server: KafkaServerProcess) -> None:
+    create(conf(sasl_server, "token", ADMIN_TOKEN, "PLAIN"), "secure")
+
+    # read scope (a token over PLAIN): creating a topic is a cluster operation it may not do
+    reader = AdminClient(conf(sasl_server, "token", READ_TOKEN, "PLAIN"))
+    with pytest.raises(KafkaException) as denied:
+        reader.create_topics([NewTopic("nope", 1, 1)])["nope"].result(20)
+    assert denied.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+
+    # bob has produce: his records are stored
+    assert produce(conf(sasl_server, "bob", USERS["bob"][0]), "secure", 20) == [None] * 20
+    # alice has read only: her produce is refused per partition
+    refused = produce(conf(sasl_server, "alice", USERS["alice"][0]), "secure", 3)
+    assert refused and all(e is not None and e.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED for e in refused)
+
+    # alice reads what bob wrote; bob may not read
+    c = Consumer(conf(sasl_server, "alice", USERS["alice"][0]) | {"group.id": "g-alice",
+                                                                  "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition("secure", 0, 0)])
+        got = []
+        while len(got) < 20:
+            m = c.poll(10)
+            assert m is not None and m.error() is None, m and m.error()
+            got.append(m.value())
+        assert got == [f"v{i}".encode() for i in range(20)]
+    finally:
+        c.close()
+    c = Consumer(conf(sasl_server, "bob", USERS["bob"][0]) | {"group.id": "g-bob", "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition("secure", 0, 0)])
+        seen: set[int] = set()
+        deadline = time.monotonic() + 15
+        while KafkaError.TOPIC_AUTHORIZATION_FAILED not in seen and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None:
+                assert m.error() is not None, "bob read a record without the read scope"
+                seen.add(m.error().code())
+        # the fetch is refused; the consumer's group lookup too (FindCoordinator needs read, as Kafka's ACLs)
+        assert KafkaError.TOPIC_AUTHORIZATION_FAILED in seen, seen
+        assert seen <= {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED}, seen
+    finally:
+        c.close()
+
+
+def test_wrong_password_is_refused(sasl_server: KafkaServerProcess) -> None:
+    for c in (conf(sasl_server, "alice", "not-her-password"), conf(sasl_server, "token", "no-such-token", "PLAIN"),
+              conf(sasl_server, "mallory", "whatever")):
+        with pytest.raises(KafkaException) as refused:
+            AdminClient(c).list_topics(timeout=5)
+        assert refused.value.args[0].code() in (KafkaError._AUTHENTICATION, KafkaError._TRANSPORT,
+                                                KafkaError._TIMED_OUT), refused.value
+    with pytest.raises(PyKafkaError):
+        p = KafkaProducer(bootstrap_servers=sasl_server.bootstrap, security_protocol="SASL_PLAINTEXT",
+                          sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="alice",
+                          sasl_plain_password="not-her-password", max_block_ms=5000)
+        try:
+            p.send("secure", value=b"x").get(10)
+        finally:
+            p.close(timeout=5)
+    assert "authentication failed for 'alice'" in sasl_server.log.read_text()
+    assert "not-her-password" not in sasl_server.log.read_text()
+
+
+def test_kafka_python_scram(sasl_server: KafkaServerProcess) -> None:
+    create(conf(sasl_server, "token", ADMIN_TOKEN, "PLAIN"), "kp")
+    opts = dict(security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256")
+    p = KafkaProducer(bootstrap_servers=sasl_server.bootstrap, sasl_plain_username="bob",
+                      sasl_plain_password=USERS["bob"][0], **opts)
+    try:
+        for i in range(10):
+            p.send("kp", key=f"k{i}".encode(), value=f"v{i}".encode()).get(20)
+    finally:
+        p.close()
+    got = consume_all(sasl_server.bootstrap, "kp", 1, 10, sasl_plain_username="alice",
+                      sasl_plain_password=USERS["alice"][0], **opts)
+    assert [m.value for m in got] == [f"v{i}".encode() for i in range(10)]
+    p = KafkaProducer(bootstrap_servers=sasl_server.bootstrap, sasl_plain_username="alice",
+                      sasl_plain_password=USERS["alice"][0], retries=0, **opts)
+    try:
+        with pytest.raises(TopicAuthorizationFailedError):
+            p.send("kp", value=b"denied").get(20)
+    finally:
+        p.close()
+
+
+def test_request_before_sasl_closes_the_connection(sasl_server: KafkaServerProcess) -> None:
+    # Metadata v1 for all topics, with no SaslHandshake before it
+    body = struct.pack(">hhih", 3, 1, 7, 4) + b"test" + struct.pack(">i", -1)
+    with socket.create_connection(("127.0.0.1", sasl_server.kafka_port), timeout=10) as s:
+        s.sendall(struct.pack(">i", len(body)) + body)
+        assert s.recv(4) == b"", "the server answered a request made before SASL authentication"
+
+
+def test_sasl_ssl(tmp_path: Path) -> None:
+    pki = tmp_path / "pki"
+    pki.mkdir()
+    _cert(pki, "server", _cert(pki, "ca", None), server=True)
+    server = secured(tmp_path, "--kafka-tls-cert", str(pki / "server.pem"),
+                     "--kafka-tls-key", str(pki / "server.key")).start()
+    try:
+        tls = {"ssl.ca.location": str(pki / "ca.pem")}
+        create(conf(server, "token", ADMIN_TOKEN, "PLAIN", "SASL_SSL") | tls, "s")
+        assert produce(conf(server, "bob", USERS["bob"][0], protocol="SASL_SSL") | tls, "s", 5) == [None] * 5
+        with pytest.raises(KafkaException):  # SASL without TLS against the TLS listener
+            AdminClient(conf(server, "bob", USERS["bob"][0]) | {"socket.timeout.ms": 3000}).list_topics(timeout=4)
+    finally:
+        server.stop()
+
+
+def test_protected_mode_on_the_kafka_listener(tmp_path: Path) -> None:
+    mqindex = str(Path(sys.executable).parent / "mqindex")
+    out = subprocess.run([mqindex, "serve", "--data-dir", str(tmp_path / "d"), "--port", "0",
+                          "--kafka-listener", "0.0.0.0:0"], capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0
+    assert "refusing to serve Kafka on 0.0.0.0" in out.stdout + out.stderr and "--allow-anonymous" in out.stderr

@@ -1,0 +1,59 @@
+"""The Kafka listener over TLS with client certificates (a CA the test makes), through confluent-kafka's
+security.protocol=SSL: a client presenting a certificate signed by the CA produces and consumes, a client
+without one is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+
+from tests.api.test_security_serve import _cert
+from tests.kafka.conftest import KafkaServerProcess
+from tests.kafka.test_confluent import create, read
+
+
+@pytest.fixture
+def kafka_pki(tmp_path: Path) -> Path:
+    d = tmp_path / "pki"
+    d.mkdir()
+    ca = _cert(d, "ca", None)
+    _cert(d, "server", ca, server=True)
+    _cert(d, "client", ca)
+    _cert(d, "stranger", _cert(d, "other-ca", None))  # signed by a CA the server does not trust
+    return d
+
+
+def ssl_config(bootstrap: str, pki: Path, client: str | None) -> dict[str, str]:
+    conf = {"bootstrap.servers": bootstrap, "security.protocol": "SSL", "ssl.ca.location": str(pki / "ca.pem")}
+    if client:
+        conf |= {"ssl.certificate.location": str(pki / f"{client}.pem"),
+                 "ssl.key.location": str(pki / f"{client}.key")}
+    return conf
+
+
+def test_ssl_with_client_certificates(tmp_path: Path, kafka_pki: Path) -> None:
+    server = KafkaServerProcess(tmp_path / "node", "--kafka-tls-cert", str(kafka_pki / "server.pem"),
+                                "--kafka-tls-key", str(kafka_pki / "server.key"),
+                                "--kafka-tls-client-ca", str(kafka_pki / "ca.pem")).start()
+    try:
+        conf = ssl_config(server.bootstrap, kafka_pki, "client")
+        create(server.bootstrap, "tls", 1, conf)
+        p = Producer(conf | {"acks": "all"})
+        for i in range(50):
+            p.produce("tls", key=f"k{i}".encode(), value=f"v{i}".encode())
+        assert p.flush(30) == 0
+        got = read(server.bootstrap, "tls", 1, 50, conf=conf)
+        assert [m.value() for m in got] == [f"v{i}".encode() for i in range(50)]
+
+        for who in (None, "stranger"):  # no certificate, or one the CA did not sign: the handshake fails
+            admin = AdminClient(ssl_config(server.bootstrap, kafka_pki, who) | {"socket.timeout.ms": 3000})
+            with pytest.raises(KafkaException):
+                admin.list_topics(timeout=4)
+        plain = AdminClient({"bootstrap.servers": server.bootstrap})  # PLAINTEXT against the TLS listener
+        with pytest.raises(KafkaException):
+            plain.list_topics(timeout=4)
+    finally:
+        server.stop()
