@@ -48,6 +48,7 @@ class Settings:
     metrics_auth: bool = False  # /metrics requires a token with the read scope
     # -- Kafka listener (api/kafka/, docs/KAFKA.md) --
     kafka_listener: str = "127.0.0.1:9092"  # HOST:PORT of the Kafka listener; empty: no Kafka listener
+    kafka_advertised: str = ""  # HOST:PORT Kafka clients are told to connect to (NAT, proxy); default the listener
     kafka_tls_cert: str = ""  # PEM certificate (chain) of the Kafka listener; with kafka_tls_key: SSL / SASL_SSL
     kafka_tls_key: str = ""  # its PEM private key
     kafka_tls_client_ca: str = ""  # PEM CA bundle: Kafka clients must present a certificate it signed
@@ -70,7 +71,8 @@ class Settings:
             min_free_bytes=self.min_free_bytes,
             users=dict(self.users), allow_anonymous=self.allow_anonymous, tls_cert=self.tls_cert,
             tls_key=self.tls_key, tls_client_ca=self.tls_client_ca, metrics_auth=self.metrics_auth,
-            kafka_listener=self.kafka_listener, kafka_tls_cert=self.kafka_tls_cert, kafka_tls_key=self.kafka_tls_key,
+            kafka_listener=self.kafka_listener, kafka_advertised=self.kafka_advertised,
+            kafka_tls_cert=self.kafka_tls_cert, kafka_tls_key=self.kafka_tls_key,
             kafka_tls_client_ca=self.kafka_tls_client_ca,
         )
 
@@ -87,7 +89,8 @@ def shown_settings(settings: Settings) -> dict[str, Any]:
         "tokens": len(settings.tokens), "users": sorted(settings.users), "cluster_token": bool(settings.cluster_token),
         "allow_anonymous": settings.allow_anonymous, "tls": bool(settings.tls_cert),
         "tls_client_ca": settings.tls_client_ca or None, "metrics_auth": settings.metrics_auth,
-        "kafka_listener": settings.kafka_listener or None, "kafka_tls": bool(settings.kafka_tls_cert),
+        "kafka_listener": settings.kafka_listener or None, "kafka_advertised": settings.kafka_advertised or None,
+        "kafka_tls": bool(settings.kafka_tls_cert),
         "kafka_tls_client_ca": settings.kafka_tls_client_ca or None,
     })
 

@@ -36,6 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kafka-listener", dest="kafka_listener",
                    help="HOST:PORT of the Kafka wire protocol listener (default 127.0.0.1:9092; empty: off); "
                         "also the address this node advertises to Kafka clients")
+    p.add_argument("--kafka-advertised", dest="kafka_advertised",
+                   help="HOST:PORT Kafka clients are told to connect to, when it is not the listener's own address "
+                        "(behind NAT or a TCP proxy); the address the cluster membership names")
     p.add_argument("--kafka-tls-cert", dest="kafka_tls_cert",
                    help="PEM certificate (chain) of the Kafka listener: clients connect with SSL or SASL_SSL")
     p.add_argument("--kafka-tls-key", dest="kafka_tls_key", help="PEM private key of --kafka-tls-cert")
@@ -68,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
                              min_free_bytes=args.min_free_bytes, allow_anonymous=args.allow_anonymous,
                              tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca,
                              metrics_auth=args.metrics_auth, kafka_listener=args.kafka_listener,
+                             kafka_advertised=args.kafka_advertised,
                              kafka_tls_cert=args.kafka_tls_cert, kafka_tls_key=args.kafka_tls_key,
                              kafka_tls_client_ca=args.kafka_tls_client_ca,
                              **{s.name: getattr(args, s.name) for s in NODE_SETTINGS}).resolved()
@@ -77,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
     log.info("opening the node (recovering from the WAL and the index state folders if needed)",
              extra={"data_dir": settings.data_dir})
     node = BrokerNode.open(settings.data_dir, settings.store, settings.metadata, node_id=settings.node_id,
-                           http_address=settings.advertised_url, kafka_address=settings.kafka_listener or None,
+                           http_address=settings.advertised_url,
+                           kafka_address=(settings.kafka_advertised or settings.kafka_listener) or None,
                            lease_ms=settings.lease_ms,
                            cluster_token=settings.cluster_token or None, min_free_bytes=settings.min_free_bytes,
                            wal_url=settings.wal or None,
@@ -88,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         from api.kafka.context import split_address
 
         kafka = KafkaServer(node, *split_address(settings.kafka_listener), tls=kafka_tls,
-                            authenticator=kafka_auth)
+                            authenticator=kafka_auth, advertised=settings.kafka_advertised or None)
         kafka.start()
     app = app_for_node(settings, node)
     scheme = "https" if tls else "http"

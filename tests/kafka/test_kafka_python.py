@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import httpx
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -54,3 +59,11 @@ def test_round_trip_keys_headers_timestamps(kafka_server: KafkaServerProcess) ->
         assert r.status_code == 200, r.text
         values = [m["value"] for m in r.json()["messages"]]
         assert len(values) == 1, r.json()
+    # and through the CLI, as an operator would look one up
+    mqindex = str(Path(sys.executable).parent / "mqindex")
+    for key, value in (("k7", "v7"), ("a12", "v12")):
+        out = subprocess.run([mqindex, "query", "--url", kafka_server.url, "--json", "orders", key],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        found = json.loads(out.stdout)
+        assert [m["value"] for m in found] == [value], found
