@@ -8,8 +8,9 @@ Idempotence (a producer id >= 0): per partition and producer id the last five ba
 offsets are kept, as Kafka does. A batch whose sequence range is one of them is a retry: it is answered with
 the offset it got the first time and stored no second time. Otherwise its base sequence must follow the
 last one (or be 0 for a new epoch); any other sequence is OUT_OF_ORDER_SEQUENCE_NUMBER, a lower epoch is
-INVALID_PRODUCER_EPOCH. This state lives in memory (it is lost with the process; after a restart the first
-batch of a producer is accepted as it comes).
+INVALID_PRODUCER_EPOCH. This state lives in memory and is rebuilt from the partition's stored batches on the
+first idempotent append after a start or an ownership change (producer_state.py), so a batch stored before a
+crash and retried after it is still recognised.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 
 from broker.errors import BrokerError, Fenced, RecordFormatError
 from broker.objects.format import RECORD_HEADER_SIZE
+from broker.partitions import producer_state
 from broker.partitions.partition import Partition
 from broker.partitions.partition_map import PartitionMap
 from broker.partitions.records import KafkaBatch, index_keys, parse_batches, with_base_offset
@@ -60,7 +62,8 @@ class ClientBatches:
         self.max_body = max_body
         self.dispatch = dispatch
         self.clock = clock
-        self._producers: dict[tuple[str, int, int], _ProducerState] = {}
+        self._producers: dict[tuple[str, int, int], _ProducerState | producer_state.ProducerState] = {}
+        self._restored: dict[tuple[str, int], int] = {}  # partition -> ownership epoch its state was rebuilt at
 
     @staticmethod
     def parse(data: bytes) -> list[KafkaBatch]:
@@ -98,6 +101,17 @@ class ClientBatches:
                                 f"producer {h.producer_id}: sequence {first}, expected {expected}")
         return None
 
+    def _restore(self, part: Partition) -> None:
+        """On the first idempotent append at this ownership epoch, the partition's producers from its log."""
+        mark = (part.topic.name, part.index)
+        if self._restored.get(mark) == part.epoch:
+            return
+        for key in [k for k in self._producers if k[:2] == mark]:
+            del self._producers[key]
+        for pid, st in producer_state.rebuild(self.parts, part, KEEP_BATCHES).items():
+            self._producers[(*mark, pid)] = st
+        self._restored[mark] = part.epoch
+
     def append(self, part: Partition, data: bytes) -> tuple[list[AppendResult], Callable[[], None]]:
         """Queue the batches of `data` on the partition's data stream. Returns each batch's result and a
         wait() that returns once every new batch is fsynced in the WAL. All or nothing: a batch refused by
@@ -117,6 +131,8 @@ class ClientBatches:
             data_stream = part.data
             if not part.owned or data_stream is None:
                 raise self.parts.not_served(part)
+            if any(b.header.producer_id >= 0 for b in batches):
+                self._restore(part)
             dup: list[int | None] = []
             for b in batches:  # every check before anything is queued
                 key = (topic, part.index, b.header.producer_id)
