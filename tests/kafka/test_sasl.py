@@ -193,3 +193,44 @@ def test_protected_mode_on_the_kafka_listener(tmp_path: Path) -> None:
                           "--kafka-listener", "0.0.0.0:0"], capture_output=True, text=True, timeout=60)
     assert out.returncode != 0
     assert "refusing to serve Kafka on 0.0.0.0" in out.stdout + out.stderr and "--allow-anonymous" in out.stderr
+
+
+def _exchange(s: socket.socket, payload: bytes) -> bytes:
+    s.sendall(struct.pack(">i", len(payload)) + payload)
+    head = b""
+    while len(head) < 4:
+        chunk = s.recv(4 - len(head))
+        assert chunk, "connection closed"
+        head += chunk
+    (size,) = struct.unpack(">i", head)
+    body = b""
+    while len(body) < size:
+        chunk = s.recv(size - len(body))
+        assert chunk, "connection closed"
+        body += chunk
+    return body
+
+
+def test_sasl_handshake_v0_with_raw_tokens(sasl_server: KafkaServerProcess) -> None:
+    """The exchange of clients from before SaslAuthenticate: SaslHandshake v0, then the SASL token raw."""
+    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+    from kafka.protocol.sasl import SaslHandshakeRequest, SaslHandshakeResponse
+
+    with socket.create_connection(("127.0.0.1", sasl_server.kafka_port), timeout=10) as s:
+        req = SaslHandshakeRequest(version=0, mechanism="PLAIN")
+        req.with_header(correlation_id=1, client_id="raw")
+        resp = SaslHandshakeResponse.decode(_exchange(s, req.encode(header=True))[4:], version=0)
+        assert resp.error_code == 0 and "PLAIN" in resp.mechanisms
+        assert _exchange(s, f"\0token\0{READ_TOKEN}".encode()) == b""  # PLAIN: an empty token back
+        meta = MetadataRequest(version=1, topics=None)
+        meta.with_header(correlation_id=2, client_id="raw")
+        body = _exchange(s, meta.encode(header=True))
+        assert struct.unpack(">i", body[:4])[0] == 2
+        assert [b.port for b in MetadataResponse.decode(body[4:], version=1).brokers] == [sasl_server.kafka_port]
+    with socket.create_connection(("127.0.0.1", sasl_server.kafka_port), timeout=10) as s:
+        req = SaslHandshakeRequest(version=0, mechanism="PLAIN")
+        req.with_header(correlation_id=1, client_id="raw")
+        _exchange(s, req.encode(header=True))
+        bad = b"\0token\0not-a-token-at-all"
+        s.sendall(struct.pack(">i", len(bad)) + bad)
+        assert s.recv(4) == b"", "a wrong raw PLAIN token must close the connection"
