@@ -10,8 +10,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from broker.node import BrokerNode
+from broker.partitions import group_offsets
 from broker.partitions.client_messages import InMessage
+from storage_tier import open_store
 
 
 def values(node: BrokerNode, topic: str, key: str) -> list[bytes]:
@@ -60,3 +65,42 @@ def test_a_node_down_at_the_deletion_resets_its_stale_index_checkpoint(tmp_path:
         assert values(n0, "t", "k") == [b"new-%d" % i for i in range(3, 8)]
     finally:
         n0.close()
+
+
+def test_an_index_file_of_only_a_deleted_topic_expires_like_trimmed_data(tmp_path: Path) -> None:
+    url = f"file://{tmp_path}/objects"
+    node = BrokerNode.open(tmp_path / "node", url, f"sqlite:///{tmp_path}/meta.sqlite", upload_interval_s=3600,
+                           maintenance_interval_s=0, index_config={"maintain_interval_s": 0})
+    store = open_store(url)
+    try:
+        files = {}
+        for topic in ("gone", "stays"):
+            node.create_topic(topic, 2)
+            node.produce(topic, [InMessage(b"v%d" % i, key=b"k%d" % i) for i in range(20)])
+            node.sync_index()
+            files[topic] = next(f.name for f in node.index.files() if f.state.value == "WRITING")
+            node.index.roll()  # the topic's entries alone in one file
+        node.index.maintain()  # compacted and uploaded
+        uploaded = {f.name: f.location for f in node.index.files() if f.state.value == "UPLOADED"}
+        assert set(files.values()) <= set(uploaded)
+        assert node.index.maintain().expired == []  # nothing trimmed, nothing deleted: every file kept
+
+        node.delete_topic("gone")
+        rep = node.index.maintain()
+        assert rep.expired == [files["gone"]]
+        assert not store.exists(uploaded[files["gone"]]) and store.exists(uploaded[files["stays"]])
+        assert [m.value for m in node.find_by_key("stays", "k7", 0, None, 10, None)[0]] == [b"v7"]
+    finally:
+        store.close()
+        node.close()
+
+
+@given(group=st.text(min_size=1, max_size=30), topic=st.from_regex(r"[a-zA-Z0-9._-]{1,20}", fullmatch=True),
+       other=st.from_regex(r"[a-zA-Z0-9._-]{1,20}", fullmatch=True), partition=st.integers(0, 10_000))
+def test_group_offset_keys_of_a_topic_whatever_the_group_id(group: str, topic: str, other: str,
+                                                             partition: int) -> None:
+    """A deletion drops exactly the topic's committed offsets, group ids with "/" included."""
+    key = f"{group_offsets.PREFIX}{group}/{topic}/{partition}"
+    assert group_offsets.is_topic_key(key, topic)
+    assert group_offsets.is_topic_key(key, other) == (other == topic)
+    assert not group_offsets.is_topic_key(f"topics/{topic}", topic)
