@@ -229,6 +229,10 @@ class PartitionMap:
                 was_owned, streams = p.owned, p.streams
                 p.owned, p.why_not_owned = False, "topic deleted"
                 p.meta = p.data = None
+            # appends queued before: their completion (log cache, index dispatch) runs before what follows
+            deadline = time.monotonic() + 10.0
+            while any(x.confirmed_end < x.next_offset for x in streams) and time.monotonic() < deadline:
+                time.sleep(0.002)
             if streams:
                 self.storage.abandon(streams)
             if was_owned:
