@@ -16,6 +16,10 @@ __all__ = ["Backend", "InMessage", "OutMessage", "Produced"]
 class Backend(Protocol):
     def create_topic(self, name: str, partitions: int, configs: dict[str, int] | None = None) -> dict[str, Any]: ...
 
+    def delete_topic(self, name: str) -> dict[str, Any]:
+        """Delete the topic, its data and index entries (TopicNotFound when unknown); the deleted topic."""
+        ...
+
     def describe_topic(self, name: str) -> dict[str, Any]:
         """The topic with its configs: {"retention.ms": {"value", "source"}, ...}."""
         ...

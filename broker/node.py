@@ -206,6 +206,11 @@ class BrokerNode:
         self._check_usable()
         return self.cluster.create_topic(name, partitions, configs).as_dict()
 
+    def delete_topic(self, name: str) -> dict[str, Any]:
+        """Delete the topic everywhere (broker/cluster/cluster.py: Cluster.delete_topic); what it was."""
+        self._check_usable()
+        return self.cluster.delete_topic(name).as_dict()
+
     def describe_topic(self, name: str) -> dict[str, Any]:
         return topic_admin.describe(self.partitions, name, self.retention)
 

@@ -7,6 +7,7 @@
     svc.query(topic, key, max_count=64, begin_ms=0, end_ms=None) -> list[IndexHit]   # newest first
     svc.files() -> list[FileInfo]
     svc.checkpoint(topic, queue_id) -> int | None   # highest durably indexed offset
+    svc.forget_queues(topic)          # a deleted topic: its name may come back with offsets from 0
     svc.maintain()                    # one background cycle now: roll/compact/upload/expire
     svc.close()
 
@@ -240,6 +241,13 @@ class IndexService:
         """Highest offset of (topic, queue_id) durably indexed (None: nothing yet). After a crash the
         broker re-dispatches from the next offset; records at or below it are ignored if re-sent."""
         return self.checkpoints.current.offsets.get((topic, queue_id))
+
+    def forget_queues(self, topic: str, queue_ids: list[int] | None = None, timeout: float = 60.0) -> None:
+        """The topic was deleted: drop the checkpoints of its queues (all, or `queue_ids`) after everything put
+        so far is written, so a topic created again under the name (offsets from 0) is indexed, not taken
+        for re-sent records. Entries already written stay until their files expire."""
+        self._require_open()
+        self.writer.forget(topic, queue_ids, timeout)
 
     def checkpoints_snapshot(self) -> dict[QueueKey, int]:
         return dict(self.checkpoints.current.offsets)

@@ -80,6 +80,9 @@ class Writer:
         self._done = threading.Condition(self._lock)
         self._wake = threading.Event()
         self._roll_requested: str | None = None
+        self._forget: list[tuple[str, frozenset[int] | None]] = []  # queues to forget after the pending batch
+        self._forgets_requested = 0
+        self._forgets_done = 0
         self._stop = False
         self.error: BaseException | None = None
         self.blocked: BaseException | None = None  # the out-of-disk error of the last attempt, while it lasts
@@ -154,6 +157,39 @@ class Writer:
                     raise TimeoutError("roll request not served")
                 self._done.wait(0.5)
 
+    def forget(self, topic: str, queue_ids: Sequence[int] | None = None, timeout: float = 60.0) -> None:
+        """Drop the checkpointed offsets of `topic`'s queues (all, or `queue_ids`) once every record submitted
+        before this call is written: the topic was deleted, and a topic created again under its name starts
+        at offset 0, so its records must not be taken for re-sent ones. Returns once the checkpoint is saved."""
+        with self._lock:
+            self._raise_if_failed()
+            self._forget.append((topic, None if queue_ids is None else frozenset(queue_ids)))
+            self._forgets_requested += 1
+            target = self._forgets_requested
+            self._wake.set()
+            deadline = time.monotonic() + timeout
+            while self._forgets_done < target:
+                self._raise_if_failed()
+                if not self._thread.is_alive():
+                    raise WriterError("the writer thread is not running")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"forgetting the queues of {topic!r} not done after {timeout}s")
+                self._done.wait(0.5)
+
+    def _apply_forget(self, forget: list[tuple[str, frozenset[int] | None]]) -> None:
+        def gone(k: QueueKey) -> bool:
+            return any(k[0] == t and (qs is None or k[1] in qs) for t, qs in forget)
+
+        for k in [k for k in self.accepted if gone(k)]:
+            del self.accepted[k]
+        for k in [k for k in self.durable if gone(k)]:
+            del self.durable[k]
+        ck = self.checkpoints.current
+        mf = self.current
+        self.checkpoints.save(self.durable, ck.writing, ck.items, mf.ranges if mf is not None else ck.ranges)
+        log.info("index queues forgotten", extra={"topics": sorted({t for t, _ in forget}),
+                                                  "file": mf.stem if mf is not None else None})
+
     def stop(self) -> None:
         with self._lock:
             self._stop = True
@@ -177,14 +213,22 @@ class Writer:
                 target = self._submitted
                 stopping = self._stop
                 roll = self._roll_requested
+                forget, self._forget = self._forget, []
             try:
                 if batch:
                     self._write(batch, join_columns(cols))
                 if roll is not None:
                     self._roll(roll)
+                if forget:
+                    self._apply_forget(forget)
+                    with self._lock:
+                        self._forgets_done += len(forget)
+                        self._done.notify_all()
             except BaseException as exc:  # noqa: BLE001 - reported to every caller from now on
                 if is_out_of_space(exc) and not stopping:
                     self._hold_for_space(batch, exc)
+                    with self._lock:
+                        self._forget[:0] = forget  # after the held records, once space returns
                     continue
                 log.exception("index writer failed", extra={"file": self.current.stem if self.current else None,
                                                             "state": "WRITING"})

@@ -6,8 +6,7 @@ Tables by default, `--json` on every action.
     mqindex topics alter orders --retention-ms 604800000 --retention-bytes -1
     mqindex topics alter orders --delete-config retention.ms      (back to the server default)
     mqindex topics describe orders                               (configs and partitions: leader, offsets, bytes)
-
-There is no `topics delete`: the broker cannot delete a topic yet (its streams, partitions and objects).
+    mqindex topics delete orders                                 (its partitions, data, configs, group offsets)
 """
 
 from __future__ import annotations
@@ -31,10 +30,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     describe = sub.add_parser("describe", help="show a topic, its configs and its partitions")
     describe.add_argument("name")
     listing = sub.add_parser("list", help="list the topics")
+    delete = sub.add_parser("delete", help="delete a topic: its partitions, data, configs and group offsets")
+    delete.add_argument("name")
     for q in (create, alter):
         q.add_argument("--retention-ms", type=int, help="keep records this long (-1 = forever)")
         q.add_argument("--retention-bytes", type=int, help="keep at most this many bytes per partition (-1 = no limit)")
-    for q in (create, alter, describe, listing):
+    for q in (create, alter, describe, listing, delete):
         _common(q)
 
 
@@ -71,9 +72,20 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _delete(args: argparse.Namespace) -> int:
+    body = _request(args, "DELETE", f"/v1/topics/{args.name}")
+    if args.json:
+        print(json.dumps(body, indent=2))
+    else:
+        print(_table([body], ["name", "partitions", "topic_id", "deleted"]))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     if args.action == "list":
         return _list(args)
+    if args.action == "delete":
+        return _delete(args)
     if args.action == "create":
         _request(args, "POST", "/v1/topics", json={"name": args.name, "partitions": args.partitions,
                                                   "configs": _configs(args)})

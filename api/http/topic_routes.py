@@ -1,6 +1,8 @@
 """Topic configs and the node's settings over HTTP (Kafka's DescribeConfigs / IncrementalAlterConfigs in JSON):
 
     GET   /v1/topics/{topic}            the topic with its configs, each {"value", "source": topic|default}
+    DELETE /v1/topics/{topic}           (admin) delete the topic: its partitions, data, configs, group offsets;
+                                        {"name", "partitions", "topic_id", "deleted": true}; 404 when unknown
     PATCH /v1/topics/{topic}/configs    {"configs": {"retention.ms": 172800000, "retention.bytes": null}}
                                         (a value sets, null removes: back to the server default)
     GET   /v1/config                    (admin) the node's and its index's effective settings, and the server's
@@ -45,6 +47,21 @@ class TopicConfigsIn(BaseModel):
 @router.get("/v1/topics/{topic}", response_model=TopicDetailOut, dependencies=[Depends(require("read"))])
 async def describe_topic(topic: TopicPath, request: Request) -> Any:
     return await call(request, Backend.describe_topic, topic)
+
+
+class TopicDeletedOut(BaseModel):
+    name: str
+    partitions: int
+    topic_id: int
+    deleted: bool = Field(True, description="always true: the topic is gone; its bytes are reclaimed later "
+                                            "(see docs/OPERATIONS.md)")
+
+
+@router.delete("/v1/topics/{topic}", response_model=TopicDeletedOut, dependencies=[Depends(require("admin"))])
+async def delete_topic(topic: TopicPath, request: Request) -> Any:
+    """Delete the topic on every node: produce, fetch, key and id lookups no longer see it, and a topic
+    created again under the name starts empty at offset 0."""
+    return {**await call(request, Backend.delete_topic, topic), "deleted": True}
 
 
 @router.patch("/v1/topics/{topic}/configs", response_model=TopicDetailOut,

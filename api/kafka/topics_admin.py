@@ -1,7 +1,8 @@
 """CreateTopics and DeleteTopics.
 
-The broker has no topic deletion yet: DeleteTopics answers Kafka's TOPIC_DELETION_DISABLED for every topic,
-as a Kafka cluster with delete.topic.enable=false does, and deletes nothing."""
+DeleteTopics deletes each named topic through the node (any node accepts it; the leaders learn it from the
+metadata): NONE when deleted, UNKNOWN_TOPIC_OR_PARTITION for a topic that does not exist, each topic
+answered on its own."""
 
 from __future__ import annotations
 
@@ -52,7 +53,13 @@ async def create_topics(ctx: Context, req: Any, version: int) -> Any:
 
 
 async def delete_topics(ctx: Context, req: Any, version: int) -> Any:
-    return build(APIS[20].response, version, throttle_time_ms=0, responses=[
-        dict(name=n, error_code=errors.TOPIC_DELETION_DISABLED, error_message="topic deletion is not supported")
-        for n in req.topic_names])
+    def delete(name: str) -> dict[str, Any]:
+        try:
+            ctx.node.delete_topic(name)
+        except Exception as exc:  # noqa: BLE001 - answered per topic with Kafka's code
+            return dict(name=name, error_code=errors.code_for(exc), error_message=str(exc))
+        return dict(name=name, error_code=errors.NONE, error_message=None)
+
+    results = [await ctx.run(delete, n) for n in req.topic_names]
+    return build(APIS[20].response, version, throttle_time_ms=0, responses=results)
 

@@ -4,7 +4,7 @@
     cluster.start_membership()          # lease registered (the node is alive for the others)
     cluster.claim_at_open(every)        # partitions assigned here, unassigned, or left open by a crash here
     cluster.start(index, dispatcher)    # the watcher, key lookups across nodes
-    cluster.create_topic / reassign / rebalance_plan / nodes / drain / stop
+    cluster.create_topic / delete_topic / reassign / rebalance_plan / nodes / drain / stop
 
 A node leads exactly the partitions the metadata assigns to it (broker/cluster/assignment.py); the
 AssignmentWatcher carries out changes (broker/cluster/handoff.py); ClusterIndex answers key lookups over
@@ -17,7 +17,7 @@ import logging
 import time
 from typing import Any
 
-from broker.cluster.assignment import Move, leaders, plan_rebalance, set_leaders, spread
+from broker.cluster.assignment import PREFIX, Move, leaders, plan_rebalance, set_leaders, spread
 from broker.cluster.cluster_index import ClusterIndex, index_file_rows, publish_files
 from broker.cluster.failover import Failover
 from broker.cluster.handoff import hand_off
@@ -127,6 +127,15 @@ class Cluster:
         self.parts.claim(mine)
         self.parts.write_states([p for p in mine if p.owned], clean=False)
         self._wait_served(info, chosen, wait_s)
+        return info
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        """Delete the topic from any node: its streams, keys, configs, group offsets and leader assignments go
+        in one metadata transaction; this node forgets it now, the leaders at their watcher's next look (they
+        drop what they cached of it, so none of it is uploaded or replayed from the WAL)."""
+        info = self.parts.registry.delete(name, also_drop=lambda i: lambda key: key.startswith(
+            f"{PREFIX}{i.topic_id}/"))
+        self.parts.forget_topic(info.name, info.topic_id)
         return info
 
     def _wait_served(self, info: TopicInfo, chosen: list[int], wait_s: float) -> None:

@@ -77,7 +77,7 @@ def take_over(parts: PartitionMap, p: Partition, catch_up: Callable[[CatchUp], N
     if not p.owned:
         return False
     parts.load_states([p])
-    own = parts.checkpoint(p.topic.name, p.index)
+    own = parts.index_checkpoint(p)
     moved = p.state.index_checkpoint
     start = max(-1 if own is None else own, -1 if moved is None else moved) + 1
     start = max(start, parts.start_offset(p))

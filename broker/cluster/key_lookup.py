@@ -38,6 +38,12 @@ class NodeLookups:
         info = self.parts.topic(topic)
         check_key_query(key, begin_ms, end_ms)
         self._indexed(topic)
+        if self.parts.registry.deleted_before(info.name):
+            # the index may still hold entries of the deleted topic of this name (same name, same partitions
+            # and offsets): only entries stored since this topic was created are its own
+            begin_ms = max(begin_ms, info.created_ms)
+            if end_ms is not None and end_ms < begin_ms:
+                return [], None
 
         def query(ask: int, end: int | None) -> list[Any]:
             return self.cluster.query(info.name, key, ask, begin_ms, end)

@@ -6,7 +6,8 @@ on SQLite and PostgreSQL, and a reassignment is seen within one interval. (Postg
 save the empty polls but needs a connection per node held open outside the log's transactions, and does
 nothing for SQLite.)
 
-Each look: catch up with the log, learn topics other nodes created, then for every partition
+Each look: catch up with the log, forget topics any node deleted, learn topics other nodes created, then
+for every partition
 - assigned elsewhere and led here: hand it off (source steps);
 - assigned here and not led here: take it over once its streams are closed (target steps).
 """
@@ -53,6 +54,7 @@ class AssignmentWatcher:
                 return
             parts = self.parts
             parts.meta.catch_up()
+            parts.forget_deleted()  # topics deleted by any node: stop serving them, drop their cached records
             for name in parts.registry.names():
                 if parts.cached_topic(name) is None:
                     info = parts.registry.get(name, refresh=False)

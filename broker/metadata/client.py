@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from broker.errors import Fenced, InvalidRequest, MetadataError, StreamNotFound
@@ -491,6 +491,31 @@ class MetadataClient:
             return [{"type": "stream_delete", "stream_id": stream_id, "at": _now_ms()}], None
 
         self._txn(build)
+
+    def delete_streams(self, stream_ids: Sequence[int], *, kv_expect: dict[str, str] | None = None,
+                       kv_drop: Callable[[str], bool] | None = None,
+                       kv_put: dict[str, str] | None = None) -> list[int]:
+        """Delete streams whichever node holds them, with KV changes, in ONE transaction (a topic's deletion:
+        its streams and its keys go together, so no node ever sees half a topic). `kv_expect`: keys that must
+        still hold these values, else `InvalidRequest` and nothing is applied (a concurrent deletion or
+        re-creation); `kv_drop`: every key it accepts is deleted; `kv_put`: keys written. A node that held a
+        stream open finds it gone at its next commit (StreamNotFound) and drops what it cached. Objects
+        holding only deleted streams are MARK_DESTROYED; stream set objects shared with live streams keep
+        the deleted streams' blocks until compaction rewrites them. Returns the stream ids deleted."""
+        def build(img: MetadataImage) -> tuple[list[Record], list[int]]:
+            self._check_node(img)
+            for k, v in (kv_expect or {}).items():
+                if img.kv.get(k) != v:
+                    raise InvalidRequest(f"delete streams: metadata key {k!r} changed meanwhile")
+            now = _now_ms()
+            gone = [sid for sid in dict.fromkeys(stream_ids) if sid in img.streams]
+            records: list[Record] = [{"type": "stream_delete", "stream_id": sid, "at": now} for sid in gone]
+            if kv_drop is not None:
+                records += [{"type": "kv_delete", "key": k} for k in sorted(img.kv) if kv_drop(k)]
+            records += [{"type": "kv_put", "key": k, "value": v} for k, v in (kv_put or {}).items()]
+            return records, gone
+
+        return self._txn(build)  # type: ignore[return-value]
 
     # -- objects ---------------------------------------------------------------------------------
     def object_key(self, object_id: int) -> str:

@@ -17,8 +17,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 
+from broker.errors import StreamNotFound
+from broker.partitions.topic_errors import TopicNotFound
 from index_file import IndexEntry
 
 log = logging.getLogger("mqindex.broker.dispatch")
@@ -32,6 +35,14 @@ class CatchUp:
     end: int  # exclusive
 
 
+@dataclass(frozen=True)
+class InOrder:
+    """Work run on the dispatch thread between the entries enqueued before and after it."""
+
+    fn: Callable[[], None]
+    done: Future[None]
+
+
 class Dispatcher:
     def __init__(self, put_batch: Callable[[Sequence[IndexEntry]], object],
                  read_entries: Callable[[CatchUp], Iterator[list[IndexEntry]]], flush: Callable[[], None]) -> None:
@@ -39,7 +50,7 @@ class Dispatcher:
         self._read_entries = read_entries
         self._flush = flush
         self._cond = threading.Condition()
-        self._queue: deque[list[IndexEntry] | CatchUp] = deque()
+        self._queue: deque[list[IndexEntry] | CatchUp | InOrder] = deque()
         self._catch_up: list[CatchUp] = []
         self._enqueued = 0
         self._done = 0
@@ -62,6 +73,23 @@ class Dispatcher:
                 self._queue.append(c)
                 self._enqueued += 1
                 self._cond.notify_all()
+
+    def in_order(self, fn: Callable[[], None], timeout: float = 60.0) -> None:
+        """Run `fn` on the dispatch thread after every entry enqueued before this call and before any enqueued
+        after it (the index forgets a deleted topic's queues between the old topic's entries and those of a
+        topic created again under the name); returns once it ran, raising what it raised. Before the thread
+        starts nothing is dispatched yet, so it runs at once."""
+        if self._thread.ident is None:
+            fn()
+            return
+        item = InOrder(fn, Future())
+        with self._cond:
+            if self._stop or not self._thread.is_alive():
+                raise RuntimeError("the dispatcher thread is not running")
+            self._queue.append(item)
+            self._enqueued += 1
+            self._cond.notify_all()
+        item.done.result(timeout)
 
     def enqueue(self, entries: list[IndexEntry]) -> None:
         if not entries:
@@ -97,9 +125,13 @@ class Dispatcher:
 
     def _redispatch(self, c: CatchUp) -> None:
         n = 0
-        for entries in self._read_entries(c):
-            self._put_batch(entries)
-            n += len(entries)
+        try:
+            for entries in self._read_entries(c):
+                self._put_batch(entries)
+                n += len(entries)
+        except (TopicNotFound, StreamNotFound):
+            log.info("re-dispatch skipped: the topic was deleted", extra={"topic": c.topic, "partition": c.partition})
+            return
         self.dispatched += n
         self.redispatched += n
         log.info("re-dispatched to the index", extra={"topic": c.topic, "partition": c.partition,
@@ -119,10 +151,10 @@ class Dispatcher:
                     if not self._queue and self._stop:
                         return
                     batch: list[IndexEntry] = []
-                    catch_up: CatchUp | None = None
+                    catch_up: CatchUp | InOrder | None = None
                     n = 0
                     while self._queue and len(batch) < 65536:
-                        if isinstance(self._queue[0], CatchUp):
+                        if isinstance(self._queue[0], CatchUp | InOrder):
                             if not batch:
                                 catch_up = self._queue.popleft()  # type: ignore[assignment]
                                 n += 1
@@ -131,7 +163,13 @@ class Dispatcher:
                         n += 1
                     self._busy = True
                 try:
-                    if catch_up is not None:
+                    if isinstance(catch_up, InOrder):
+                        try:
+                            catch_up.fn()
+                            catch_up.done.set_result(None)
+                        except Exception as exc:  # noqa: BLE001 - the caller gets it; dispatch goes on
+                            catch_up.done.set_exception(exc)
+                    elif catch_up is not None:
                         self._redispatch(catch_up)
                     if batch:
                         self._put_batch(batch)

@@ -27,6 +27,14 @@ def commit(meta: MetadataClient, group: str, offsets: dict[tuple[str, int], tupl
                       for (t, p), (o, m) in offsets.items()})
 
 
+def is_topic_key(key: str, topic: str) -> bool:
+    """Whether a KV key is a committed offset of `topic` (in any group): dropped with the topic."""
+    if not key.startswith(PREFIX):
+        return False
+    parts = key[len(PREFIX):].rsplit("/", 2)  # topic names hold no "/", group ids may
+    return len(parts) == 3 and parts[1] == topic
+
+
 def fetch(meta: MetadataClient, group: str) -> dict[tuple[str, int], tuple[int, str]]:
     """Every committed (topic, partition) -> (offset, metadata) of the group."""
     out: dict[tuple[str, int], tuple[int, str]] = {}

@@ -30,6 +30,7 @@ def open_index(index_dir: Path, store_url: str, node_id: int, clock: Callable[[]
     parts.checkpoint = index.checkpoint
     dispatcher = Dispatcher(index.put_batch, lambda c: reads.index_entries(
         parts, c.topic, c.partition, c.start, c.end, clock), index.flush)
+    parts.forget_index = lambda topic, partitions: dispatcher.in_order(lambda: index.forget_queues(topic, partitions))
     return index, dispatcher
 
 
@@ -37,7 +38,7 @@ def catch_up_ranges(parts: PartitionMap) -> list[CatchUp]:
     """For each partition led here: the acknowledged offsets after the index's checkpoint."""
     out = []
     for p in parts.owned():
-        ck = parts.checkpoint(p.topic.name, p.index)
+        ck = parts.index_checkpoint(p)
         start = max(0 if ck is None else ck + 1, parts.start_offset(p))
         out.append(CatchUp(p.topic.name, p.index, start, p.acked_end))
     return out

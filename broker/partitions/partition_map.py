@@ -42,6 +42,8 @@ class PartitionMap:
         self.node_id = node_id
         self.registry = TopicRegistry(meta)
         self.checkpoint: Callable[[str, int], int | None] = lambda topic, partition: None
+        # the index forgets a deleted topic's queues (all, or the listed ones), in dispatch order
+        self.forget_index: Callable[[str, list[int] | None], None] = lambda topic, partitions: None
         # the cluster's answers (broker/cluster): the leader of a partition (node id, HTTP address) when
         # another node leads it, and a message read from the node that holds it
         self.leader_elsewhere: Callable[[Partition], tuple[int, str | None] | None] = lambda p: None
@@ -66,6 +68,9 @@ class PartitionMap:
             return list(self._partitions.values())
 
     def add_topic(self, info: TopicInfo) -> list[Partition]:
+        known = self.cached_topic(info.name)
+        if known is not None and known.topic_id != info.topic_id:  # deleted and created again meanwhile
+            self.forget_topic(known.name, known.topic_id)
         with self._lock:
             self._topics[info.name] = info
             self._names_by_id[info.topic_id] = info.name
@@ -202,6 +207,53 @@ class PartitionMap:
         if siblings:
             self.storage.abandon(siblings)
 
+    # -- deletion ---------------------------------------------------------------------------------
+    def forget_topic(self, name: str, topic_id: int) -> list[Partition]:
+        """The topic was deleted (its streams are gone from the metadata): stop serving its partitions, drop
+        what the log cache holds of them and stop them holding the WAL back, so nothing of it is uploaded or
+        replayed. Returns the partitions this node led."""
+        with self._lock:
+            info = self._topics.get(name)
+            if info is None or info.topic_id != topic_id:
+                return []
+            del self._topics[name]
+            if self._names_by_id.get(topic_id) == name:
+                del self._names_by_id[topic_id]
+            parts = [self._partitions.pop((name, i)) for i in range(info.partitions) if (name, i) in self._partitions]
+            for p in parts:
+                self._by_stream.pop(p.meta_stream, None)
+                self._by_stream.pop(p.data_stream, None)
+        led = []
+        for p in parts:
+            with p.lock:  # no append is between choosing its offset and queueing it
+                was_owned, streams = p.owned, p.streams
+                p.owned, p.why_not_owned = False, "topic deleted"
+                p.meta = p.data = None
+            # appends queued before: their completion (log cache, index dispatch) runs before what follows
+            deadline = time.monotonic() + 10.0
+            while any(x.confirmed_end < x.next_offset for x in streams) and time.monotonic() < deadline:
+                time.sleep(0.002)
+            if streams:
+                self.storage.abandon(streams)
+            if was_owned:
+                led.append(p)
+        try:  # a topic created again under the name starts at offset 0: the index must not skip it
+            self.forget_index(name, None)
+        except Exception as exc:  # noqa: BLE001 - a stale checkpoint is also caught when a partition opens
+            log.error("index checkpoints of a deleted topic not reset", extra={"topic": name, "error": str(exc)})
+        log.info("topic forgotten: deleted", extra={"topic": name, "topic_id": topic_id, "node": self.node_id,
+                                                    "partitions_led": [p.index for p in led]})
+        return led
+
+    def forget_deleted(self) -> list[str]:
+        """Forget every known topic the (caught-up) metadata no longer has under its id; returns their names."""
+        with self._lock:
+            known = [(info.name, info.topic_id) for info in self._topics.values()]
+        gone = [(n, tid) for n, tid in known if self.registry.topic_id_of(n) != tid]
+        for n, tid in gone:
+            self.forget_topic(n, tid)
+        return [n for n, _ in gone]
+
     # -- lookups ----------------------------------------------------------------------------------
     def topic(self, name: str) -> TopicInfo:
         if not isinstance(name, str):
@@ -231,10 +283,16 @@ class PartitionMap:
             raise InvalidField(field_name, f"must be an integer, got {partition!r}")
         if not 0 <= partition < info.partitions:
             raise PartitionNotFound(info.name, partition, info.partitions)
-        return self._partitions[(info.name, partition)]
+        p = self._partitions.get((info.name, partition))
+        if p is None or p.topic.topic_id != info.topic_id:
+            raise TopicNotFound(info.name)  # deleted while the request was under way
+        return p
 
     def get(self, topic: str, partition: int) -> Partition:
-        return self._partitions[(topic, partition)]
+        p = self._partitions.get((topic, partition))
+        if p is None:
+            raise TopicNotFound(topic)
+        return p
 
     def all(self) -> list[Partition]:
         with self._lock:
@@ -247,6 +305,18 @@ class PartitionMap:
         if where is not None:
             return NotLeader(f"partition {p.name} is led by node {where[0]}", where[0], where[1])
         return NotOwner(f"partition {p.name} is not served by node {self.node_id}: {p.why_not_owned}")
+
+    def index_checkpoint(self, p: Partition) -> int | None:
+        """The index's checkpoint of a partition led here. One at or beyond the partition's end is stale (a
+        deleted topic's, whose name was created again, or offsets lost with a dead node's local WAL that will
+        be written again): the index forgets it, so the records written at those offsets are indexed."""
+        ck = self.checkpoint(p.topic.name, p.index)
+        if ck is not None and ck >= p.acked_end:
+            log.warning("index checkpoint beyond the partition's end: reset", extra={
+                "topic": p.topic.name, "partition": p.index, "checkpoint": ck, "end_offset": p.acked_end})
+            self.forget_index(p.topic.name, [p.index])
+            return None
+        return ck
 
     def owned(self) -> list[Partition]:
         with self._lock:

@@ -47,7 +47,12 @@ def fetch(parts: PartitionMap, topic: str, partition: int, offset: int, max_coun
 def message_at(parts: PartitionMap, info: TopicInfo, partition: int, offset: int) -> OutMessage | None:
     if not 0 <= partition < info.partitions:
         return None
-    p = parts.get(info.name, partition)
+    try:
+        p = parts.get(info.name, partition)
+    except TopicNotFound:
+        return None  # deleted meanwhile
+    if p.topic.topic_id != info.topic_id:
+        return None  # deleted and created again meanwhile: never another topic's record
     start, end = parts.bounds(p)
     if not p.owned and offset >= end and parts.remote_message is not None:
         return parts.remote_message(info.name, partition, offset)  # acknowledged on the leader, not uploaded

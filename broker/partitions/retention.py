@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from broker.errors import Fenced
+from broker.errors import Fenced, StreamNotFound
 from broker.metadata import MetadataClient
 from broker.partitions import topic_config
 from broker.partitions.partition_map import PartitionMap
@@ -108,7 +108,7 @@ def apply_retention(parts: PartitionMap, default: RetentionPolicy, now_ms: int) 
                     log.info("retention trimmed", extra={"topic": p.topic.name, "partition": p.index,
                                                          "stream": p.data_stream, "start_offset": new_start})
             p.trim_meta()
-        except Fenced as exc:
+        except (Fenced, StreamNotFound) as exc:  # fenced, or the topic was deleted meanwhile
             parts.storage.check_fenced([p.data_stream], exc)
     if trimmed:
         parts.write_states([p for p in owned if p.name in trimmed], clean=False)
@@ -117,12 +117,19 @@ def apply_retention(parts: PartitionMap, default: RetentionPolicy, now_ms: int) 
 
 def data_is_live(parts: PartitionMap, topic: str, partition: int, max_offset: int) -> bool:
     """Whether the partition still stores any offset <= max_offset (the index's expiry asks this for each
-    range of a file: a file goes once every range in it is below its partition's start offset). A topic
-    or partition the metadata does not know is kept: there is no topic deletion, so it means the index
-    and the metadata disagree, and deleting on a disagreement would lose lookups."""
+    range of a file: a file goes once every range in it is below its partition's start offset). A deleted
+    topic's ranges are dead. A topic or partition the metadata does not know and never deleted is kept:
+    the index and the metadata disagree, and deleting on a disagreement would lose lookups. (A range of a
+    deleted topic whose name was created again is taken for the new topic's: it stays until the new
+    topic's start offset passes it; key lookups skip its entries meanwhile.)"""
     info = parts.cached_topic(topic) or parts.registry.get(topic, refresh=False)
+    if info is None and parts.registry.deleted_before(topic):
+        return False
     if info is None or not 0 <= partition < info.partitions:
         log.warning("index range of an unknown partition kept", extra={"topic": topic, "partition": partition})
         return True
     stream = info.streams[partition].data_stream
-    return max_offset >= parts.meta.get_stream(stream, refresh=False).start_offset
+    try:
+        return max_offset >= parts.meta.get_stream(stream, refresh=False).start_offset
+    except StreamNotFound:
+        return False  # deleted with its topic

@@ -6,12 +6,19 @@ KV layout (every value JSON or a plain string):
     topic_ids/<topic_id>        <name>            (the id -> name map message ids need)
     partitions/<topic_id>/<p>   {"meta_stream": 12, "data_stream": 13}
     topic_configs/<name>        {"retention.ms": ...}   (see topic_config.py; absent = server defaults)
+    deleted_topics/<name>       {"topic_id": 7, "deleted_ms": ...}   (the name's last deletion)
 
 A partition maps to a meta stream (its state records: start offset, clean-shutdown flag, index
 checkpoint; see partition_state.py) and a data stream (its Kafka record batches, stream offsets = Kafka
 offsets). Creation order: reserve a topic id (first writer wins), create the 2N streams in one
 transaction, write the partition keys, and publish `topics/<name>` last with put-if-absent, so a topic
 is visible only once complete and two creators of one name cannot both succeed.
+
+Deletion (`delete`) is one metadata transaction: the 2N streams are deleted (whichever node holds them),
+and `topics/<name>`, the partition keys, the configs, the committed group offsets and any keys the caller
+adds (the cluster's leader assignments) go with them; `deleted_topics/<name>` records it. `topic_ids/<id>`
+stays, so the id is never given to another topic and old message ids never name a new topic's records. A
+topic created again under the name gets a new id and new streams, and starts empty at offset 0.
 """
 
 from __future__ import annotations
@@ -20,11 +27,12 @@ import json
 import logging
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from broker.errors import InvalidField
+from broker.errors import InvalidField, InvalidRequest
 from broker.metadata import MetadataClient
-from broker.partitions import topic_config
+from broker.partitions import group_offsets, topic_config
 from broker.partitions.topic_errors import InvalidTopicName, TopicExists, TopicNotFound
 
 log = logging.getLogger("mqindex.broker.topics")
@@ -133,6 +141,44 @@ class TopicRegistry:
             self.meta.kv_delete(topic_config.kv_key(name))
         log.info("topic configs altered", extra={"topic": name, "configs": after})
         return after
+
+    def delete(self, name: str, also_drop: Callable[[TopicInfo], Callable[[str], bool]] | None = None
+               ) -> TopicInfo:
+        """Delete the topic (see the module docstring); returns what it was. `also_drop(info)` names more
+        KV keys to drop in the same transaction. TopicNotFound when there is no such topic."""
+        validate_topic_name(name)
+        raw = self.meta.kv_get(f"topics/{name}")
+        info = self.get(name, refresh=False) if raw is not None else None
+        if raw is None or info is None:
+            raise TopicNotFound(name)
+        extra = also_drop(info) if also_drop is not None else (lambda k: False)
+        own = {f"topics/{name}", topic_config.kv_key(name)}
+        part_prefix = f"partitions/{info.topic_id}/"
+
+        def drop(key: str) -> bool:
+            return (key in own or key.startswith(part_prefix) or group_offsets.is_topic_key(key, name)
+                    or extra(key))
+
+        tombstone = json.dumps({"topic_id": info.topic_id, "deleted_ms": int(time.time() * 1000)}, sort_keys=True)
+        try:
+            self.meta.delete_streams([sid for s in info.streams for sid in (s.meta_stream, s.data_stream)],
+                                     kv_expect={f"topics/{name}": raw}, kv_drop=drop,
+                                     kv_put={f"deleted_topics/{name}": tombstone})
+        except InvalidRequest:
+            raise TopicNotFound(name) from None  # deleted (or deleted and created again) meanwhile
+        log.info("topic deleted", extra={"topic": name, "topic_id": info.topic_id, "partitions": info.partitions,
+                                         "streams": [sid for s in info.streams for sid in (s.meta_stream,
+                                                                                            s.data_stream)]})
+        return info
+
+    def deleted_before(self, name: str, refresh: bool = False) -> bool:
+        """Whether a topic of this name was deleted at some time (its index entries may still be stored)."""
+        return self.meta.kv_get(f"deleted_topics/{name}", refresh=refresh) is not None
+
+    def topic_id_of(self, name: str, refresh: bool = False) -> int | None:
+        """The id of the live topic of this name (None: no such topic)."""
+        raw = self.meta.kv_get(f"topics/{name}", refresh=refresh)
+        return None if raw is None else int(json.loads(raw)["topic_id"])
 
     def name_of(self, topic_id: int) -> str | None:
         return self.meta.kv_get(f"topic_ids/{topic_id}")

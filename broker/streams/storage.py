@@ -37,7 +37,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from broker.errors import Fenced, OutOfDisk, WalError
+from broker.errors import Fenced, OutOfDisk, StreamNotFound, WalError
 from broker.metadata import MetadataClient
 from broker.metadata.image import OPENED
 from broker.objects.format import RECORD_HEADER, RECORD_HEADER_SIZE, RECORD_MAGIC, StreamRecord, encode_record
@@ -314,7 +314,7 @@ class StreamStorage:
                     raise OutOfDisk(space.path, f"upload refused: {ep.detail}")
                 try:
                     res = upload_batch(snap, self.store, self.meta, so_threshold=self.so_threshold)
-                except Fenced as exc:
+                except (Fenced, StreamNotFound) as exc:  # fenced, or deleted with its topic
                     self.check_fenced(list(snap), exc)
                     continue
                 except Exception as exc:
@@ -354,7 +354,11 @@ class StreamStorage:
             s = self._open.get(sid)
             if s is None or s.fenced:
                 continue
-            m = self.meta.get_stream(sid, refresh=False)
+            m = self.meta.image.streams.get(sid)
+            if m is None:  # deleted (its topic was deleted): nothing of it is uploaded any more
+                lost.append(s)
+                log.info("stream deleted: its cached records are dropped", extra={"stream": sid, "epoch": s.epoch})
+                continue
             if node_fenced or m.epoch != s.epoch or m.owner != self.meta.node_id or m.state != OPENED:
                 lost.append(s)
                 log.error("stream fenced: another owner holds it", extra={
