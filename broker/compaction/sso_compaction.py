@@ -19,11 +19,21 @@ import logging
 from collections.abc import Callable
 
 from broker.compaction.config import CompactionConfig
-from broker.compaction.plan import SO, SSO, SourceBlock, Unit, cut_plans, plan_units, read_batches
+from broker.compaction.plan import (
+    SO,
+    SSO,
+    SourceBlock,
+    Unit,
+    cut_plans,
+    memory_budget,
+    output_order,
+    plan_units,
+    read_batches,
+)
 from broker.compaction.report import CompactionReport
 from broker.metadata.client import CompactedStreamObject, CompactedStreamSetObject, MetadataClient
 from broker.metadata.image import StreamMeta, StreamSetObjectMeta
-from broker.objects.format import IndexEntry, StreamRecord
+from broker.objects.format import IndexEntry, decode_block
 from broker.objects.reader import ObjectReader
 from broker.objects.writer import ObjectWriter
 from storage_tier import BlobStore
@@ -119,73 +129,86 @@ class SsoCompaction:
 
     def _write(self, units: list[Unit], report: CompactionReport
                ) -> tuple[CompactedStreamSetObject | None, list[CompactedStreamObject]]:
+        """Write the outputs one at a time (every SO, then the SSO) within the memory budget: a plan's read
+        batches are its only buffers (raw blocks, decoded one block at a time while written), a batch is
+        dropped as soon as its last block is written, and the open output ships each part as it fills."""
         cfg = self.config
+        budget = memory_budget(cfg.cache_size, cfg.part_size, cfg.read_batch)
+        units = output_order(units)
         n_so = sum(1 for u in units if u.kind == SO)
-        has_sso = any(u.kind == SSO for u in units)
+        has_sso = n_so < len(units)
         first = self.meta.prepare_objects(n_so + (1 if has_sso else 0), ttl_ms=cfg.prepared_ttl_ms)
-        ids: dict[int, int] = {}
-        next_id = first
-        for i, u in enumerate(units):
-            if u.kind == SO:
-                ids[i] = next_id
-                next_id += 1
-        sso_id = next_id if has_sso else None
-        sso_writer = (ObjectWriter(self.store, self.meta.object_key(sso_id), part_size=cfg.part_size)
-                      if sso_id is not None else None)
-        so_writer: tuple[int, ObjectWriter] | None = None
+        sso_id = first + n_so if has_sso else None  # SO i gets first + i (SO units come first)
+        writer: ObjectWriter | None = None
+        writer_unit = -1  # the unit index whose output `writer` writes (the SSO: the first SSO unit)
         written: list[str] = []
         sos: list[CompactedStreamObject] = []
+        sso: CompactedStreamSetObject | None = None
 
-        def close_so() -> None:
-            nonlocal so_writer
-            if so_writer is None:
+        def close_writer() -> None:
+            nonlocal writer, sso
+            if writer is None:
                 return
-            i, w = so_writer
-            so_writer = None
+            w, writer = writer, None
             info = w.close()
             written.append(w.key)
             report.bytes_written += info.size
+            u = units[writer_unit]
+            if u.kind == SO:
+                sos.append(CompactedStreamObject(first + writer_unit, u.stream_id, u.start, u.end, info.size))
+            else:
+                assert sso_id is not None
+                sso = CompactedStreamSetObject(sso_id, info.size, {v.stream_id: (v.start, v.end)
+                                                                   for v in units if v.kind == SSO})
+
+        def writer_for(i: int) -> ObjectWriter:
+            nonlocal writer, writer_unit
             u = units[i]
-            sos.append(CompactedStreamObject(ids[i], u.stream_id, u.start, u.end, info.size))
+            same = writer is not None and (writer_unit == i or (u.kind == SSO and units[writer_unit].kind == SSO))
+            if not same:
+                close_writer()
+                oid = first + i if u.kind == SO else sso_id
+                assert oid is not None
+                writer = ObjectWriter(self.store, self.meta.object_key(oid), part_size=cfg.part_size, eager=True)
+                writer_unit = i
+            assert writer is not None
+            return writer
 
         try:
-            for plan in cut_plans(units, cfg.cache_size):
+            for plan in cut_plans(units, budget.plan):
                 report.plans += 1
-                records: dict[tuple[int, int], list[StreamRecord]] = {}
-                for batch in read_batches([b for _, b in plan], cfg.read_batch):
+                # raw bytes of each read batch, and how many of its blocks are still to be written
+                batches: dict[int, tuple[memoryview, int]] = {}
+                left: dict[int, int] = {}
+                where: dict[tuple[int, int], int] = {}  # (object id, block position) -> batch number
+                for n, batch in enumerate(read_batches([b for _, b in plan], budget.read_batch)):
                     reader = self._readers[batch[0].object_id]
-                    for e, recs in reader.read_blocks([b.entry for b in batch]):
-                        records[(batch[0].object_id, e.position)] = recs
-                        report.bytes_read += e.size
+                    lo = batch[0].entry.position
+                    hi = batch[-1].entry.position + batch[-1].entry.size
+                    data = reader.read_range(lo, hi)
+                    report.bytes_read += hi - lo
+                    batches[n] = (memoryview(data), lo)
+                    del data
+                    left[n] = len(batch)
+                    for b in batch:
+                        where[(b.object_id, b.entry.position)] = n
                 for i, b in plan:
-                    if units[i].kind == SSO:
-                        w = sso_writer
-                    else:
-                        if so_writer is None or so_writer[0] != i:
-                            close_so()
-                            so_writer = (i, ObjectWriter(self.store, self.meta.object_key(ids[i]),
-                                                         part_size=cfg.part_size))
-                        w = so_writer[1]
-                    assert w is not None
-                    for r in records.pop((b.object_id, b.entry.position)):
+                    n = where.pop((b.object_id, b.entry.position))
+                    mv, lo = batches[n]
+                    pos = b.entry.position - lo
+                    w = writer_for(i)
+                    for r in decode_block(b.key, mv[pos:pos + b.entry.size], b.entry):
                         w.write(r)
-            close_so()
-            sso = None
-            if sso_writer is not None and sso_id is not None:
-                info = sso_writer.close()
-                written.append(sso_writer.key)
-                report.bytes_written += info.size
-                sso = CompactedStreamSetObject(sso_id, info.size, {u.stream_id: (u.start, u.end)
-                                                                   for u in units if u.kind == SSO})
+                    left[n] -= 1
+                    if not left[n]:  # the batch's last block is written: release its bytes now
+                        del batches[n], mv
+            close_writer()
             return sso, sos
         except BaseException:
-            if so_writer is not None:
-                so_writer[1].abort()
-            if sso_writer is not None:
-                sso_writer.abort()
+            if writer is not None:
+                writer.abort()
             try:  # the prepared ids expire anyway; removing the bytes now just frees them sooner
                 self.store.delete(written)
             except Exception:  # noqa: BLE001
                 log.warning("could not delete the outputs of a failed compaction", extra={"keys": written})
             raise
-
