@@ -8,10 +8,11 @@ import time
 import tracemalloc
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
-from broker.compaction import CompactionConfig, Compactor
+from broker.compaction import CompactionConfig, CompactionReport, Compactor
 from broker.compaction.plan import memory_budget
 from broker.errors import Fenced
 from broker.metadata.client import CompactedStreamObject, MetadataClient
@@ -83,6 +84,35 @@ def test_so_compaction_moves_bytes_by_copy(store, meta_url_factory: Callable[[],
     assert used["COPY"] == 3
     moved = report.bytes_copied + used.bytes_in
     assert report.bytes_copied >= 0.9 * moved and used.bytes_in < 0.1 * total, (report, used)
+    assert read_stream(store, meta, sids[0]) == written[sids[0]]
+
+
+def test_compacted_stream_objects_are_not_copied_again(store, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    meta, sids = open_streams(f"sqlite:///{tmp_path}/meta.sqlite", 1)
+    written = upload_rounds(store, meta, sids, rounds=3, payload=6 * MiB)  # three 6 MiB stream objects
+    compactor = Compactor(store, meta, CompactionConfig(interval_s=0, grace_ms=0))
+    first = compactor.run_once()
+    assert not first.errors and first.bytes_copied >= 18 * MiB and meta.object_counts()["stream_objects"] == 1
+    big = meta.get_stream(sids[0]).stream_objects[0]
+
+    def cycle() -> tuple[CompactionReport, Any]:
+        before = store.meter.snapshot()
+        report = compactor.run_once()
+        assert not report.errors, report.errors
+        return report, store.meter.snapshot() - before
+
+    report, used = cycle()  # nothing new: nothing is copied, read or written
+    assert report.bytes_copied == 0 and used["COPY"] == 0 and used["PUT"] == 0 and used.bytes_in == 0
+    # a small object lands next to the big one: the big one is not copied to append it
+    written = upload_rounds(store, meta, sids, rounds=1, payload=1 * MiB, after=written)
+    report, used = cycle()
+    assert report.bytes_copied == 0 and used["COPY"] == 0 and used.bytes_in == 0
+    # two small ones are merged with each other, still without touching the big one
+    written = upload_rounds(store, meta, sids, rounds=1, payload=1 * MiB, after=written)
+    report, used = cycle()
+    assert report.streams_compacted == 1 and used["COPY"] == 0 and used.bytes_in < 3 * MiB, (report, used)
+    sos = meta.get_stream(sids[0]).stream_objects
+    assert len(sos) == 2 and sos[0] == big
     assert read_stream(store, meta, sids[0]) == written[sids[0]]
 
 
