@@ -6,8 +6,9 @@ One run: read the index block of each of this node's SSOs (cached across runs), 
 2. force split: SSOs committed longer than `force_split_ms` ago become stream objects (SOs) wholly;
 3. merge: the newest `max_objects` other SSOs that share a stream with another of them: runs bigger than
    the split size or with an offset gap become SOs, the rest one new SSO;
-4. write: plans of at most `cache_size` bytes are read in batches of at most `read_batch` bytes and written
-   out before the next plan is read; the new SSO is one multipart upload whose parts ship as they fill;
+4. write within one memory budget (`plan.memory_budget`: plan + read batch + part buffer = `cache_size`):
+   outputs one at a time, every SO then the new SSO, each one multipart upload whose parts ship as they
+   fill; plans are read in batches of adjacent blocks and written out before the next plan is read;
 5. commit everything in ONE metadata transaction (`MetadataClient.commit_compaction`: node epoch checked,
    every live source range covered). Output ids are prepared with an expiry first, so a crash before the
    commit leaks nothing once they expire; sources are deleted from the store after the grace period.
