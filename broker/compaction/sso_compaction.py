@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from broker.compaction.config import CompactionConfig
 from broker.compaction.plan import (
+    READ_THREADS,
     SO,
     SSO,
     SourceBlock,
@@ -107,7 +109,11 @@ class SsoCompaction:
             return report
 
         def blocks(objs: list[tuple[StreamSetObjectMeta, list[IndexEntry]]]) -> list[SourceBlock]:
-            return [SourceBlock(m.object_id, self.meta.object_key(m.object_id), e) for m, live in objs for e in live]
+            out = []
+            for m, live in objs:
+                key = self.meta.object_key(m.object_id)  # one string per object, shared by its blocks
+                out += [SourceBlock(m.object_id, key, e) for e in live]
+            return out
 
         units = plan_units(blocks(split), self.config.split_size, split_all=True)
         units += plan_units(blocks(merge), self.config.split_size, split_all=False)
@@ -127,6 +133,11 @@ class SsoCompaction:
             "stream_objects": [o.object_id for o in sos], "plans": report.plans,
             "bytes_read": report.bytes_read, "bytes_written": report.bytes_written})
         return report
+
+    def _read_batch(self, batch: list[SourceBlock]) -> bytes:
+        """One ranged GET of a batch of adjacent blocks of one object."""
+        lo, hi = batch[0].entry.position, batch[-1].entry.position + batch[-1].entry.size
+        return self._readers[batch[0].object_id].read_range(lo, hi)
 
     def _write(self, units: list[Unit], report: CompactionReport
                ) -> tuple[CompactedStreamSetObject | None, list[CompactedStreamObject]]:
@@ -175,6 +186,7 @@ class SsoCompaction:
             assert writer is not None
             return writer
 
+        pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="compaction-read")
         try:
             for plan in cut_plans(units, budget.plan):
                 report.plans += 1
@@ -182,17 +194,15 @@ class SsoCompaction:
                 batches: dict[int, tuple[memoryview, int]] = {}
                 left: dict[int, int] = {}
                 where: dict[tuple[int, int], int] = {}  # (object id, block position) -> batch number
-                for n, batch in enumerate(read_batches([b for _, b in plan], budget.read_batch)):
-                    reader = self._readers[batch[0].object_id]
-                    lo = batch[0].entry.position
-                    hi = batch[-1].entry.position + batch[-1].entry.size
-                    data = reader.read_range(lo, hi)
-                    report.bytes_read += hi - lo
-                    batches[n] = (memoryview(data), lo)
+                todo = read_batches([b for _, b in plan], budget.read_batch)
+                for n, (batch, data) in enumerate(zip(todo, pool.map(self._read_batch, todo), strict=True)):
+                    report.bytes_read += len(data)
+                    batches[n] = (memoryview(data), batch[0].entry.position)
                     del data
                     left[n] = len(batch)
                     for b in batch:
                         where[(b.object_id, b.entry.position)] = n
+                del todo
                 for i, b in plan:
                     n = where.pop((b.object_id, b.entry.position))
                     mv, lo = batches[n]
@@ -204,8 +214,10 @@ class SsoCompaction:
                     if not left[n]:  # the batch's last block is written: release its bytes now
                         del batches[n], mv
             close_writer()
+            pool.shutdown()
             return sso, sos
         except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
             if writer is not None:
                 writer.abort()
             try:  # the prepared ids expire anyway; removing the bytes now just frees them sooner

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from broker.compaction import CompactionConfig, CompactionReport, Compactor
-from broker.compaction.plan import memory_budget
+from broker.compaction.plan import READ_THREADS, memory_budget
 from broker.errors import Fenced
 from broker.metadata.client import CompactedStreamObject, MetadataClient
 from storage_tier import open_store
@@ -143,7 +143,7 @@ def test_cache_too_small_for_the_part_buffer_is_refused() -> None:
     with pytest.raises(ValueError, match="cache_size .* too small"):
         CompactionConfig(cache_size=8 * MiB, part_size=5 * MiB)
     budget = memory_budget(200 * MiB, 5 * MiB, 16 * MiB)
-    assert budget.writer + budget.read_batch + budget.plan == 200 * MiB and budget.plan > 150 * MiB
+    assert budget.writer + READ_THREADS * budget.read_batch + budget.plan == 200 * MiB and budget.plan > 140 * MiB
 
 
 def test_fenced_node_commits_nothing(store, meta_url_factory: Callable[[], str]) -> None:  # type: ignore[no-untyped-def]
