@@ -62,7 +62,7 @@ NODE_SETTINGS: tuple[NodeSetting, ...] = (
                 "compaction.max_objects", 1),
     NodeSetting("compaction_split_size", int, 8 * MIB, "a stream's run bigger than this leaves a stream set object "
                 "as its own stream object", "compaction.split_size", 1),
-    NodeSetting("compaction_cache_size", int, 200 * MIB, "bytes of blocks one compaction plan holds in memory",
+    NodeSetting("compaction_cache_size", int, 200 * MIB, "memory of a compaction run: plan, read batch, part buffer",
                 "compaction.cache_size", 1),
     NodeSetting("compaction_read_batch", int, 16 * MIB, "bytes of blocks one compaction read batch fetches",
                 "compaction.read_batch", 1),

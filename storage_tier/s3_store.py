@@ -215,6 +215,10 @@ class _S3Multipart(MultipartWriter):
         if not self.buffer:
             return
         data = bytes(self.buffer)
+        self.buffer = bytearray()
+        self._upload(data)
+
+    def _upload(self, data: bytes) -> None:
         n = len(self.parts) + 1
         s = self.store
         resp = s.call("PUT", "upload_part", self.key,
@@ -222,9 +226,11 @@ class _S3Multipart(MultipartWriter):
                                                    PartNumber=n, Body=data),
                       bytes_in=len(data))
         self.parts.append({"PartNumber": n, "ETag": resp["ETag"]})
-        self.buffer.clear()
 
     def _write_part(self, data: bytes) -> None:
+        if not self.buffer and len(data) >= MIN_PART:  # a whole part: uploaded as is, never copied
+            self._upload(data)
+            return
         self.buffer += data
         if len(self.buffer) >= MIN_PART:
             self._flush()

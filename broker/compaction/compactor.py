@@ -4,6 +4,8 @@ objects compacted more than a grace period ago), serialized, with running totals
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import threading
 import time
 
@@ -17,8 +19,27 @@ from storage_tier import BlobStore
 log = logging.getLogger("mqindex.broker.compaction")
 
 
+#: fault injection for the crash tests: when set to a step name ("uploaded": outputs written, before the
+#: commit; "committed": after the commit, before any delete) the process kills itself with SIGKILL there
+KILL_AT_ENV = "MQINDEX_TEST_KILL_AT_COMPACTION_STEP"
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def kill_at_step_from_env() -> Step | None:
+    """The on_step hook `KILL_AT_ENV` asks for, or None (the normal case)."""
+    target = os.environ.get(KILL_AT_ENV)
+    if not target:
+        return None
+
+    def on_step(name: str) -> None:
+        if name == target:
+            log.error("killing the process at a compaction step", extra={"step": name, "env": KILL_AT_ENV})
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return on_step
 
 
 class Compactor:
@@ -27,7 +48,7 @@ class Compactor:
         self.store = store
         self.meta = meta
         self.config = config or CompactionConfig()
-        self.sso = SsoCompaction(store, meta, self.config, on_step)
+        self.sso = SsoCompaction(store, meta, self.config, on_step or kill_at_step_from_env())
         self.so = SoCompaction(store, meta, self.config)
         self.totals = CompactionTotals()
         self._lock = threading.Lock()

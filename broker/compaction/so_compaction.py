@@ -1,10 +1,12 @@
 """Stream object compaction of the streams this node owns (AutoMQ's StreamObject compaction).
 
 Per stream: stream objects wholly below the start offset are marked destroyed; runs of contiguous stream
-objects are merged into one object of at most `so_max_size` bytes. The data blocks move without decoding:
-pieces of `copy_min` bytes or more by server-side UploadPartCopy (`MultipartWriter.copy_part`), smaller
-ones read and re-uploaded; expired leading blocks are skipped; the index block is rebuilt with the new
-positions. Each stream's result is one metadata transaction with the stream epoch checked.
+objects are merged into one object of at most `so_max_size` bytes, size-tiered (`merge_groups`): an
+object bigger than what would be appended to it is left alone, so big objects are not re-copied.
+The data blocks move without decoding: pieces of `copy_min` bytes or more by server-side UploadPartCopy
+(`MultipartWriter.copy_part`), smaller ones read and re-uploaded; expired leading blocks are skipped;
+the index block is rebuilt with the new positions. Each stream's result is one metadata transaction
+with the stream epoch checked.
 """
 
 from __future__ import annotations
@@ -24,21 +26,35 @@ log = logging.getLogger("mqindex.broker.compaction")
 
 
 def merge_groups(sos: list[StreamObjectMeta], start_offset: int, max_size: int) -> list[list[StreamObjectMeta]]:
-    """Runs of contiguous live stream objects, each at most `max_size` bytes; only runs of two or more."""
-    groups: list[list[StreamObjectMeta]] = []
-    cur: list[StreamObjectMeta] = []
-    size = 0
+    """Groups of contiguous live stream objects to merge, each at most `max_size` bytes and of two or more.
+
+    Size-tiered, so a big object is not copied again every cycle: a group's first object is left alone
+    when it is bigger than the rest of the group together (appending a few small objects to it would copy
+    it whole for little gain). So an object above half the maximum is never copied again, a
+    run that would not change (one object) is left alone, and each byte is copied at most about
+    log2(max_size / smallest object) times over the life of the stream."""
+    runs: list[list[StreamObjectMeta]] = []
     for o in sos:
         if o.end <= start_offset:
             continue
-        if cur and (o.start != cur[-1].end or size + o.size > max_size):
-            groups.append(cur)
-            cur, size = [], 0
-        cur.append(o)
-        size += o.size
-    if cur:
-        groups.append(cur)
-    return [g for g in groups if len(g) > 1]
+        if runs and o.start == runs[-1][-1].end:
+            runs[-1].append(o)
+        else:
+            runs.append([o])
+    groups: list[list[StreamObjectMeta]] = []
+    for run in runs:
+        i = 0
+        while i < len(run):
+            j, size = i + 1, run[i].size
+            while j < len(run) and size + run[j].size <= max_size:
+                size += run[j].size
+                j += 1
+            if j - i > 1 and run[i].size <= size - run[i].size:
+                groups.append(run[i:j])
+                i = j
+            else:
+                i += 1
+    return groups
 
 
 class SoCompaction:

@@ -6,8 +6,9 @@ One run: read the index block of each of this node's SSOs (cached across runs), 
 2. force split: SSOs committed longer than `force_split_ms` ago become stream objects (SOs) wholly;
 3. merge: the newest `max_objects` other SSOs that share a stream with another of them: runs bigger than
    the split size or with an offset gap become SOs, the rest one new SSO;
-4. write: plans of at most `cache_size` bytes are read in batches of at most `read_batch` bytes and written
-   out before the next plan is read; the new SSO is one multipart upload whose parts ship as they fill;
+4. write within one memory budget (`plan.memory_budget`: plan + read batch + part buffer = `cache_size`):
+   outputs one at a time, every SO then the new SSO, each one multipart upload whose parts ship as they
+   fill; plans are read in batches of adjacent blocks and written out before the next plan is read;
 5. commit everything in ONE metadata transaction (`MetadataClient.commit_compaction`: node epoch checked,
    every live source range covered). Output ids are prepared with an expiry first, so a crash before the
    commit leaks nothing once they expire; sources are deleted from the store after the grace period.
@@ -17,13 +18,25 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from broker.compaction.config import CompactionConfig
-from broker.compaction.plan import SO, SSO, SourceBlock, Unit, cut_plans, plan_units, read_batches
+from broker.compaction.plan import (
+    READ_THREADS,
+    SO,
+    SSO,
+    SourceBlock,
+    Unit,
+    cut_plans,
+    memory_budget,
+    output_order,
+    plan_units,
+    read_batches,
+)
 from broker.compaction.report import CompactionReport
 from broker.metadata.client import CompactedStreamObject, CompactedStreamSetObject, MetadataClient
 from broker.metadata.image import StreamMeta, StreamSetObjectMeta
-from broker.objects.format import IndexEntry, StreamRecord
+from broker.objects.format import IndexEntry, decode_block
 from broker.objects.reader import ObjectReader
 from broker.objects.writer import ObjectWriter
 from storage_tier import BlobStore
@@ -96,7 +109,11 @@ class SsoCompaction:
             return report
 
         def blocks(objs: list[tuple[StreamSetObjectMeta, list[IndexEntry]]]) -> list[SourceBlock]:
-            return [SourceBlock(m.object_id, self.meta.object_key(m.object_id), e) for m, live in objs for e in live]
+            out = []
+            for m, live in objs:
+                key = self.meta.object_key(m.object_id)  # one string per object, shared by its blocks
+                out += [SourceBlock(m.object_id, key, e) for e in live]
+            return out
 
         units = plan_units(blocks(split), self.config.split_size, split_all=True)
         units += plan_units(blocks(merge), self.config.split_size, split_all=False)
@@ -117,75 +134,94 @@ class SsoCompaction:
             "bytes_read": report.bytes_read, "bytes_written": report.bytes_written})
         return report
 
+    def _read_batch(self, batch: list[SourceBlock]) -> bytes:
+        """One ranged GET of a batch of adjacent blocks of one object."""
+        lo, hi = batch[0].entry.position, batch[-1].entry.position + batch[-1].entry.size
+        return self._readers[batch[0].object_id].read_range(lo, hi)
+
     def _write(self, units: list[Unit], report: CompactionReport
                ) -> tuple[CompactedStreamSetObject | None, list[CompactedStreamObject]]:
+        """Write the outputs one at a time (every SO, then the SSO) within the memory budget: a plan's read
+        batches are its only buffers (raw blocks, decoded one block at a time while written), a batch is
+        dropped as soon as its last block is written, and the open output ships each part as it fills."""
         cfg = self.config
+        budget = memory_budget(cfg.cache_size, cfg.part_size, cfg.read_batch)
+        units = output_order(units)
         n_so = sum(1 for u in units if u.kind == SO)
-        has_sso = any(u.kind == SSO for u in units)
+        has_sso = n_so < len(units)
         first = self.meta.prepare_objects(n_so + (1 if has_sso else 0), ttl_ms=cfg.prepared_ttl_ms)
-        ids: dict[int, int] = {}
-        next_id = first
-        for i, u in enumerate(units):
-            if u.kind == SO:
-                ids[i] = next_id
-                next_id += 1
-        sso_id = next_id if has_sso else None
-        sso_writer = (ObjectWriter(self.store, self.meta.object_key(sso_id), part_size=cfg.part_size)
-                      if sso_id is not None else None)
-        so_writer: tuple[int, ObjectWriter] | None = None
+        sso_id = first + n_so if has_sso else None  # SO i gets first + i (SO units come first)
+        writer: ObjectWriter | None = None
+        writer_unit = -1  # the unit index whose output `writer` writes (the SSO: the first SSO unit)
         written: list[str] = []
         sos: list[CompactedStreamObject] = []
+        sso: CompactedStreamSetObject | None = None
 
-        def close_so() -> None:
-            nonlocal so_writer
-            if so_writer is None:
+        def close_writer() -> None:
+            nonlocal writer, sso
+            if writer is None:
                 return
-            i, w = so_writer
-            so_writer = None
+            w, writer = writer, None
             info = w.close()
             written.append(w.key)
             report.bytes_written += info.size
-            u = units[i]
-            sos.append(CompactedStreamObject(ids[i], u.stream_id, u.start, u.end, info.size))
+            u = units[writer_unit]
+            if u.kind == SO:
+                sos.append(CompactedStreamObject(first + writer_unit, u.stream_id, u.start, u.end, info.size))
+            else:
+                assert sso_id is not None
+                sso = CompactedStreamSetObject(sso_id, info.size, {v.stream_id: (v.start, v.end)
+                                                                   for v in units if v.kind == SSO})
 
+        def writer_for(i: int) -> ObjectWriter:
+            nonlocal writer, writer_unit
+            u = units[i]
+            same = writer is not None and (writer_unit == i or (u.kind == SSO and units[writer_unit].kind == SSO))
+            if not same:
+                close_writer()
+                oid = first + i if u.kind == SO else sso_id
+                assert oid is not None
+                writer = ObjectWriter(self.store, self.meta.object_key(oid), part_size=cfg.part_size, eager=True)
+                writer_unit = i
+            assert writer is not None
+            return writer
+
+        pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="compaction-read")
         try:
-            for plan in cut_plans(units, cfg.cache_size):
+            for plan in cut_plans(units, budget.plan):
                 report.plans += 1
-                records: dict[tuple[int, int], list[StreamRecord]] = {}
-                for batch in read_batches([b for _, b in plan], cfg.read_batch):
-                    reader = self._readers[batch[0].object_id]
-                    for e, recs in reader.read_blocks([b.entry for b in batch]):
-                        records[(batch[0].object_id, e.position)] = recs
-                        report.bytes_read += e.size
+                # raw bytes of each read batch, and how many of its blocks are still to be written
+                batches: dict[int, tuple[memoryview, int]] = {}
+                left: dict[int, int] = {}
+                where: dict[tuple[int, int], int] = {}  # (object id, block position) -> batch number
+                todo = read_batches([b for _, b in plan], budget.read_batch)
+                for n, (batch, data) in enumerate(zip(todo, pool.map(self._read_batch, todo), strict=True)):
+                    report.bytes_read += len(data)
+                    batches[n] = (memoryview(data), batch[0].entry.position)
+                    del data
+                    left[n] = len(batch)
+                    for b in batch:
+                        where[(b.object_id, b.entry.position)] = n
+                del todo
                 for i, b in plan:
-                    if units[i].kind == SSO:
-                        w = sso_writer
-                    else:
-                        if so_writer is None or so_writer[0] != i:
-                            close_so()
-                            so_writer = (i, ObjectWriter(self.store, self.meta.object_key(ids[i]),
-                                                         part_size=cfg.part_size))
-                        w = so_writer[1]
-                    assert w is not None
-                    for r in records.pop((b.object_id, b.entry.position)):
+                    n = where.pop((b.object_id, b.entry.position))
+                    mv, lo = batches[n]
+                    pos = b.entry.position - lo
+                    w = writer_for(i)
+                    for r in decode_block(b.key, mv[pos:pos + b.entry.size], b.entry):
                         w.write(r)
-            close_so()
-            sso = None
-            if sso_writer is not None and sso_id is not None:
-                info = sso_writer.close()
-                written.append(sso_writer.key)
-                report.bytes_written += info.size
-                sso = CompactedStreamSetObject(sso_id, info.size, {u.stream_id: (u.start, u.end)
-                                                                   for u in units if u.kind == SSO})
+                    left[n] -= 1
+                    if not left[n]:  # the batch's last block is written: release its bytes now
+                        del batches[n], mv
+            close_writer()
+            pool.shutdown()
             return sso, sos
         except BaseException:
-            if so_writer is not None:
-                so_writer[1].abort()
-            if sso_writer is not None:
-                sso_writer.abort()
+            pool.shutdown(wait=True, cancel_futures=True)
+            if writer is not None:
+                writer.abort()
             try:  # the prepared ids expire anyway; removing the bytes now just frees them sooner
                 self.store.delete(written)
             except Exception:  # noqa: BLE001
                 log.warning("could not delete the outputs of a failed compaction", extra={"keys": written})
             raise
-

@@ -70,6 +70,13 @@ class ObjectReader:
         except InvalidRange as exc:
             raise ObjectFormatError(self.key, "truncated object", f"expected {self.size} bytes: {exc}") from None
 
+    def read_range(self, start: int, end: int) -> bytes:
+        """Raw bytes [start, end) of the object (whole blocks, copied without decoding); short is damage."""
+        data = self._get(start, end)
+        if len(data) != end - start:
+            raise ObjectFormatError(self.key, "truncated object", f"bytes [{start}, {end}) returned {len(data)} bytes")
+        return data
+
     def entries_for(self, stream_id: int, start: int, end: int) -> list[IndexEntry]:
         """Index entries of `stream_id` overlapping [start, end), in offset order."""
         i = bisect.bisect_right(self._keys, (stream_id, start)) - 1

@@ -4,7 +4,9 @@ Records are appended in (streamId, baseOffset) order; a data block holds one str
 and closes at about `block_size` bytes of records, on a change of stream, or on an offset gap. Closed
 blocks are buffered and shipped as multipart parts of `part_size` bytes once two parts' worth are
 pending, so memory stays bounded (< 2 parts) for big objects and the part count depends on the object
-size only; an object below 2 parts is written with a single PUT. `close()` appends the index block
+size only; an object below 2 parts is written with a single PUT. With `eager=True` (compaction, whose
+memory budget counts every buffered byte) a part ships as soon as one part's worth is pending, so at
+most one part (plus a block) is ever buffered; the last part may then be small. `close()` appends the index block
 and the footer and returns an `ObjectInfo`; `abort()` (or an exception inside a `with`) leaves nothing.
 """
 
@@ -46,13 +48,14 @@ class ObjectInfo:
 
 class ObjectWriter:
     def __init__(self, store: BlobStore, key: str, *, block_size: int = DEFAULT_BLOCK_SIZE,
-                 part_size: int = DEFAULT_PART_SIZE) -> None:
+                 part_size: int = DEFAULT_PART_SIZE, eager: bool = False) -> None:
         if block_size <= 0 or part_size <= 0:
             raise ValueError("block_size and part_size must be positive")
         self.store = store
         self.key = key
         self.block_size = block_size
         self.part_size = part_size
+        self.eager = eager
         self._pending = bytearray()  # closed blocks not yet shipped
         self._shipped = 0  # bytes already written as parts
         self._mpu: MultipartWriter | None = None
@@ -114,7 +117,7 @@ class ObjectWriter:
         self._pending += self._block
         self._block = bytearray()
         self._block_records = 0
-        if len(self._pending) >= 2 * self.part_size:
+        if len(self._pending) >= (1 if self.eager else 2) * self.part_size:
             self._ship()
 
     def _ship(self, final: bool = False) -> None:
@@ -123,6 +126,12 @@ class ObjectWriter:
         parts whatever its block layout (many small partitions or one big one cost the same PUTs)."""
         if self._mpu is None:
             self._mpu = self.store.multipart(self.key)
+        if self.eager:  # everything pending is one part: no slicing copy, the buffer is dropped at once
+            data = bytes(self._pending)
+            self._pending = bytearray()
+            self._shipped += len(data)
+            self._mpu.write_part(data)
+            return
         while len(self._pending) >= 2 * self.part_size or (final and self._pending):
             n = len(self._pending) if len(self._pending) < 2 * self.part_size else self.part_size
             self._mpu.write_part(bytes(self._pending[:n]))

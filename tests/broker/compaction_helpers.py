@@ -21,9 +21,11 @@ def open_streams(meta_url: str, count: int) -> tuple[MetadataClient, list[int]]:
 
 
 def upload_rounds(store: BlobStore, meta: MetadataClient, sids: list[int], rounds: int, payload: int,
-                  so_threshold: int = 1 << 40) -> dict[int, list[StreamRecord]]:
-    """`rounds` uploads of one record of `payload` random bytes per stream: one SSO each."""
-    written: dict[int, list[StreamRecord]] = {s: [] for s in sids}
+                  so_threshold: int = 1 << 40, after: dict[int, list[StreamRecord]] | None = None
+                  ) -> dict[int, list[StreamRecord]]:
+    """`rounds` uploads of one record of `payload` random bytes per stream: one SSO each (an SO when there
+    is one stream). Offsets continue after the records of `after` (which the result then includes)."""
+    written: dict[int, list[StreamRecord]] = {s: list((after or {}).get(s, [])) for s in sids}
     for _ in range(rounds):
         batch = {}
         for s in sids:
