@@ -41,9 +41,12 @@ def parsed_records(reader: StreamReader, stream_id: int, stream_records: Iterabl
         except RecordFormatError as exc:
             raise damaged_batch(reader, stream_id, sr, exc) from exc
         for b in batches:
-            for r in b.records:
-                if start <= r.offset < end:
-                    yield r
+            if start <= b.header.base_offset and b.header.next_offset <= end:
+                yield from b.records  # the whole batch is wanted: no per-record test
+            else:
+                for r in b.records:
+                    if start <= r.offset < end:
+                        yield r
 
 
 def served_before_damage(items: Iterator[T]) -> list[T]:

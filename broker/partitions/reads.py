@@ -17,10 +17,24 @@ from index_file import IndexEntry
 CATCH_UP_BATCH = 4096
 
 
+def _headers(headers: list[tuple[str, bytes | None]]) -> list[tuple[str, bytes]]:
+    if not headers:
+        return []
+    return [(k, v if v is not None else b"") for k, v in headers]
+
+
 def out_message(topic: str, topic_id: int, partition: int, r: Record) -> OutMessage:
-    return OutMessage(topic=topic, partition=partition, offset=r.offset,
-                      msg_id=encode_message_id(topic_id, partition, r.offset), key=r.key, value=r.value,
-                      headers=[(k, v if v is not None else b"") for k, v in r.headers], timestamp=r.timestamp_ms)
+    return OutMessage(topic, partition, r.offset, encode_message_id(topic_id, partition, r.offset), r.key, r.value,
+                      _headers(r.headers), r.timestamp_ms)
+
+
+def out_messages(topic: str, topic_id: int, partition: int, records: list[Record]) -> list[OutMessage]:
+    """`out_message` of each record, the id prefix (topic id, partition) encoded once for the page."""
+    if not records:
+        return []
+    prefix = encode_message_id(topic_id, partition, 0)[:16]
+    return [OutMessage(topic, partition, off, f"{prefix}{off:016x}", key, value, _headers(headers), ts)
+            for off, ts, key, value, headers in records]
 
 
 def fetch(parts: PartitionMap, topic: str, partition: int, offset: int, max_count: int
@@ -38,8 +52,8 @@ def fetch(parts: PartitionMap, topic: str, partition: int, offset: int, max_coun
     pos = max(offset, start)
     out: list[OutMessage] = []
     if pos < end:
-        for r in served_before_damage(parts.records(p, pos, min(end, pos + max_count))):
-            out.append(out_message(info.name, info.topic_id, p.index, r))
+        out = out_messages(info.name, info.topic_id, p.index,
+                           served_before_damage(parts.records(p, pos, min(end, pos + max_count))))
     next_offset = out[-1].offset + 1 if out else (pos if offset < end else offset)
     return out, next_offset
 
