@@ -22,8 +22,8 @@ from typing import NamedTuple
 
 import zstandard
 from aiokafka.errors import KafkaError as AioKafkaError
-from cramjam import DecompressionError
 from aiokafka.record.default_records import DefaultRecordBatch as CRecordBatch
+from cramjam import DecompressionError
 from kafka.errors import KafkaError
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 

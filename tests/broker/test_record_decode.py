@@ -24,7 +24,10 @@ producer_records = st.builds(
 )
 
 
-def kafka_python_records(raw: bytes) -> list[tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]]:
+Row = tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]
+
+
+def kafka_python_records(raw: bytes) -> list[Row]:
     out = []
     pos = 0
     while pos < len(raw):
