@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 
 from broker.errors import InvalidField
 from broker.partitions.client_messages import OutMessage
-from broker.partitions.damage import served_before_damage
+from broker.partitions.damage import served_lists_before_damage
 from broker.partitions.message_id import decode_message_id, encode_message_id
 from broker.partitions.partition_map import PartitionMap, now_ms
 from broker.partitions.records import Record, index_keys
@@ -33,7 +33,8 @@ def out_messages(topic: str, topic_id: int, partition: int, records: list[Record
     if not records:
         return []
     prefix = encode_message_id(topic_id, partition, 0)[:16]
-    return [OutMessage(topic, partition, off, f"{prefix}{off:016x}", key, value, _headers(headers), ts)
+    return [OutMessage(topic, partition, off, f"{prefix}{off:016x}", key, value,
+                       [(k, v if v is not None else b"") for k, v in headers] if headers else [], ts)
             for off, ts, key, value, headers in records]
 
 
@@ -53,7 +54,7 @@ def fetch(parts: PartitionMap, topic: str, partition: int, offset: int, max_coun
     out: list[OutMessage] = []
     if pos < end:
         out = out_messages(info.name, info.topic_id, p.index,
-                           served_before_damage(parts.records(p, pos, min(end, pos + max_count))))
+                           served_lists_before_damage(parts.record_lists(p, pos, min(end, pos + max_count))))
     next_offset = out[-1].offset + 1 if out else (pos if offset < end else offset)
     return out, next_offset
 

@@ -370,6 +370,7 @@ class StreamStorage:
 
     def close(self) -> None:
         self.disk.stop()
+        self.reader.close()
         self.wal.close()
 
     @property
