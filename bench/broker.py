@@ -206,10 +206,9 @@ def _raw_gets(store_url: str, keys: list[str]) -> tuple[float, int]:
 
 def _http_fetch(server: _ServeProcess, end: int) -> tuple[float, int]:
     """Seconds and value bytes of paging the partition through GET .../messages?max=1000 (JSON parsed)."""
-    import base64
-
     import httpx
     import orjson
+    import pybase64
 
     got, pos = 0, 0
     with httpx.Client(timeout=120) as http:
@@ -220,7 +219,7 @@ def _http_fetch(server: _ServeProcess, end: int) -> tuple[float, int]:
             page = orjson.loads(r.content)
             for m in page["messages"]:
                 v = m["value"] or ""
-                got += len(base64.b64decode(v)) if m["encoding"] == "base64" else len(v.encode())
+                got += len(pybase64.b64decode(v)) if m["encoding"] == "base64" else len(v.encode())
             pos = page["next_offset"]
         return time.perf_counter() - t0, got
 
@@ -230,7 +229,7 @@ def _kafka_fetch(server: _ServeProcess, end: int) -> tuple[float, int]:
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": f"127.0.0.1:{server.kafka_port}", "group.id": f"bench-{uuid.uuid4().hex}",
-                  "enable.auto.commit": False, "max.partition.fetch.bytes": 8 * MiB, "fetch.max.bytes": 64 * MiB})
+                  "enable.auto.commit": False, "max.partition.fetch.bytes": MiB, "fetch.max.bytes": 64 * MiB})
     try:
         t0 = time.perf_counter()
         c.assign([TopicPartition("c", 0, 0)])
