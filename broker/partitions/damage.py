@@ -58,26 +58,13 @@ def parsed_records(reader: StreamReader, stream_id: int, stream_records: Iterabl
 
 
 def served_lists_before_damage(lists: Iterator[list[T]]) -> list[T]:
-    """`served_before_damage` over lists of items, concatenated."""
+    """Everything `lists` yields, concatenated, up to the first damaged object. With something already read,
+    those are the answer (the next read starts inside the damaged object and gets the error); with nothing
+    read, the damage is raised."""
     out: list[T] = []
     try:
         for items in lists:
             out.extend(items)
-    except ObjectFormatError as exc:
-        if not out:
-            raise
-        log.debug("read stops before a damaged object", extra={"object": exc.key, "check": exc.check})
-    return out
-
-
-def served_before_damage(items: Iterator[T]) -> list[T]:
-    """Everything `items` yields up to the first damaged object. With something already read, those are the
-    answer (the next read starts inside the damaged object and gets the error); with nothing read, the
-    damage is raised."""
-    out: list[T] = []
-    try:
-        for item in items:
-            out.append(item)
     except ObjectFormatError as exc:
         if not out:
             raise

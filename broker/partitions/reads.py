@@ -33,8 +33,9 @@ def out_messages(topic: str, topic_id: int, partition: int, records: list[Record
     if not records:
         return []
     prefix = encode_message_id(topic_id, partition, 0)[:16]
-    return [OutMessage(topic, partition, off, f"{prefix}{off:016x}", key, value,
-                       [(k, v if v is not None else b"") for k, v in headers] if headers else [], ts)
+    new = tuple.__new__  # a named tuple's own __new__ is a Python function: one frame per record saved
+    return [new(OutMessage, (topic, partition, off, f"{prefix}{off:016x}", key, value,
+                             [(k, v if v is not None else b"") for k, v in headers] if headers else [], ts))
             for off, ts, key, value, headers in records]
 
 

@@ -166,13 +166,17 @@ def parse_batches(data: bytes | memoryview, check_crc: bool = True) -> Iterator[
         pos += h.size
 
 
+_new = tuple.__new__
+
+
 def decode_records(raw: bytes, h: BatchHeader, pos: int = 0, check_crc: bool = True) -> list[Record]:
     """The records of one batch (`raw`, whose header `h` is already parsed), CRC-checked, decompressed."""
     try:
         batch = CRecordBatch(raw)
         if check_crc and not batch.validate_crc():
             raise RecordFormatError(f"record batch at byte {pos} (base offset {h.base_offset}): CRC mismatch")
-        recs = [Record(r.offset, r.timestamp, r.key, r.value, r.headers) for r in batch]
+        # tuple.__new__ directly: a named tuple's own __new__ is a Python function, one more frame per record
+        recs = [_new(Record, (r.offset, r.timestamp, r.key, r.value, r.headers)) for r in batch]
     except RecordFormatError:
         raise
     except (AioKafkaError, KafkaError, struct.error, IndexError, ValueError, UnicodeDecodeError, OSError,
