@@ -4,8 +4,10 @@
    the same disk with the same request sizes (one writer, one fsync per request-sized write);
 2. object PUT requests and bytes written per GB ingested with 1, 100 and 1000 partitions (scaled down
    with --gb, reported per GB): the upload path should cost the same whatever the partition count;
-3. cold read of one partition from objects (fresh node, empty caches) vs raw 1 MiB ranged GETs of the
-   same objects on SeaweedFS.
+3. cold read of one partition from objects (fresh node, empty caches each time) vs raw 1 MiB ranged GETs of
+   the same objects on SeaweedFS (measured before and after the reads, averaged): the broker's whole-record
+   fetch in process, the HTTP whole-record fetch and a confluent-kafka consumer against a fresh
+   `mqindex serve` process, and the stream read (records as stored).
 
 Run: `mqindex bench broker` or `python -m bench.broker [--produce-mb 256] [--gb 0.25] [--cold-mb 64]`.
 SeaweedFS is started for the run unless --store gives an S3 URL.
@@ -134,16 +136,133 @@ def bench_puts(work: Path, store_url: str, gb: float, partitions: list[int], thr
     return out
 
 
+class _ServeProcess:
+    """A fresh `mqindex serve` process on an existing node's data (empty caches), HTTP and Kafka listeners."""
+
+    def __init__(self, work: Path, name: str, store_url: str) -> None:
+        import signal  # noqa: F401 - used in stop()
+        import subprocess
+        import sys
+
+        import httpx
+
+        self.port, self.kafka_port = _free_port(), _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = open(work / f"{name}-serve.log", "ab")  # noqa: SIM115 - closed in stop()
+        mqindex = str(Path(sys.executable).parent / "mqindex")
+        self.proc = subprocess.Popen(
+            [mqindex, "serve", "--data-dir", str(work / name), "--port", str(self.port), "--store", store_url,
+             "--metadata", f"sqlite:///{work}/{name}-meta.sqlite", "--upload-interval-s", "3600",
+             "--kafka-listener", f"127.0.0.1:{self.kafka_port}"],
+            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"mqindex serve did not start; see {self.log.name}")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        import signal
+        import subprocess
+
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.log.close()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _raw_gets(store_url: str, keys: list[str]) -> tuple[float, int]:
+    """Seconds and bytes of reading these objects whole in 1 MiB ranged GETs, one after the other."""
+    store = open_store(store_url)
+    try:
+        t0 = time.perf_counter()
+        raw = 0
+        for k in keys:
+            size = store.size(k)
+            for start in range(0, size, MiB):
+                raw += len(store.get(k, start, min(size, start + MiB)))
+        return time.perf_counter() - t0, raw
+    finally:
+        store.close()
+
+
+def _http_fetch(server: _ServeProcess, end: int) -> tuple[float, int]:
+    """Seconds and value bytes of paging the partition through GET .../messages?max=1000 (JSON parsed)."""
+    import httpx
+    import orjson
+    import pybase64
+
+    got, pos = 0, 0
+    with httpx.Client(timeout=120) as http:
+        t0 = time.perf_counter()
+        while pos < end:
+            r = http.get(f"{server.url}/v1/topics/c/partitions/0/messages", params={"offset": pos, "max": 1000})
+            r.raise_for_status()
+            page = orjson.loads(r.content)
+            for m in page["messages"]:
+                v = m["value"] or ""
+                got += len(pybase64.b64decode(v)) if m["encoding"] == "base64" else len(v.encode())
+            pos = page["next_offset"]
+        return time.perf_counter() - t0, got
+
+
+def _kafka_fetch(server: _ServeProcess, end: int) -> tuple[float, int]:
+    """Seconds and value bytes of a confluent-kafka (librdkafka) consumer reading partition 0 from offset 0."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": f"127.0.0.1:{server.kafka_port}", "group.id": f"bench-{uuid.uuid4().hex}",
+                  "enable.auto.commit": False, "max.partition.fetch.bytes": MiB, "fetch.max.bytes": 64 * MiB})
+    try:
+        t0 = time.perf_counter()
+        c.assign([TopicPartition("c", 0, 0)])
+        got, last = 0, -1
+        deadline = time.monotonic() + 600
+        while last < end - 1:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"kafka consumer stopped at offset {last} of {end}")
+            for m in c.consume(1000, 1.0):
+                if m.error():
+                    raise RuntimeError(f"kafka consumer: {m.error()}")
+                got += len(m.value() or b"")
+                last = m.offset()
+        return time.perf_counter() - t0, got
+    finally:
+        c.close()
+
+
 def bench_cold_read(work: Path, store_url: str, mb: int) -> dict[str, Any]:
+    import gc
+
     node = _open(work, "cold", store_url, upload_threshold=16 * MiB)
     try:
         node.create_topic("c", 1)
         _produce(node, "c", 1, mb * MiB, 64, 2)
         node.flush()
         end = node.partition_info("c", 0)["end_offset"]
+        keys = [node.meta.object_key(o) for o in node.meta.committed_objects()]
     finally:
         node.close()
+    raw_before_s, raw = _raw_gets(store_url, keys)
     node = _open(work, "cold", store_url)  # fresh caches: every byte comes from the store
+    gc.freeze()  # as `mqindex serve` does once its node is open
     try:
         before = node.store.meter.snapshot()
         t0 = time.perf_counter()
@@ -164,24 +283,32 @@ def bench_cold_read(work: Path, store_url: str, mb: int) -> dict[str, Any]:
             stream_bytes += sum(len(r.payload) for r in recs)
             pos = recs[-1].last_offset
         stream_s = time.perf_counter() - t0
-        keys = [node.meta.object_key(o) for o in node.meta.committed_objects()]
     finally:
         node.close()
-    store = open_store(store_url)
+        gc.unfreeze()
+    server = _ServeProcess(work, "cold", store_url)  # a fresh process: empty caches
     try:
-        t0 = time.perf_counter()
-        raw = 0
-        for k in keys:
-            size = store.size(k)
-            for start in range(0, size, MiB):
-                raw += len(store.get(k, start, min(size, start + MiB)))
-        raw_s = time.perf_counter() - t0
+        http_s, http_bytes = _http_fetch(server, end)
     finally:
-        store.close()
-    return {"fetch_mb_s": got / MiB / fetch_s, "stream_mb_s": stream_bytes / MiB / stream_s,
-            "raw_get_mb_s": raw / MiB / raw_s, "fetch_ratio": (got / fetch_s) / (raw / raw_s),
-            "stream_ratio": (stream_bytes / stream_s) / (raw / raw_s), "gets": d["GET"], "mb": got / MiB,
-            "objects": len(keys)}
+        server.stop()
+    server = _ServeProcess(work, "cold", store_url)
+    try:
+        kafka_s, kafka_bytes = _kafka_fetch(server, end)
+    finally:
+        server.stop()
+    raw_after_s, raw_after = _raw_gets(store_url, keys)
+    raw_mb_s = (raw / raw_before_s + raw_after / raw_after_s) / 2 / MiB
+
+    def rate(nbytes: int, secs: float) -> float:
+        return nbytes / MiB / secs
+
+    return {"fetch_mb_s": rate(got, fetch_s), "stream_mb_s": rate(stream_bytes, stream_s),
+            "http_mb_s": rate(http_bytes, http_s), "kafka_mb_s": rate(kafka_bytes, kafka_s),
+            "raw_get_mb_s": raw_mb_s, "raw_before_mb_s": rate(raw, raw_before_s),
+            "raw_after_mb_s": rate(raw_after, raw_after_s),
+            "fetch_ratio": rate(got, fetch_s) / raw_mb_s, "stream_ratio": rate(stream_bytes, stream_s) / raw_mb_s,
+            "http_ratio": rate(http_bytes, http_s) / raw_mb_s, "kafka_ratio": rate(kafka_bytes, kafka_s) / raw_mb_s,
+            "gets": d["GET"], "mb": got / MiB, "objects": len(keys)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -235,11 +362,15 @@ def main(argv: list[str] | None = None) -> int:
         if "cold" in only:
             r = bench_cold_read(work, store_url, args.cold_mb)
             results["cold"] = r
-            emit(table(f"Cold read of one partition ({r['mb']:.0f} MiB in {r['objects']} objects) from SeaweedFS",
+            emit(table(f"Cold read of one partition ({r['mb']:.0f} MiB in {r['objects']} objects) from SeaweedFS, "
+                       "fresh caches for each reader",
                        ["", "MB/s", "ratio vs raw GET"],
-                       [["broker fetch (whole Kafka records)", r["fetch_mb_s"], r["fetch_ratio"]],
+                       [["broker fetch (whole Kafka records, in process)", r["fetch_mb_s"], r["fetch_ratio"]],
+                        ["HTTP whole-record fetch (mqindex serve, pages of 1000)", r["http_mb_s"], r["http_ratio"]],
+                        ["Kafka fetch (confluent-kafka consumer, mqindex serve)", r["kafka_mb_s"], r["kafka_ratio"]],
                         ["stream read (records as stored)", r["stream_mb_s"], r["stream_ratio"]],
-                        ["raw 1 MiB ranged GETs", r["raw_get_mb_s"], 1.0]]))
+                        ["raw 1 MiB ranged GETs (mean of before/after: "
+                         f"{r['raw_before_mb_s']:.0f}/{r['raw_after_mb_s']:.0f})", r["raw_get_mb_s"], 1.0]]))
         path = save_results("broker", results)
         emit(f"raw figures: {path}")
     finally:

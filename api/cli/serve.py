@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import signal
 from pathlib import Path
@@ -96,6 +97,10 @@ def run(args: argparse.Namespace) -> int:
                             authenticator=kafka_auth, advertised=settings.kafka_advertised or None)
         kafka.start()
     app = app_for_node(settings, node)
+    # What exists now (the libraries, the node's state) lives as long as the process: moved out of the
+    # collector's generations, full collections no longer walk it. A whole-record read allocates a tuple per
+    # record, and those collections walking the startup objects cost as much CPU as decoding the records.
+    gc.freeze()
     scheme = "https" if tls else "http"
     log.info("serving %s://%s:%s (store %s, metadata %s, data %s)", scheme, settings.host, settings.port,
              settings.store, settings.metadata, settings.data_dir,

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from api.backend import Backend, InMessage, OutMessage
 from api.http.auth import require
 from api.http.errors import as_http, client_error
+from api.http.message_json import fetch_body
 from api.http.models import (
     CURSOR_PATTERN,
     MAX_INT,
@@ -102,9 +103,11 @@ async def produce(topic: TopicPath, body: ProduceIn, request: Request) -> Produc
             dependencies=[Depends(require("read"))])
 async def fetch(request: Request, topic: TopicPath, partition: Annotated[int, Path(ge=0)],
                 offset: Annotated[int, Query(ge=0, le=MAX_INT)] = 0,
-                max: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100) -> FetchOut:
+                max: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100) -> Response:
     messages, next_offset = await call(request, Backend.fetch, topic, partition, offset, max)
-    return FetchOut(messages=[message_out(m) for m in messages], next_offset=next_offset)
+    # the FetchOut document built by orjson off the event loop (api/http/message_json.py)
+    body = await run_in_threadpool(fetch_body, messages, next_offset)
+    return Response(body, media_type="application/json")
 
 
 @router.get("/v1/messages", response_model=LookupOut, dependencies=[Depends(require("read"))])

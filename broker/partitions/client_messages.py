@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 
 @dataclass(frozen=True)
@@ -28,9 +29,9 @@ class Produced:
     timestamp: int  # the record's timestamp: the producer's, else the append time
 
 
-@dataclass(frozen=True)
-class OutMessage:
-    """A stored message, whole."""
+class OutMessage(NamedTuple):
+    """A stored message, whole. A named tuple: a whole-record read makes one per record, and a tuple costs a
+    fraction of a frozen dataclass's per-field `object.__setattr__`."""
 
     topic: str
     partition: int
@@ -38,5 +39,5 @@ class OutMessage:
     msg_id: str
     key: bytes | None
     value: bytes | None
-    headers: list[tuple[str, bytes]] = field(default_factory=list)
+    headers: list[tuple[str, bytes]]
     timestamp: int = 0

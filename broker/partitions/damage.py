@@ -32,28 +32,39 @@ def damaged_batch(reader: StreamReader, stream_id: int, rec: StreamRecord, exc: 
     return ObjectFormatError(key, check, f"stream {stream_id} offsets [{rec.base_offset}, {rec.last_offset}): {exc}")
 
 
-def parsed_records(reader: StreamReader, stream_id: int, stream_records: Iterable[StreamRecord],
-                   start: int, end: int) -> Iterator[Record]:
-    """The Kafka records of [start, end) held by these stream records, each batch CRC-checked."""
+def parsed_record_lists(reader: StreamReader, stream_id: int, stream_records: Iterable[StreamRecord],
+                        start: int, end: int) -> Iterator[list[Record]]:
+    """The Kafka records of [start, end) held by these stream records, one list per stream record, each batch
+    CRC-checked (lists, not single records: a whole-record page is built with list operations)."""
     for sr in stream_records:
         try:
             batches = list(parse_batches(sr.payload))
         except RecordFormatError as exc:
             raise damaged_batch(reader, stream_id, sr, exc) from exc
+        out: list[Record] = []
         for b in batches:
-            for r in b.records:
-                if start <= r.offset < end:
-                    yield r
+            if start <= b.header.base_offset and b.header.next_offset <= end:
+                out.extend(b.records)  # the whole batch is wanted: no per-record test
+            else:
+                out.extend(r for r in b.records if start <= r.offset < end)
+        yield out
 
 
-def served_before_damage(items: Iterator[T]) -> list[T]:
-    """Everything `items` yields up to the first damaged object. With something already read, those are the
-    answer (the next read starts inside the damaged object and gets the error); with nothing read, the
-    damage is raised."""
+def parsed_records(reader: StreamReader, stream_id: int, stream_records: Iterable[StreamRecord],
+                   start: int, end: int) -> Iterator[Record]:
+    """The Kafka records of [start, end) held by these stream records, each batch CRC-checked."""
+    for records in parsed_record_lists(reader, stream_id, stream_records, start, end):
+        yield from records
+
+
+def served_lists_before_damage(lists: Iterator[list[T]]) -> list[T]:
+    """Everything `lists` yields, concatenated, up to the first damaged object. With something already read,
+    those are the answer (the next read starts inside the damaged object and gets the error); with nothing
+    read, the damage is raised."""
     out: list[T] = []
     try:
-        for item in items:
-            out.append(item)
+        for items in lists:
+            out.extend(items)
     except ObjectFormatError as exc:
         if not out:
             raise

@@ -20,7 +20,7 @@ from broker.errors import InvalidField, NotLeader, NotOwner, OffsetOutOfRange
 from broker.metadata import MetadataClient
 from broker.metadata.image import OPENED
 from broker.partitions.client_messages import OutMessage
-from broker.partitions.damage import parsed_records
+from broker.partitions.damage import parsed_record_lists, parsed_records
 from broker.partitions.partition import Partition
 from broker.partitions.partition_state import PartitionState
 from broker.partitions.records import Record
@@ -345,5 +345,13 @@ class PartitionMap:
         try:
             yield from parsed_records(self.storage.reader, p.data_stream, self.storage.read(p.data_stream, start, end),
                                       start, end)
+        except OffsetOutOfRange:
+            return  # trimmed by retention meanwhile
+
+    def record_lists(self, p: Partition, start: int, end: int) -> Iterator[list[Record]]:
+        """`records` in lists (one per stored batch run), for pages of whole records."""
+        try:
+            yield from parsed_record_lists(self.storage.reader, p.data_stream,
+                                           self.storage.read(p.data_stream, start, end), start, end)
         except OffsetOutOfRange:
             return  # trimmed by retention meanwhile

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 
 from broker.errors import InvalidField
 from broker.partitions.client_messages import OutMessage
-from broker.partitions.damage import served_before_damage
+from broker.partitions.damage import served_lists_before_damage
 from broker.partitions.message_id import decode_message_id, encode_message_id
 from broker.partitions.partition_map import PartitionMap, now_ms
 from broker.partitions.records import Record, index_keys
@@ -17,10 +17,26 @@ from index_file import IndexEntry
 CATCH_UP_BATCH = 4096
 
 
+def _headers(headers: list[tuple[str, bytes | None]]) -> list[tuple[str, bytes]]:
+    if not headers:
+        return []
+    return [(k, v if v is not None else b"") for k, v in headers]
+
+
 def out_message(topic: str, topic_id: int, partition: int, r: Record) -> OutMessage:
-    return OutMessage(topic=topic, partition=partition, offset=r.offset,
-                      msg_id=encode_message_id(topic_id, partition, r.offset), key=r.key, value=r.value,
-                      headers=[(k, v if v is not None else b"") for k, v in r.headers], timestamp=r.timestamp_ms)
+    return OutMessage(topic, partition, r.offset, encode_message_id(topic_id, partition, r.offset), r.key, r.value,
+                      _headers(r.headers), r.timestamp_ms)
+
+
+def out_messages(topic: str, topic_id: int, partition: int, records: list[Record]) -> list[OutMessage]:
+    """`out_message` of each record, the id prefix (topic id, partition) encoded once for the page."""
+    if not records:
+        return []
+    prefix = encode_message_id(topic_id, partition, 0)[:16]
+    new = tuple.__new__  # a named tuple's own __new__ is a Python function: one frame per record saved
+    return [new(OutMessage, (topic, partition, off, f"{prefix}{off:016x}", key, value,
+                             [(k, v if v is not None else b"") for k, v in headers] if headers else [], ts))
+            for off, ts, key, value, headers in records]
 
 
 def fetch(parts: PartitionMap, topic: str, partition: int, offset: int, max_count: int
@@ -38,8 +54,8 @@ def fetch(parts: PartitionMap, topic: str, partition: int, offset: int, max_coun
     pos = max(offset, start)
     out: list[OutMessage] = []
     if pos < end:
-        for r in served_before_damage(parts.records(p, pos, min(end, pos + max_count))):
-            out.append(out_message(info.name, info.topic_id, p.index, r))
+        out = out_messages(info.name, info.topic_id, p.index,
+                           served_lists_before_damage(parts.record_lists(p, pos, min(end, pos + max_count))))
     next_offset = out[-1].offset + 1 if out else (pos if offset < end else offset)
     return out, next_offset
 

@@ -38,6 +38,11 @@ class BlockCache:
             self.hits += 1
             return got[0]
 
+    def contains(self, object_id: int, position: int) -> bool:
+        """Whether the block is cached (not counted as a hit or a miss)."""
+        with self._lock:
+            return (object_id, position) in self._blocks
+
     def put(self, object_id: int, position: int, records: list[StreamRecord]) -> None:
         size = sum(len(r.payload) for r in records) + 64
         if size > self.max_bytes:

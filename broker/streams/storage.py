@@ -374,6 +374,7 @@ class StreamStorage:
 
     def close(self) -> None:
         self.disk.stop()
+        self.reader.close()
         self.wal.close()
 
     @property

@@ -1,25 +1,45 @@
 """Stream read path: log cache first, then the block cache, then objects found through the metadata lookup,
 reading only the blocks that cover the requested offsets (ranged GETs), with each object's index cached
 after first use. A damaged object raises `ObjectFormatError` naming it, unless records before it were read:
-those are returned and the next read, which starts inside the damaged object, raises."""
+those are returned and the next read, which starts inside the damaged object, raises.
+
+Read-ahead: a read of more than one offset that misses the block cache (a consumer or a whole-record page
+walking a cold partition) also starts reading the stream's next blocks in the same object, up to
+`readahead_bytes`, in ranged GETs of about `readahead_get_bytes` each on a small pool of threads, so the
+store is read while the caller decodes what it has. The blocks land in the block cache; a read that needs a
+block still in flight waits for it instead of asking the store again. Memory is bounded by
+`max_inflight_bytes` (no new read-ahead above it) and by the block cache. A read-ahead GET that fails is
+dropped: the block is then read by the caller, which sees the damage or the store error as before. Key
+lookups (one offset) never read ahead.
+"""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from broker.errors import ObjectFormatError
 from broker.metadata.client import MetadataClient
-from broker.objects.format import StreamRecord
+from broker.objects.format import IndexEntry, StreamRecord
 from broker.objects.reader import ObjectReader
 from broker.streams.block_cache import BlockCache
 from broker.streams.log_cache import LogCache
 from storage_tier import BlobStore
 
+log = logging.getLogger("mqindex.broker.streams")
+
+DEFAULT_READAHEAD_BYTES = 8 << 20
+DEFAULT_READAHEAD_GET_BYTES = 2 << 20
+READAHEAD_THREADS = 2
+
 
 class StreamReader:
     def __init__(self, store: BlobStore, meta: MetadataClient, cache: LogCache | None = None,
-                 index_cache_entries: int = 1024, block_cache: BlockCache | None = None) -> None:
+                 index_cache_entries: int = 1024, block_cache: BlockCache | None = None, *,
+                 readahead_bytes: int = DEFAULT_READAHEAD_BYTES,
+                 readahead_get_bytes: int = DEFAULT_READAHEAD_GET_BYTES) -> None:
         self.store = store
         self.meta = meta
         self.cache = cache
@@ -27,6 +47,28 @@ class StreamReader:
         self._lock = threading.Lock()
         self._readers: OrderedDict[int, ObjectReader] = OrderedDict()
         self._max_readers = index_cache_entries
+        self.readahead_bytes = readahead_bytes if block_cache is not None else 0
+        self.readahead_get_bytes = max(readahead_get_bytes, 1)
+        # read-ahead never holds more than the block cache could keep of it
+        self.max_inflight_bytes = min(2 * readahead_bytes, block_cache.max_bytes // 2) if block_cache else 0
+        self._inflight: dict[tuple[int, int], Future[list[StreamRecord] | None]] = {}
+        self._inflight_bytes = 0
+        self._pool: ThreadPoolExecutor | None = None
+        self._closed = False
+        self.readahead_gets = 0  # read-ahead GETs issued (tests and benchmarks read it)
+
+    def close(self) -> None:
+        """Stop reading ahead; reads still work (synchronously)."""
+        with self._lock:
+            self._closed = True
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+        with self._lock:
+            left, self._inflight, self._inflight_bytes = self._inflight, {}, 0
+        for fut in left.values():  # cancelled before they ran: their waiters read the blocks themselves
+            if not fut.done():
+                fut.set_result(None)
 
     def _reader(self, object_id: int, size: int) -> ObjectReader:
         with self._lock:
@@ -46,7 +88,7 @@ class StreamReader:
         return self._reader(object_id, size)
 
     def _read_object(self, object_id: int, size: int, stream_id: int, start: int, end: int,
-                     max_bytes: int) -> list[StreamRecord]:
+                     max_bytes: int, ahead_end: int | None = None) -> list[StreamRecord]:
         reader = self._reader(object_id, size)
         if self.block_cache is None:
             return reader.read(stream_id, start, end, max_bytes)
@@ -60,11 +102,13 @@ class StreamReader:
         blocks: dict[int, list[StreamRecord]] = {}
         missing = []
         for e in kept:
-            got = self.block_cache.get(object_id, e.position)
+            got = self._cached_or_awaited(object_id, e.position)
             if got is None:
                 missing.append(e)
             else:
                 blocks[e.position] = got
+        if kept and end - start > 1:
+            self._read_ahead(reader, object_id, stream_id, kept[-1].end_offset, ahead_end or end)
         for e, records in reader.read_blocks(missing):
             self.block_cache.put(object_id, e.position, records)
             blocks[e.position] = records
@@ -72,6 +116,73 @@ class StreamReader:
         for e in kept:
             out.extend(r for r in blocks[e.position] if r.last_offset > start and r.base_offset < end)
         return out
+
+    def _cached_or_awaited(self, object_id: int, position: int) -> list[StreamRecord] | None:
+        """The block from the cache, or from a read-ahead in flight (waited for); None: read it now."""
+        assert self.block_cache is not None
+        got = self.block_cache.get(object_id, position)
+        if got is not None:
+            return got
+        with self._lock:
+            fut = self._inflight.get((object_id, position))
+        return fut.result() if fut is not None else None
+
+    def _read_ahead(self, reader: ObjectReader, object_id: int, stream_id: int, start: int, end: int) -> None:
+        """Start ranged GETs of the stream's blocks after `start` (up to `end`) in this object."""
+        if self.readahead_bytes <= 0 or start >= end:
+            return
+        assert self.block_cache is not None
+        budget = self.readahead_bytes
+        runs: list[list[IndexEntry]] = []
+        with self._lock:
+            if self._closed:
+                return
+            for e in reader.entries_for(stream_id, start, end):
+                if budget <= 0 or self._inflight_bytes + e.size > self.max_inflight_bytes:
+                    break
+                budget -= e.size
+                if (object_id, e.position) in self._inflight or self.block_cache.contains(object_id, e.position):
+                    continue
+                run = runs[-1] if runs else None
+                if (run is None or e.position != run[-1].position + run[-1].size
+                        or run[-1].position + run[-1].size - run[0].position + e.size > self.readahead_get_bytes):
+                    runs.append([e])
+                else:
+                    run.append(e)
+                self._inflight[(object_id, e.position)] = Future()
+                self._inflight_bytes += e.size
+            if not runs:
+                return
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(READAHEAD_THREADS, thread_name_prefix="readahead")
+            pool = self._pool
+            self.readahead_gets += len(runs)
+        for run in runs:
+            pool.submit(self._fetch_run, reader, object_id, run)
+
+    def _fetch_run(self, reader: ObjectReader, object_id: int, run: list[IndexEntry]) -> None:
+        assert self.block_cache is not None
+        done: set[int] = set()
+        try:
+            for e, records in reader.read_blocks(run):
+                self.block_cache.put(object_id, e.position, records)
+                self._settle(object_id, e, records)
+                done.add(e.position)
+        except Exception as exc:  # noqa: BLE001 - the caller reads the block itself and meets the error there
+            log.debug("read-ahead failed; the blocks are read on demand",
+                      extra={"object": reader.key, "error": str(exc)})
+        finally:
+            for e in run:
+                if e.position not in done:
+                    self._settle(object_id, e, None)
+
+    def _settle(self, object_id: int, e: IndexEntry, records: list[StreamRecord] | None) -> None:
+        with self._lock:
+            fut = self._inflight.pop((object_id, e.position), None)
+            if fut is not None:
+                self._inflight_bytes -= e.size
+        if fut is not None:
+            fut.set_result(records)
 
     def object_at(self, stream_id: int, offset: int) -> str | None:
         """The key of the committed object holding `offset` of the stream (None: not in an object)."""
@@ -96,7 +207,7 @@ class StreamReader:
             for ref in lookup.objects:
                 try:
                     recs = self._read_object(ref.object_id, ref.size, stream_id, pos, min(end, ref.end),
-                                             max_bytes - got)
+                                             max_bytes - got, ahead_end=ref.end)
                 except ObjectFormatError:
                     if out:
                         return out  # serve what precedes the damaged object; a read starting in it raises
