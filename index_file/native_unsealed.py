@@ -484,9 +484,30 @@ class NativeIndexWriter:
         else:
             batch["queue"], batch["offset"], batch["size"], batch["time"] = cols.queue, cols.offset, cols.size, \
                 cols.time
-        for i in range(0, n, CHUNK_ITEMS):  # at most CHUNK_ITEMS between checkpoints
-            self._append(batch[i:i + CHUNK_ITEMS])
+        self._append_items(batch)
         return accepted
+
+    def put_items(self, batch: np.ndarray) -> int:
+        """Store items already made by the caller (ITEM_DTYPE rows; fp, queue, offset, size and time set,
+        one row per key of a record, a record's rows together), as many as fit in order; returns how many
+        were stored. For builders that computed the fingerprints themselves (the Spark build); the caller
+        sizes the file so a record is never cut. Writes the rows' next and check fields in place."""
+        if batch.dtype != ITEM_DTYPE:
+            raise ValueError(f"items must have dtype {ITEM_DTYPE}, got {batch.dtype}")
+        with self._write_lock:
+            self._require_open()
+            if self.sealed:
+                raise IndexStateError(f"{self.path}: index file is sealed")
+            n = min(len(batch), self.header.max_items - self._count)
+            if n < len(batch):
+                self.full = True
+            if n:
+                self._append_items(batch[:n])
+            return n
+
+    def _append_items(self, batch: np.ndarray) -> None:
+        for i in range(0, len(batch), CHUNK_ITEMS):  # at most CHUNK_ITEMS between checkpoints
+            self._append(batch[i:i + CHUNK_ITEMS])
 
     def _reserve(self, start: int, n: int) -> None:
         """Allocate the blocks the next items (and, once, the slots) will be written to. The file is sparse;
