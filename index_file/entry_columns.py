@@ -104,15 +104,18 @@ def entry_columns(entries: Sequence[Sequence[object]], with_fingerprints: bool =
 
 def _one_key_fingerprints(topics: Sequence[object], keys: Sequence[object]) -> np.ndarray | None:
     """The fingerprints when every entry has one string key (a string or a one-string list), else None."""
-    one: Sequence[object] | None = None
+    one: Sequence[object]
     key_types = set(map(type, keys))
     if key_types == {str}:
         one = keys
     elif key_types <= {list, tuple} and set(map(len, keys)) == {1}:  # type: ignore[arg-type]
         one = list(map(_FIRST, keys))
-    if one is None or set(map(type, one)) != {str} or set(map(type, topics)) != {str}:
+        if set(map(type, one)) != {str}:
+            return None
+    else:
         return None
-    prefix = {t: f"{t}#" for t in set(topics)}  # topics are few: "topic#" built once per topic
+    # topics are few: "topic#" built once per topic (as the general loop's f-string would make it)
+    prefix = {t: f"{t}#" for t in set(topics)}
     texts = map(operator.add, map(prefix.__getitem__, topics), one)  # type: ignore[arg-type]
     return np.fromiter(map(_xxh3, map(str.encode, texts)), dtype=np.uint64, count=len(keys))
 
