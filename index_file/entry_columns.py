@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import xxhash
 
-SUB_ENTRIES = 2048  # entries turned into columns at a time: their objects stay in cache across the passes
+SUB_ENTRIES = 512  # entries turned into columns at a time: their objects stay in cache across the passes
 
 _xxh3 = xxhash.xxh3_64_intdigest
 _GET = [operator.itemgetter(i) for i in range(6)]

@@ -41,7 +41,10 @@ def fresh_spans(batch: Sequence[Sequence[Any]], accepted: Mapping[QueueKey, int]
     except (TypeError, ValueError, OverflowError):
         return None
     q, off, topics, keys = cols.queue, cols.offset, cols.topics, cols.keys
-    if q.min() < 0 or q.max() >= 1 << _Q_BITS or 0 in set(map(len, keys)):  # type: ignore[arg-type]
+    if q.min() < 0 or q.max() >= 1 << _Q_BITS:
+        return None
+    one_key_each = cols.fps is not None and cols.counts is None and len(cols.fps) == n  # no record without keys
+    if not one_key_each and 0 in set(map(len, keys)):  # type: ignore[arg-type]
         return None
     names = list(dict.fromkeys(topics))
     if len(names) == 1:
