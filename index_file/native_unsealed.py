@@ -23,9 +23,7 @@ space, so every byte of a sealed file is covered by a checksum.
 
 from __future__ import annotations
 
-import itertools
 import mmap
-import operator
 import os
 import struct
 import threading
@@ -36,6 +34,7 @@ import crc32c
 import numpy as np
 import xxhash
 
+from index_file.entry_columns import EntryColumns, entry_columns, fingerprints
 from index_file.errors import FormatError, IndexStateError
 from index_file.model import AppendResult, IndexEntry, IndexHit, check_range, finish_hits
 from index_file.source import ByteSource, open_source
@@ -61,8 +60,6 @@ ITEM_DTYPE = np.dtype([("fp", "<u8"), ("offset", "<i8"), ("time", "<i8"), ("queu
 assert ITEM_DTYPE.itemsize == ITEM_SIZE
 
 _xxh3 = xxhash.xxh3_64_intdigest
-_FIRST = operator.itemgetter(0)
-_COLS = [operator.itemgetter(i) for i in range(6)]
 _M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 _K = [np.uint64(k) for k in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93,
                              0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53)]
@@ -196,43 +193,6 @@ def walk_chain(name: str, buf: object, items_off: int, limit: int, max_items: in
         prev = cur
         cur = nxt
     return hits
-
-
-def entry_columns(entries: Sequence[Sequence[object]]) -> list[list[object]]:
-    """Six lists (topic, queue_id, offset, size, store_time_ms, keys) from 6-field entries, built with
-    C-level map/itemgetter: no Python loop per entry, and unlike zip(*entries) no ten thousand iterator
-    objects waking the garbage collector over the caller's whole heap. Raises ValueError when an entry
-    does not have 6 fields, TypeError when one is not a sequence."""
-    if entries and set(map(len, entries)) != {6}:
-        raise ValueError("an entry does not have 6 fields")
-    return [list(map(g, entries)) for g in _COLS]
-
-
-def _fingerprints(topics: Sequence[object], keys: Sequence[object]) -> tuple[list[int], list[int] | None]:
-    """The fingerprints of the entries' keys in order, and the number of keys of each entry (None: one
-    each). The common shapes (one key per entry, as a string or a one-string list) go through C-level
-    map chains; anything else takes the general loop, where a key listed twice is stored once."""
-    one: Sequence[object] | None = None
-    key_types = set(map(type, keys))
-    if key_types == {str}:
-        one = keys
-    elif key_types <= {list, tuple} and set(map(len, keys)) == {1}:  # type: ignore[arg-type]
-        one = list(map(_FIRST, keys))
-    if one is not None and set(map(type, one)) == {str} and set(map(type, topics)) == {str}:
-        texts = map(operator.add, map(operator.add, topics, itertools.repeat("#")), one)  # type: ignore[arg-type]
-        return list(map(_xxh3, map(str.encode, texts))), None
-    xxh = _xxh3
-    fps: list[int] = []
-    counts: list[int] = []
-    for topic, ks in zip(topics, keys, strict=True):
-        seen: list[int] = []
-        for k in ([ks] if type(ks) is str else ks):  # type: ignore[attr-defined]
-            f = xxh(f"{topic}#{k}".encode())
-            if f not in seen:  # a key listed twice is stored once
-                seen.append(f)
-        fps.extend(seen)
-        counts.append(len(seen))
-    return fps, counts
 
 
 class NativeIndexWriter:
@@ -469,7 +429,7 @@ class NativeIndexWriter:
         return AppendResult.SUCCESS if self.put_batch([entry]) == 1 else AppendResult.FULL
 
     def put_batch(self, entries: Iterable[IndexEntry | Sequence[object]],
-                  columns: Sequence[Sequence[object]] | None = None) -> int:
+                  columns: EntryColumns | None = None) -> int:
         """Store entries (IndexEntry or 6-tuples) in order; returns how many were stored. An entry
         is stored with all its keys or not at all; when one does not fit the file is full
         (`self.full`), the rest of the batch is not stored and the caller moves on to a new file.
@@ -478,34 +438,26 @@ class NativeIndexWriter:
             self._require_open()
             if self.sealed:
                 raise IndexStateError(f"{self.path}: index file is sealed")
+            seq = entries if isinstance(entries, list) else list(entries)
             done = 0
             step = CHUNK_ITEMS // 4
-            if columns is not None:
-                seq = entries if isinstance(entries, list) else list(entries)
-                for pos in range(0, len(seq), step):
-                    if self.full:
-                        break
-                    done += self._put_chunk(seq[pos:pos + step], [c[pos:pos + step] for c in columns])
-                return done
-            it = iter(entries)
-            while not self.full:
-                chunk = list(itertools.islice(it, step))
-                if not chunk:
+            for pos in range(0, len(seq), step):
+                if self.full:
                     break
-                done += self._put_chunk(chunk)
+                part = seq[pos:pos + step] if len(seq) > step else seq
+                cols = None if columns is None else columns.slice(pos, pos + step) if len(seq) > step else columns
+                done += self._put_chunk(part, cols)
             return done
 
-    def _put_chunk(self, chunk: list[IndexEntry | Sequence[object]],
-                   columns: Sequence[Sequence[object]] | None = None) -> int:
+    def _put_chunk(self, chunk: list[IndexEntry | Sequence[object]], columns: EntryColumns | None = None) -> int:
         try:
-            # the chunk turned into columns by C-level iteration (zip, map): per-record Python
-            # bytecode was the write path's whole cost (see docs/BENCHMARKS.md, "Index write path")
-            topics, q_col, o_col, s_col, t_col, keys = entry_columns(chunk) if columns is None else columns
-            num_cols = (q_col, o_col, s_col, t_col)
-            fps, counts = _fingerprints(topics, keys)
-        except (TypeError, ValueError, IndexError):
+            # the chunk turned into columns by C-level iteration, in cache-sized parts: touching the
+            # entries' objects was the write path's whole cost (see docs/BENCHMARKS.md, "Index write path")
+            cols = entry_columns(chunk, with_fingerprints=True) if columns is None else columns
+            fps, counts = (cols.fps, cols.counts) if cols.fps is not None else fingerprints(cols.topics, cols.keys)
+        except (TypeError, ValueError, IndexError, OverflowError) as exc:
             raise ValueError("entries must be IndexEntry or (topic, queue_id, offset, size, store_time_ms, "
-                             "keys) tuples") from None
+                             f"keys) tuples with integer fields in the int64 range: {exc}") from None
         room = self.header.max_items - self._count
         if counts is None:
             accepted = min(room, len(chunk))
@@ -518,26 +470,44 @@ class NativeIndexWriter:
             self.full = True
         if accepted == 0:
             return 0
-        try:  # queue_id, offset, size, store_time_ms
-            if columns is not None and set(map(type, itertools.chain(*num_cols))) == {int}:
-                cols = [np.fromiter(c, dtype=np.int64, count=accepted) for c in num_cols]  # fromiter stops early
-            else:
-                cols = [np.array(c if accepted == len(chunk) else c[:accepted], dtype=np.int64) for c in num_cols]
-        except (OverflowError, ValueError, TypeError) as exc:
-            raise ValueError(f"bad entry field (queue_id, offset, size, store_time_ms must be integers): {exc}") \
-                from None
-        for c, what in ((cols[0], "queue_id"), (cols[2], "size")):
+        if accepted < len(chunk):
+            cols = cols.slice(0, accepted)
+        for c, what in ((cols.queue, "queue_id"), (cols.size, "size")):
             if c.min() < -(1 << 31) or c.max() >= 1 << 31:
                 raise ValueError(f"{what} out of the int32 range in this batch")
+        batch = np.empty(n, dtype=ITEM_DTYPE)
+        batch["fp"] = fps[:n]
         if counts is not None and n != accepted:
             reps = np.asarray(counts[:accepted])
-            cols = [np.repeat(c, reps) for c in cols]
-        batch = np.zeros(n, dtype=ITEM_DTYPE)
-        batch["fp"] = np.array(fps[:n], dtype=np.uint64)
-        batch["queue"], batch["offset"], batch["size"], batch["time"] = cols
-        for i in range(0, n, CHUNK_ITEMS):  # at most CHUNK_ITEMS between checkpoints
-            self._append(batch[i:i + CHUNK_ITEMS])
+            batch["queue"], batch["offset"] = np.repeat(cols.queue, reps), np.repeat(cols.offset, reps)
+            batch["size"], batch["time"] = np.repeat(cols.size, reps), np.repeat(cols.time, reps)
+        else:
+            batch["queue"], batch["offset"], batch["size"], batch["time"] = cols.queue, cols.offset, cols.size, \
+                cols.time
+        self._append_items(batch)
         return accepted
+
+    def put_items(self, batch: np.ndarray) -> int:
+        """Store items already made by the caller (ITEM_DTYPE rows; fp, queue, offset, size and time set,
+        one row per key of a record, a record's rows together), as many as fit in order; returns how many
+        were stored. For builders that computed the fingerprints themselves (the Spark build); the caller
+        sizes the file so a record is never cut. Writes the rows' next and check fields in place."""
+        if batch.dtype != ITEM_DTYPE:
+            raise ValueError(f"items must have dtype {ITEM_DTYPE}, got {batch.dtype}")
+        with self._write_lock:
+            self._require_open()
+            if self.sealed:
+                raise IndexStateError(f"{self.path}: index file is sealed")
+            n = min(len(batch), self.header.max_items - self._count)
+            if n < len(batch):
+                self.full = True
+            if n:
+                self._append_items(batch[:n])
+            return n
+
+    def _append_items(self, batch: np.ndarray) -> None:
+        for i in range(0, len(batch), CHUNK_ITEMS):  # at most CHUNK_ITEMS between checkpoints
+            self._append(batch[i:i + CHUNK_ITEMS])
 
     def _reserve(self, start: int, n: int) -> None:
         """Allocate the blocks the next items (and, once, the slots) will be written to. The file is sparse;

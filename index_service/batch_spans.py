@@ -8,17 +8,16 @@ result is the same record for record.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from index_file.native_unsealed import entry_columns
+from index_file.entry_columns import EntryColumns, entry_columns
 
 QueueKey = tuple[str, int]
 Spans = dict[QueueKey, tuple[int, int]]  # per queue of the batch: lowest and highest offset
-Columns = list[list[Any]]  # entry_columns of a batch: topic, queue_id, offset, size, store_time_ms, keys
+Columns = EntryColumns
 
 _Q_BITS = 31  # queue ids are validated into [0, 2**31)
 
@@ -27,29 +26,32 @@ def join_columns(parts: list[Columns] | None) -> Columns | None:
     """The columns of batches submitted one after the other (None when any came without)."""
     if not parts:
         return None
-    if len(parts) == 1:
-        return parts[0]
-    return [list(itertools.chain.from_iterable(p[i] for p in parts)) for i in range(6)]
+    return EntryColumns.join(parts)
 
 
 def fresh_spans(batch: Sequence[Sequence[Any]], accepted: Mapping[QueueKey, int],
-                columns: Sequence[Sequence[Any]] | None = None) -> Spans | None:
+                columns: Columns | None = None) -> Spans | None:
     """The batch's spans when every record is taken in order and carries at least one key, else None.
     `columns`: entry_columns(batch), when the caller has them."""
     n = len(batch)
     if n == 0:
         return None
     try:
-        topics, queues, offsets, _sizes, _times, keys = entry_columns(batch) if columns is None else columns
-        q = np.fromiter(queues, dtype=np.int64, count=n)
-        off = np.fromiter(offsets, dtype=np.int64, count=n)
+        cols = entry_columns(batch) if columns is None else columns
     except (TypeError, ValueError, OverflowError):
         return None
-    if q.min() < 0 or q.max() >= 1 << _Q_BITS or 0 in set(map(len, keys)):
+    q, off, topics, keys = cols.queue, cols.offset, cols.topics, cols.keys
+    if q.min() < 0 or q.max() >= 1 << _Q_BITS:
+        return None
+    one_key_each = cols.fps is not None and cols.counts is None and len(cols.fps) == n  # no record without keys
+    if not one_key_each and 0 in set(map(len, keys)):  # type: ignore[arg-type]
         return None
     names = list(dict.fromkeys(topics))
-    index = {t: i for i, t in enumerate(names)}
-    gid = (np.fromiter(map(index.__getitem__, topics), dtype=np.int64, count=n) << _Q_BITS) | q
+    if len(names) == 1:
+        gid = q.copy()
+    else:
+        index = {t: i for i, t in enumerate(names)}
+        gid = (np.fromiter(map(index.__getitem__, topics), dtype=np.int64, count=n) << _Q_BITS) | q
     order = np.argsort(gid, kind="stable")
     g = gid[order]
     o = off[order]

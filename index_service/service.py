@@ -24,11 +24,9 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-import numpy as np
-
 from index_file import IndexEntry, IndexHit
+from index_file.entry_columns import EntryColumns, entry_columns
 from index_file.model import check_range
-from index_file.native_unsealed import entry_columns
 from index_service.background import Background, CycleReport
 from index_service.checkpoint import CheckpointStore, QueueKey
 from index_service.config import ServiceConfig
@@ -72,32 +70,27 @@ def _check_record(r: Sequence[Any]) -> Record:
 _I31 = 1 << 31
 
 
-def _clean_columns(out: list[Any], topics: set[str]) -> list[list[Any]] | None:
-    """The whole batch checked column by column (C-level zip/map/set and numpy, no Python loop per record):
-    its columns (entry_columns) when every record already has the shape _check_record would give it. None
-    says nothing is wrong yet, only that the per-record loop must look (a new topic, a keys string, ...)."""
+def _clean_columns(out: list[Any], topics: set[str]) -> EntryColumns | None:
+    """The whole batch checked column by column (C-level map/set and numpy, no Python loop per record):
+    its columns, with the keys' fingerprints, when every record already has the shape _check_record would
+    give it. None says nothing is wrong yet, only that the per-record loop must look (a new topic, a keys
+    string, a float, ...)."""
     try:
-        cols = entry_columns(out)
-    except (TypeError, ValueError):
+        cols = entry_columns(out, with_fingerprints=True, strict=True)
+    except (TypeError, ValueError, OverflowError):
         return None
-    tps, qs, offs, sizes, times, keys = cols
-    if not topics.issuperset(tps) or not set(map(type, keys)) <= {list, tuple}:
+    if not topics.issuperset(cols.topics) or not set(map(type, cols.keys)) <= {list, tuple}:
         return None
-    if any(set(map(type, c)) != {int} for c in (qs, offs, sizes, times)):
-        return None
-    if not set(map(type, itertools.chain.from_iterable(keys))) <= {str}:
-        return None
-    try:
-        q, off, size, t = (np.fromiter(c, dtype=np.int64, count=len(c)) for c in (qs, offs, sizes, times))
-    except OverflowError:
-        return None
+    if cols.counts is not None and not set(map(type, itertools.chain.from_iterable(cols.keys))) <= {str}:
+        return None  # (one key per record: entry_columns checked it is a string)
+    q, off, size, t = cols.queue, cols.offset, cols.size, cols.time
     ok = (q.min() >= 0 and q.max() < _I31 and size.min() >= 0 and size.max() < _I31 and off.min() >= 0
           and t.min() > _I64_MIN and t.max() < _I64_MAX)
     return cols if ok else None
 
 
 def _check_batch(records: Iterable[IndexEntry | Sequence[Any]], topics: set[str]
-                 ) -> tuple[list[Record], list[list[Any]] | None]:
+                 ) -> tuple[list[Record], EntryColumns | None]:
     """Validate a batch on the fast path (one tight loop; topics already seen are not re-checked);
     any record that fails it goes through _check_record, which raises or normalises it. Returns the records
     and, when the column check passed, their columns (handed on so they are built once)."""

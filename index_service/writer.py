@@ -297,14 +297,14 @@ class Writer:
             mf = self._ensure_file()
             w: NativeIndexWriter = mf.form
             if spans is not None and cols is not None:
-                n = w.put_batch(recs[i:] if i else recs, [c[i:] for c in cols] if i else cols)
+                n = w.put_batch(recs[i:] if i else recs, cols.slice(i) if i else cols)
             else:
                 n = w.put_batch(recs[i:] if i else recs)
             if mf.ranges is not None:
                 if spans is not None and i == 0 and n == len(recs):
                     widen(mf.ranges, spans)
                 elif spans is not None and cols is not None and n and (
-                        part := fresh_spans(recs[i:i + n], {}, [c[i:i + n] for c in cols])) is not None:
+                        part := fresh_spans(recs[i:i + n], {}, cols.slice(i, i + n))) is not None:
                     widen(mf.ranges, part)  # the part before a roll is fresh as well
                 else:
                     ranges.extend(mf.ranges, recs[i:i + n])
@@ -316,7 +316,7 @@ class Writer:
                                      f"({self.config.max_items} items)")
                 self._roll("full", written=recs[:i])
                 if cols is not None:
-                    cols = [c[i:] for c in cols]
+                    cols = cols.slice(i)
                 recs, i = recs[i:], 0
         self._commit(recs, extra, spans)
 

@@ -8,16 +8,18 @@ Driver (`run_build`):
 2. Extract (Spark job 1, one task per group of object parts): executors read each object part through
    storage_tier (ranged GETs of the blocks), decode the Kafka record batches and produce, for each
    record stored in [from, to) with at least one selected key, the entry the broker's dispatcher
-   indexes online (partition, offset, size, store time, keys), grouped by time window
-   (`window_ms`, aligned to the epoch; by default the online files' roll age). The result stays in
-   Spark (persisted); the driver collects only a histogram of items per 10 ms of store time.
+   indexes online (partition, offset, size, store time, keys), as numpy item rows (one per key, the key's
+   fingerprint computed here; jobs/index_items.py) grouped by time window (`window_ms`, aligned to the
+   epoch; by default the online files' roll age). Entries cross the stages as these arrays, never as
+   per-entry Python objects. The result stays in Spark (persisted); the driver collects only a histogram
+   of items per 10 ms of store time.
 3. Plan the files: each window is cut into as many time-contiguous ranges as its items need files of
    at most `max_items` items (the online files' size), of about equal size; the number of ranges is
    the progress total.
 4. Build (Spark job 2, one task per file range, so one busy hour still spreads over the executors):
-   sort the entries by store time, write them with NativeIndexWriter, seal, compact, upload to the
-   index store under `index-builds/<name>/<attempt>/` (verified by size and CRC32C read back) and
-   return the file's manifest.
+   sort the item rows by store time (numpy), write them with NativeIndexWriter.put_items, seal, compact,
+   upload to the index store under `index-builds/<name>/<attempt>/` (verified by size and CRC32C read
+   back) and return the file's manifest.
 5. Register: one atomic build document in the index directory (index_service/external_builds.py); a
    service adopts it on open or on its next maintenance cycle, all files in one step, replacing any
    earlier attempt of the same build. When no service holds the directory, the driver opens one briefly
@@ -54,15 +56,16 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from operator import itemgetter
 from pathlib import Path
 from typing import Any, TextIO
 
 import crc32c
+import numpy as np
 
 from broker.partitions.record_entries import ALL_KINDS, ObjectRangeStats, object_entries, parse_kinds
 from index_file import NativeIndexWriter, compact
 from index_file.native_compacted import HEADER_SIZE, CompactedHeader
+from jobs import index_items
 from jobs.code_zip import ship_code, write_code_zip
 from jobs.spark_session import describe_session, session_setup, spark_session
 from storage_tier import BlobStore, open_store
@@ -329,39 +332,45 @@ class ExecutorParams:
 
 
 def extract_parts(params: ExecutorParams, tasks: Iterable[PartTask],
-                  counters: tuple[Any, Any, Any] | None = None) -> Iterator[tuple[int, list[Entry]]]:
-    """Executor: (window, entries) of the records in the given object parts, one list per window."""
+                  counters: tuple[Any, Any, Any] | None = None) -> Iterator[tuple[int, np.ndarray]]:
+    """Executor: (window, item rows) of the records in the given object parts (jobs/index_items.py)."""
     store = _store(params.store_url)
     for t in tasks:
         stats: list[ObjectRangeStats] = []
-        by_window: dict[int, list[Entry]] = {}
-        wms = params.window_ms
-        p = t.partition
-        for e in object_entries(store, t.key, t.size or None, t.stream_id, t.start, t.end, params.kinds,
-                                params.from_ms, params.to_ms, stats):
-            by_window.setdefault(e.store_time_ms // wms, []).append((p, e.offset, e.size, e.store_time_ms, e.keys))
+        entries = list(object_entries(store, t.key, t.size or None, t.stream_id, t.start, t.end, params.kinds,
+                                      params.from_ms, params.to_ms, stats))
         if counters is not None:
             counters[0].add(stats[0].records if stats else 0)
             counters[1].add(stats[0].bytes_read if stats else 0)
             counters[2].add(1)
-        yield from by_window.items()
+        yield from index_items.by_window(index_items.record_items(params.topic, t.partition, entries),
+                                         params.window_ms)
+
+
+def _as_items(entries: list[Entry] | np.ndarray) -> np.ndarray:
+    """Item rows of (partition, offset, size, store time, keys) entries (fingerprints left 0: for counting and
+    cutting only); item rows are returned as they are."""
+    if isinstance(entries, np.ndarray):
+        return entries
+    out = np.zeros(sum(len(e[4]) for e in entries), dtype=index_items.ITEM_ROW)
+    counts = [len(e[4]) for e in entries]
+    for field_name, i in (("partition", 0), ("offset", 1), ("size", 2), ("time", 3)):
+        out[field_name] = np.repeat(np.array([e[i] for e in entries], dtype=np.int64), counts)
+    return out
 
 
 BUCKET_MS = 10  # resolution of the store-time histogram files are cut by
 
 
-def bucket_counts(items: Iterable[tuple[int, list[Entry]]]) -> Iterator[tuple[tuple[int, int], tuple[int, int]]]:
+def bucket_counts(items: Iterable[tuple[int, list[Entry] | np.ndarray]]
+                  ) -> Iterator[tuple[tuple[int, int], tuple[int, int]]]:
     """Executor: ((window, store time // BUCKET_MS), (records, items)) summed over one Spark partition."""
-    acc: dict[tuple[int, int], list[int]] = {}
+    acc: dict[tuple[int, int], tuple[int, int]] = {}
     for w, entries in items:
-        for e in entries:
-            c = acc.get((w, e[3] // BUCKET_MS))
-            if c is None:
-                c = acc[(w, e[3] // BUCKET_MS)] = [0, 0]
-            c[0] += 1
-            c[1] += len(e[4])
-    for k, c in acc.items():
-        yield k, (c[0], c[1])
+        for b, records, n in index_items.histogram(_as_items(entries), BUCKET_MS):
+            c = acc.get((w, b), (0, 0))
+            acc[(w, b)] = (c[0] + records, c[1] + n)
+    yield from acc.items()
 
 
 def add_counts(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
@@ -392,42 +401,38 @@ def plan_files(buckets: dict[tuple[int, int], tuple[int, int]], max_items: int, 
     return starts
 
 
-def assign_ranges(starts: list[int]) -> Callable[[Iterable[tuple[int, list[Entry]]]],
-                                                 Iterator[tuple[int, list[Entry]]]]:
-    """Executor: re-key entries from windows to file ranges (index of the range holding the store time)."""
-    import bisect
+def assign_ranges(starts: list[int]) -> Callable[[Iterable[tuple[int, Any]]], Iterator[tuple[int, Any]]]:
+    """Executor: re-key entries from windows to file ranges (index of the range holding the store time);
+    item rows stay arrays (one per range and Spark partition), entry lists stay lists."""
 
-    def run(items: Iterable[tuple[int, list[Entry]]]) -> Iterator[tuple[int, list[Entry]]]:
-        out: dict[int, list[Entry]] = {}
+    def run(items: Iterable[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
+        arrays: dict[int, list[np.ndarray]] = {}
+        lists: dict[int, list[Entry]] = {}
         for _w, entries in items:
-            for e in entries:
-                out.setdefault(bisect.bisect_right(starts, e[3]) - 1, []).append(e)
-        yield from out.items()
+            if isinstance(entries, np.ndarray):
+                for r, part in index_items.group_by(entries, index_items.range_index(entries["time"], starts)):
+                    arrays.setdefault(r, []).append(part)
+            else:
+                ranges = index_items.range_index(np.array([e[3] for e in entries], dtype=np.int64), starts)
+                for r, e in zip(ranges.tolist(), entries, strict=True):
+                    lists.setdefault(r, []).append(e)
+        for r, parts in arrays.items():
+            yield r, parts[0] if len(parts) == 1 else np.concatenate(parts)
+        yield from lists.items()
 
     return run
 
 
 def file_chunks(entries: list[Entry], max_items: int) -> list[list[Entry]]:
     """Cut time-sorted entries into files of at most max_items items (keys), balanced: as many files as
-    the items need, each filled to about the same size."""
-    total = sum(len(e[4]) for e in entries)
-    n_files = max(1, math.ceil(total / max_items))
-    target = math.ceil(total / n_files)
-    out: list[list[Entry]] = []
-    cur: list[Entry] = []
-    items = 0
-    for e in entries:
-        k = len(e[4])
-        if k > max_items:
-            raise ValueError(f"record {e[0]}@{e[1]} has {k} keys, more than a file holds ({max_items})")
-        if cur and (items + k > max_items or items >= target):
-            out.append(cur)
-            cur, items = [], 0
-        cur.append(e)
-        items += k
-    if cur:
-        out.append(cur)
-    return out
+    the items need, each filled to about the same size (index_items.file_cuts)."""
+    try:
+        cuts = index_items.file_cuts(np.array([len(e[4]) for e in entries], dtype=np.int64), max_items)
+    except ValueError:
+        e = next(e for e in entries if len(e[4]) > max_items)
+        raise ValueError(f"record {e[0]}@{e[1]} has {len(e[4])} keys, more than a file holds ({max_items})") \
+            from None
+    return [entries[a:b] for a, b in zip(cuts, [*cuts[1:], len(entries)], strict=True) if b > a]
 
 
 def _manifest(path: Path, key: str, stem: str, crc: int, size: int, items: int, begin_ms: int) -> dict[str, Any]:
@@ -489,31 +494,37 @@ def _upload(store: BlobStore, path: Path, key: str, part: int, marker: str) -> t
     return size, crc
 
 
-def build_window_files(params: ExecutorParams, window_index: int, entries: list[Entry],
+def build_window_files(params: ExecutorParams, window_index: int, items: np.ndarray,
                        on_file: Callable[[], None] | None = None) -> list[dict[str, Any]]:
-    """Executor: write, seal, compact and upload the files of one window; returns their manifests."""
-    entries.sort(key=itemgetter(3, 0, 1))
-    dedup: list[Entry] = []
-    for e in entries:  # object parts never overlap; a repeated (partition, offset) would be a metadata bug
-        if dedup and dedup[-1][0] == e[0] and dedup[-1][1] == e[1]:
-            continue
-        dedup.append(e)
+    """Executor: write, seal, compact and upload the files of one file range; returns their manifests."""
+    rows = index_items.sort_dedup(items)
+    firsts = np.flatnonzero(index_items.record_starts(rows))
+    counts = np.diff(np.append(firsts, len(rows)))
+    try:
+        cuts = index_items.file_cuts(counts, params.max_items)
+    except ValueError:
+        i = int(firsts[int(np.argmax(counts > params.max_items))])
+        raise ValueError(f"record {int(rows['partition'][i])}@{int(rows['offset'][i])} has more keys than a file "
+                         f"holds ({params.max_items})") from None
+    bounds = [int(firsts[c]) for c in cuts] + [len(rows)]
     store = _store(params.index_store_url)
     out: list[dict[str, Any]] = []
-    topic = params.topic
-    for seq, chunk in enumerate(file_chunks(dedup, params.max_items)):
-        begin = chunk[0][3]
+    for seq, (lo, hi) in enumerate(zip(bounds, bounds[1:], strict=False)):
+        if hi <= lo:
+            continue
+        chunk = index_items.native_items(rows[lo:hi])
+        begin = int(chunk["time"][0])
         stem = build_stem(begin, params.name, params.attempt, seq)
         key = build_key(params.name, params.attempt, stem)
         tmp = Path(tempfile.mkdtemp(prefix="mqindex-spark-"))
         try:
-            n_items = sum(len(e[4]) for e in chunk)
+            n_items = len(chunk)
             src, dst = tmp / f"{stem}.mqxu", tmp / f"{stem}.mqxc"
             w = NativeIndexWriter.create(src, begin, params.slots, n_items)
             try:
-                done = w.put_batch([(topic, p, off, size, t, keys) for p, off, size, t, keys in chunk])
-                if done != len(chunk):
-                    raise RuntimeError(f"{stem}: {done} of {len(chunk)} entries fit in a file of {n_items} items")
+                done = w.put_items(chunk)
+                if done != n_items:
+                    raise RuntimeError(f"{stem}: {done} of {n_items} items fit in a file of {n_items} items")
                 w.seal()
             finally:
                 w.close()
@@ -761,12 +772,12 @@ def run_build(opts: BuildOptions, spark: Any = None, out: TextIO | None = None,
             progress.phase = "build"
             t1 = time.perf_counter()
 
-            def build_partition(it: Iterator[tuple[int, list[Entry]]]) -> Iterator[dict[str, Any]]:
-                merged: dict[int, list[Entry]] = {}
-                for r, entries in it:
-                    merged.setdefault(r, []).extend(entries)
-                for r, entries in merged.items():
-                    yield from build_window_files(params, r, entries, lambda: files_acc.add(1))
+            def build_partition(it: Iterator[tuple[int, np.ndarray]]) -> Iterator[dict[str, Any]]:
+                merged: dict[int, list[np.ndarray]] = {}
+                for r, rows in it:
+                    merged.setdefault(r, []).append(rows)
+                for r, parts in merged.items():
+                    yield from build_window_files(params, r, np.concatenate(parts), lambda: files_acc.add(1))
 
             manifests = (extracted.mapPartitions(assign_ranges(starts))
                          .partitionBy(len(starts), lambda r: r)

@@ -1,0 +1,140 @@
+"""A batch of index entries as columns: the topic and keys objects as lists, the four integer fields as
+int64 numpy arrays, and the 64-bit fingerprints of the keys as a uint64 array.
+
+The write path's cost is touching each entry's Python objects (the tuple, its ints, its key string):
+entries arrive in dispatch order, scattered over the heap, so every pass over them is a run of cache
+misses. The columns are therefore built `SUB_ENTRIES` entries at a time, the passes of one part running
+while its objects are still in the CPU cache, with C-level map/itemgetter/np.fromiter (no Python bytecode
+per entry, no per-entry iterator objects that would wake the garbage collector over the caller's heap).
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import xxhash
+
+SUB_ENTRIES = 512  # entries turned into columns at a time: their objects stay in cache across the passes
+
+_xxh3 = xxhash.xxh3_64_intdigest
+_GET = [operator.itemgetter(i) for i in range(6)]
+_FIRST = operator.itemgetter(0)
+
+
+@dataclass(frozen=True)
+class EntryColumns:
+    """topic, queue_id, offset, size, store_time_ms and keys of consecutive entries; with `fps`, the
+    fingerprints of their keys in order and `counts`, the number of keys of each entry (None: one each)."""
+
+    topics: list[object]
+    queue: np.ndarray
+    offset: np.ndarray
+    size: np.ndarray
+    time: np.ndarray
+    keys: list[object]
+    fps: np.ndarray | None = None
+    counts: list[int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.topics)
+
+    def slice(self, start: int, stop: int | None = None) -> EntryColumns:
+        fps = self.fps if self.counts is None or self.fps is None else None  # keyed by item, not entry
+        return EntryColumns(self.topics[start:stop], self.queue[start:stop], self.offset[start:stop],
+                            self.size[start:stop], self.time[start:stop], self.keys[start:stop],
+                            None if fps is None else fps[start:stop])
+
+    @classmethod
+    def join(cls, parts: Sequence[EntryColumns]) -> EntryColumns:
+        """The columns of batches one after the other."""
+        if len(parts) == 1:
+            return parts[0]
+        simple = all(p.fps is not None and p.counts is None for p in parts)
+        return cls(list(itertools.chain.from_iterable(p.topics for p in parts)),
+                   np.concatenate([p.queue for p in parts]), np.concatenate([p.offset for p in parts]),
+                   np.concatenate([p.size for p in parts]), np.concatenate([p.time for p in parts]),
+                   list(itertools.chain.from_iterable(p.keys for p in parts)),
+                   np.concatenate([p.fps for p in parts]) if simple else None)  # type: ignore[misc]
+
+
+def entry_columns(entries: Sequence[Sequence[object]], with_fingerprints: bool = False,
+                  strict: bool = False) -> EntryColumns:
+    """The columns of 6-field entries (tuples or IndexEntry), with the keys' fingerprints when asked.
+    Raises ValueError when an entry does not have 6 fields, TypeError when one is not a sequence or an
+    integer field is not a number (`strict`: not an int; a float or a bool is refused rather than
+    converted), OverflowError when it does not fit 64 bits."""
+    n = len(entries)
+    ints = [np.empty(n, dtype=np.int64) for _ in range(4)]
+    topics: list[object] = []
+    keys: list[object] = []
+    fps = np.empty(n, dtype=np.uint64) if with_fingerprints else None
+    fromiter = np.fromiter
+    for a in range(0, n, SUB_ENTRIES):
+        part = entries[a:a + SUB_ENTRIES]
+        m = len(part)
+        if set(map(len, part)) != {6}:
+            raise ValueError("an entry does not have 6 fields")
+        for col, get in zip(ints, _GET[1:5], strict=True):
+            if strict:
+                values = list(map(get, part))
+                if set(map(type, values)) != {int}:
+                    raise TypeError("an integer field is not an int")
+                col[a:a + m] = fromiter(values, dtype=np.int64, count=m)
+            else:
+                col[a:a + m] = fromiter(map(get, part), dtype=np.int64, count=m)
+        t = list(map(_GET[0], part))
+        k = list(map(_GET[5], part))
+        topics += t
+        keys += k
+        if fps is not None:
+            one = _one_key_fingerprints(t, k)
+            if one is None:  # several keys somewhere: the general loop over the whole batch below
+                fps = None
+            else:
+                fps[a:a + m] = one
+    counts = None
+    if with_fingerprints and fps is None:
+        fps, counts = fingerprints(topics, keys)
+    return EntryColumns(topics, *ints, keys, fps, counts)
+
+
+def _one_key_fingerprints(topics: Sequence[object], keys: Sequence[object]) -> np.ndarray | None:
+    """The fingerprints when every entry has one string key (a string or a one-string list), else None."""
+    one: Sequence[object]
+    key_types = set(map(type, keys))
+    if key_types == {str}:
+        one = keys
+    elif key_types <= {list, tuple} and set(map(len, keys)) == {1}:  # type: ignore[arg-type]
+        one = list(map(_FIRST, keys))
+        if set(map(type, one)) != {str}:
+            return None
+    else:
+        return None
+    # topics are few: "topic#" built once per topic (as the general loop's f-string would make it)
+    prefix = {t: f"{t}#" for t in set(topics)}
+    texts = map(operator.add, map(prefix.__getitem__, topics), one)  # type: ignore[arg-type]
+    return np.fromiter(map(_xxh3, map(str.encode, texts)), dtype=np.uint64, count=len(keys))
+
+
+def fingerprints(topics: Sequence[object], keys: Sequence[object]) -> tuple[np.ndarray, list[int] | None]:
+    """The fingerprints (xxh3-64 of `topic#key`, UTF-8) of the entries' keys in order, and the number of
+    keys of each entry (None: one each). One key per entry (a string or a one-string list) goes through
+    C-level map chains; anything else takes the general loop, where a key listed twice is stored once."""
+    if (one := _one_key_fingerprints(topics, keys)) is not None:
+        return one, None
+    xxh = _xxh3
+    fps: list[int] = []
+    counts: list[int] = []
+    for topic, ks in zip(topics, keys, strict=True):
+        seen: list[int] = []
+        for k in ([ks] if type(ks) is str else ks):  # type: ignore[attr-defined]
+            f = xxh(f"{topic}#{k}".encode())
+            if f not in seen:  # a key listed twice is stored once
+                seen.append(f)
+        fps.extend(seen)
+        counts.append(len(seen))
+    return np.array(fps, dtype=np.uint64), counts
