@@ -57,6 +57,8 @@ def hand_off(parts: PartitionMap, p: Partition, target: int, sync_index: Callabl
             "topic": p.topic.name, "partition": p.index, "target": target, "error": f"{type(exc).__name__}: {exc}"})
         return False
     p.meta = p.data = None
+    if parts.index_claims is not None:
+        parts.index_claims.release(p.topic.name, p.index, ck)
     log.info("partition handed off", extra={"topic": p.topic.name, "partition": p.index, "target": target,
                                             "epoch": p.epoch, "end_offset": data.confirmed_end,
                                             "index_checkpoint": ck,

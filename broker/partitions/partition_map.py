@@ -21,6 +21,7 @@ from broker.metadata import MetadataClient
 from broker.metadata.image import OPENED
 from broker.partitions.client_messages import OutMessage
 from broker.partitions.damage import parsed_records
+from broker.partitions.index_claims import IndexClaims
 from broker.partitions.partition import Partition
 from broker.partitions.partition_state import PartitionState
 from broker.partitions.records import Record
@@ -42,6 +43,7 @@ class PartitionMap:
         self.node_id = node_id
         self.registry = TopicRegistry(meta)
         self.checkpoint: Callable[[str, int], int | None] = lambda topic, partition: None
+        self.index_claims: IndexClaims | None = None  # set with the index (index_link.open_index)
         # the cluster's answers (broker/cluster): the leader of a partition (node id, HTTP address) when
         # another node leads it, and a message read from the node that holds it
         self.leader_elsewhere: Callable[[Partition], tuple[int, str | None] | None] = lambda p: None
