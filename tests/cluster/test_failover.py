@@ -74,7 +74,10 @@ def test_ten_nodes_killed_for_good_lose_nothing_with_the_shared_wal(tmp_path: Pa
                 r = http.get(f"{base}/v1/messages/{a['msg_id']}")
                 assert r.status_code == 200 and r.json()["value"] == a["value"], (a, r.text)
         # and by key (all pages) from a live node, nothing twice: the records the killed nodes had indexed
-        # but not uploaded (including for partitions they had handed over) were indexed again
+        # but not uploaded (including for partitions they had handed over) were indexed again, once the
+        # failovers' index rescues (after the partitions serve again) are done
+        _wait(lambda: all("entries" in f.get("index_rescue", {}) for f in reports()), 60, "index rescues done")
+        assert any(f["index_rescue"]["entries"] for f in reports())  # entries only the dead nodes' disks held
         check_everything_found(c, producer.acked, [c.running()[0]], producer.in_doubt)
     finally:
         if producer is not None:
