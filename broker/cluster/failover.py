@@ -118,8 +118,7 @@ class Failover:
                 log.error("dead node's WAL replay stopped early", extra={"node_id": dead,
                                                                          "reason": report.stop_reason})
         self.parts.storage.force_upload()
-        self.parts.serve(opened)
-        self.parts.load_states(opened)
+        self.parts.load_states(opened, served=False)
         redispatch_from: dict[tuple[str, int], int] = {}
         for p in opened:
             ck = p.state.index_checkpoint
@@ -128,6 +127,9 @@ class Failover:
             start = max(start if own is None else max(start, own + 1), self.parts.start_offset(p))
             redispatch_from[(p.topic.name, p.index)] = start
             self.catch_up(CatchUp(p.topic.name, p.index, start, p.acked_end))
+        # served only now: a live entry dispatched before the catch-up would raise the index's checkpoint
+        # past the catch-up range, and the index would drop that range as already indexed
+        self.parts.serve(opened)
         self.parts.write_states(opened, clean=False)
         if shared and spans:
             assert self.wal_store is not None

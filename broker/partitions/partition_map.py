@@ -132,9 +132,10 @@ class PartitionMap:
                 with p.lock:
                     p.owned, p.why_not_owned = True, ""
 
-    def load_states(self, parts: list[Partition]) -> None:
+    def load_states(self, parts: list[Partition], served: bool = True) -> None:
+        """served=False: also the partitions claimed with serve=False (their streams open here)."""
         for p in parts:
-            if p.owned and not p.load_state():
+            if (p.owned or (not served and p.data is not None and p.meta is not None)) and not p.load_state():
                 self.unclean.append(p.name)
 
     def write_states(self, parts: list[Partition], clean: bool) -> None:
