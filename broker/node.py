@@ -275,7 +275,7 @@ class BrokerNode:
         """One pass: retention trims, meta-stream trims, expired/destroyed object cleanup."""
         now = self.clock() if now_ms is None else now_ms
         trimmed = apply_retention(self.partitions, self.retention, now)
-        self.cluster.publish_index_files(index_file_rows(self.index))
+        self.cluster.publish_index(self.index)
         cleaned = self.meta.cleanup_objects(self.store, now_ms=max(now, _now_ms()))
         self.meta.maybe_snapshot()  # the metadata log truncated behind a snapshot (broker/metadata/snapshot.py)
         if cleaned.deleted or cleaned.expired:

@@ -230,6 +230,15 @@ class IndexService:
         """Every live file, oldest begin first."""
         return [mf.info() for mf in self.files_map.files()]
 
+    def offset_ranges(self) -> list[tuple[str, str, dict[QueueKey, tuple[int, int]] | None]]:
+        """Every live file's (location, state, offset ranges per (topic, queue_id)); None: ranges unknown
+        (imports, external builds)."""
+        out = []
+        for mf in self.files_map.files():
+            rs = mf.ranges
+            out.append((mf.location, str(mf.state.value), None if rs is None else dict(rs)))
+        return out
+
     def checkpoint(self, topic: str, queue_id: int) -> int | None:
         """Highest offset of (topic, queue_id) durably indexed (None: nothing yet). After a crash the
         broker re-dispatches from the next offset; records at or below it are ignored if re-sent."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 from broker.cluster.assignment import PREFIX, Move, leaders, plan_rebalance, set_leaders, spread
@@ -85,7 +86,12 @@ class Cluster:
 
         self.index = ClusterIndex(self.node_id, index.query, self.membership, self.peers, self.meta,
                                   getattr(index, "store", None))
-        self.failover = Failover(self.parts, self.membership, self.wal_store, dispatcher.enqueue_catch_up)
+        root = getattr(getattr(index, "folders", None), "root", None)
+        index_url = getattr(getattr(index, "config", None), "store_url", None)  # a rescue opens its own store
+        self.failover = Failover(self.parts, self.membership, self.wal_store, dispatcher.enqueue_catch_up,
+                                 index_store=index_url,
+                                 rescue_dir=None if root is None or index_url is None
+                                 else Path(root).parent / "index-rescue")
         self.watcher = AssignmentWatcher(self.parts, sync_index, dispatcher.enqueue_catch_up, self.watch_interval_s,
                                          on_look=self.failover.check)
         self.watcher.start()
@@ -199,8 +205,14 @@ class Cluster:
                 led.setdefault(lead.node, []).append(f"{names[tid]}-{part}")
         return [n.as_dict() | {"partitions": led.get(n.node_id, [])} for n in self.membership.nodes()]
 
-    def publish_index_files(self, files: list[dict[str, Any]]) -> None:
+    def publish_index(self, index: Any) -> None:
+        """Publish this node's uploaded index files, then move its index claims past what they hold (the
+        ranges read first: a file counts as uploaded only if the list published after it has it)."""
+        ranges = index.offset_ranges()
+        files = index_file_rows(index)
         publish_files(self.meta, self.node_id, files)
+        if self.parts.index_claims is not None:
+            self.parts.index_claims.narrow(ranges, {f["location"] for f in files if f["state"] == "UPLOADED"})
 
     def others_alive(self) -> bool:
         return any(n != self.node_id for n in self.membership.alive(0))
@@ -233,7 +245,7 @@ class Cluster:
                 dispatcher.wait_idle(60.0)
                 index.roll()
                 index.maintain()
-                self.publish_index_files(index_file_rows(index))
+                self.publish_index(index)
         except Exception as exc:  # noqa: BLE001 - the node still closes cleanly; the others take over later
             log.error("leaving the cluster incompletely", extra={"node_id": self.node_id, "error": str(exc)})
 

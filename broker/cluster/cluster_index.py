@@ -7,7 +7,8 @@ partition; exactly min(max_count, matches); no duplicates) over the whole cluste
   parallel: entries not yet uploaded are reached where they live;
 - a node that is not alive (shut down, or its lease expired) cannot answer, so its uploaded files, which it
   publishes in the metadata KV (`index_files/<node>`: store key and time range of each), are read directly
-  from the object store, one ranged GET per file after a cached summary load.
+  from the object store, one ranged GET per file after a cached summary load; so are the files a failover
+  rebuilt from what a dead node held only locally (`index_rescued/<node>.<epoch>`, same format).
 Each node's files are read by exactly one of these paths, so no file is read twice for one query. The
 answers are merged, de-duplicated by (partition, offset) and cut at max_count.
 """
@@ -25,6 +26,7 @@ from typing import Any
 from broker.cluster.membership import Membership
 from broker.cluster.peers import Peers
 from broker.metadata import MetadataClient
+from broker.partitions.index_rescue import RESCUED_PREFIX
 from index_file import IndexHit, RemoteCompactedIndexReader
 from index_service.query import Hits
 
@@ -96,10 +98,15 @@ class ClusterIndex:
         """Hits from the published uploaded files of nodes that are not alive."""
         out = []
         hi = end_ms if end_ms is not None else 1 << 62
+        published = []
         for k, v in self.meta.kv_items(FILES_PREFIX, refresh=False).items():
             node = int(k[len(FILES_PREFIX):])
             if node == self.node_id or node in alive:
                 continue
+            published.append(v)
+        # index entries a dead node held only locally, rebuilt by the failover (no node answers for them)
+        published += self.meta.kv_items(RESCUED_PREFIX, refresh=False).values()
+        for v in published:
             for location, fb, fe in json.loads(v):
                 if fe < begin_ms or fb > hi:
                     continue

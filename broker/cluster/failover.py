@@ -12,15 +12,22 @@ partitions or holds streams open:
 3. re-dispatch the partitions to the index from their last state record's checkpoint (the dead node's
    index entries not yet uploaded went with it; duplicates with its published files are merged away by
    the cluster-wide lookup);
-4. spread the partitions over the live nodes (the watcher hands the extra ones over).
+4. spread the partitions over the live nodes (the watcher hands the extra ones over);
+5. rescue the rest of its index: the entries it held only locally (its index claims, see
+   partitions/index_claims.py: partitions it had handed over, and the part of those it led below their
+   re-dispatch point) are read back from the stream objects into a separate index, uploaded and published
+   for every node (partitions/index_rescue.py). A node whose lease expired with claims but no partitions
+   is taken over for this alone.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from broker.cluster.assignment import leaders, set_leaders, spread
@@ -29,6 +36,8 @@ from broker.errors import Fenced
 from broker.metadata.image import OPENED
 from broker.metadata.leases import EXPIRED
 from broker.partitions.dispatcher import CatchUp
+from broker.partitions.index_claims import claims_key, read_claims
+from broker.partitions.index_rescue import publish_rescued, rebuild
 from broker.partitions.partition import Partition
 from broker.partitions.partition_map import PartitionMap, now_ms
 from broker.streams.object_wal import read_wal, wal_prefix
@@ -42,13 +51,18 @@ FAILOVERS_PREFIX = "failovers/"
 
 class Failover:
     def __init__(self, parts: PartitionMap, membership: Membership, wal_store: BlobStore | None,
-                 catch_up: Callable[[CatchUp], None], interval_s: float = 0.5) -> None:
+                 catch_up: Callable[[CatchUp], None], interval_s: float = 0.5, index_store: str | None = None,
+                 rescue_dir: Path | None = None) -> None:
         self.parts = parts
+        self.index_store = index_store  # URL of the store rescued index files go to (the nodes' index store)
+        self.rescue_dir = rescue_dir  # local scratch space of a rescue
         self.membership = membership
         self.wal_store = wal_store  # where every node's shared WAL lives (None: local WALs)
         self.catch_up = catch_up
         self.interval_s = interval_s
         self._last = 0.0
+        self._rescuing: set[int] = set()  # dead nodes whose index rescue runs now
+        self._rescue_lock = threading.Lock()  # one rescue at a time
         self.done: list[dict[str, Any]] = []
 
     def check(self) -> None:
@@ -67,7 +81,9 @@ class Failover:
                 continue
             led = [p for p in self.parts.all() if (w := lead.get((p.topic.topic_id, p.index))) and w.node == n.node_id]
             holds = any(s.state == OPENED and s.owner == n.node_id for s in self.parts.meta.image.streams.values())
-            if led or holds:
+            claims = (self.parts.meta.kv_get(claims_key(n.node_id), refresh=False) is not None
+                      and n.node_id not in self._rescuing)
+            if led or holds or (claims and self.rescue_dir is not None):
                 self.take_over(n.node_id, led, alive)
 
     def take_over(self, dead: int, led: list[Partition], alive: list[int]) -> dict[str, Any]:
@@ -102,14 +118,18 @@ class Failover:
                 log.error("dead node's WAL replay stopped early", extra={"node_id": dead,
                                                                          "reason": report.stop_reason})
         self.parts.storage.force_upload()
-        self.parts.serve(opened)
-        self.parts.load_states(opened)
+        self.parts.load_states(opened, served=False)
+        redispatch_from: dict[tuple[str, int], int] = {}
         for p in opened:
             ck = p.state.index_checkpoint
             start = max(-1 if ck is None else ck, -1) + 1
-            own = self.parts.checkpoint(p.topic.name, p.index)
+            own = self.parts.index_checkpoint(p)
             start = max(start if own is None else max(start, own + 1), self.parts.start_offset(p))
+            redispatch_from[(p.topic.name, p.index)] = start
             self.catch_up(CatchUp(p.topic.name, p.index, start, p.acked_end))
+        # served only now: a live entry dispatched before the catch-up would raise the index's checkpoint
+        # past the catch-up range, and the index would drop that range as already indexed
+        self.parts.serve(opened)
         self.parts.write_states(opened, clean=False)
         if shared and spans:
             assert self.wal_store is not None
@@ -138,7 +158,60 @@ class Failover:
                      if t != self.parts.node_id}
             if moves:
                 set_leaders(meta, moves)
+        if self.rescue_dir is not None:
+            # off the watcher's thread: the hand-offs of the spread above and the next failover do not wait
+            self._rescuing.add(dead)
+            threading.Thread(target=self._rescue, args=(dead, new_epoch, redispatch_from, report_doc),
+                             name=f"index-rescue-{dead}", daemon=True).start()
         return report_doc
+
+    def _rescue(self, dead: int, epoch: int, redispatch_from: dict[tuple[str, int], int],
+                report_doc: dict[str, Any]) -> None:
+        try:
+            with self._rescue_lock:
+                try:
+                    report_doc["index_rescue"] = self.rescue_index(dead, epoch, redispatch_from)
+                except Exception as exc:  # noqa: BLE001 - its claims stay recorded: the next look tries again
+                    log.exception("failover: rebuilding the dead node's local index entries failed",
+                                  extra={"node_id": dead})
+                    report_doc["index_rescue"] = {"error": f"{type(exc).__name__}: {exc}"}
+                self.parts.meta.kv_put(f"{FAILOVERS_PREFIX}{dead}", json.dumps(report_doc, sort_keys=True))
+        finally:
+            self._rescuing.discard(dead)
+
+    def rescue_index(self, dead: int, epoch: int, redispatch_from: dict[tuple[str, int], int]) -> dict[str, Any]:
+        """Rebuild the index entries the dead node held only locally (its claims) below what the re-dispatch
+        above covers, as index files every node reads."""
+        assert self.rescue_dir is not None
+        started = time.monotonic()
+        ranges = []
+        for c in read_claims(self.parts.meta, dead):
+            try:
+                p = self.parts.get(c.topic, c.partition)
+            except LookupError:
+                continue  # the topic is gone
+            lo = max(c.lo, self.parts.start_offset(p))
+            if (c.topic, c.partition) in redispatch_from:
+                end = redispatch_from[(c.topic, c.partition)]
+            elif c.last is not None:
+                end = c.last + 1
+            else:
+                end = self.parts.bounds(p)[1]
+            if c.last is not None:
+                end = min(end, c.last + 1)
+            if end > lo:
+                ranges.append(CatchUp(c.topic, c.partition, lo, end))
+        name = f"{dead}.{epoch}"
+        if not ranges:
+            self.parts.meta.kv_delete(claims_key(dead))
+            return {"ranges": [], "entries": 0, "files": 0, "seconds": round(time.monotonic() - started, 3)}
+        files, entries = rebuild(self.parts, ranges, self.rescue_dir / name, self.index_store,
+                                 f"index-rescue-{name}/", now_ms)
+        publish_rescued(self.parts.meta, name, files, claims_key(dead))
+        doc = {"ranges": [[c.topic, c.partition, c.start, c.end] for c in ranges], "entries": entries,
+               "files": len(files), "seconds": round(time.monotonic() - started, 3)}
+        log.info("failover: index entries the dead node held only locally rebuilt", extra={"node_id": dead, **doc})
+        return doc
 
 
 def failover_reports(meta: Any) -> list[dict[str, Any]]:

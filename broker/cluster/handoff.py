@@ -57,6 +57,8 @@ def hand_off(parts: PartitionMap, p: Partition, target: int, sync_index: Callabl
             "topic": p.topic.name, "partition": p.index, "target": target, "error": f"{type(exc).__name__}: {exc}"})
         return False
     p.meta = p.data = None
+    if parts.index_claims is not None:
+        parts.index_claims.release(p.topic.name, p.index, ck)
     log.info("partition handed off", extra={"topic": p.topic.name, "partition": p.index, "target": target,
                                             "epoch": p.epoch, "end_offset": data.confirmed_end,
                                             "index_checkpoint": ck,
@@ -73,15 +75,18 @@ def take_over(parts: PartitionMap, p: Partition, catch_up: Callable[[CatchUp], N
     if OPENED in (ms.state, ds.state) and parts.node_id not in (ms.owner, ds.owner):
         return False
     started = time.monotonic()
-    parts.claim([p])
-    if not p.owned:
+    parts.claim([p], serve=False)  # served after the catch-up is queued (a live entry first would skip it)
+    if p.data is None or p.meta is None:
         return False
-    parts.load_states([p])
+    parts.load_states([p], served=False)
     own = parts.index_checkpoint(p)
     moved = p.state.index_checkpoint
     start = max(-1 if own is None else own, -1 if moved is None else moved) + 1
     start = max(start, parts.start_offset(p))
     catch_up(CatchUp(p.topic.name, p.index, start, p.acked_end))
+    parts.serve([p])
+    if not p.owned:
+        return False
     parts.write_states([p], clean=False)
     log.info("partition taken over", extra={"topic": p.topic.name, "partition": p.index, "epoch": p.epoch,
                                             "end_offset": p.acked_end, "index_from": start,

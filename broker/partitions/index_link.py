@@ -9,6 +9,7 @@ from typing import Any
 
 from broker.partitions import reads
 from broker.partitions.dispatcher import CatchUp, Dispatcher
+from broker.partitions.index_claims import IndexClaims
 from broker.partitions.partition_map import PartitionMap
 from broker.partitions.retention import data_is_live
 
@@ -28,7 +29,11 @@ def open_index(index_dir: Path, store_url: str, node_id: int, clock: Callable[[]
     config.setdefault("is_live", lambda t, q, off: data_is_live(parts, t, q, off))
     index = IndexService.open(index_dir, store=index_store, **config)
     parts.checkpoint = index.checkpoint
-    dispatcher = Dispatcher(index.put_batch, lambda c: reads.index_entries(
+    # every partition's entries are claimed in the metadata before they reach the index, so a survivor of
+    # this node knows what to rebuild if it dies with entries not uploaded
+    claims = IndexClaims(parts.meta, node_id)
+    parts.index_claims = claims
+    dispatcher = Dispatcher(claims.guard(index.put_batch), lambda c: reads.index_entries(
         parts, c.topic, c.partition, c.start, c.end, clock), index.flush)
     parts.forget_index = lambda topic, partitions: dispatcher.in_order(lambda: index.forget_queues(topic, partitions))
     return index, dispatcher

@@ -21,6 +21,7 @@ from broker.metadata import MetadataClient
 from broker.metadata.image import OPENED
 from broker.partitions.client_messages import OutMessage
 from broker.partitions.damage import parsed_record_lists, parsed_records
+from broker.partitions.index_claims import IndexClaims
 from broker.partitions.partition import Partition
 from broker.partitions.partition_state import PartitionState
 from broker.partitions.records import Record
@@ -44,6 +45,7 @@ class PartitionMap:
         self.checkpoint: Callable[[str, int], int | None] = lambda topic, partition: None
         # the index forgets a deleted topic's queues (all, or the listed ones), in dispatch order
         self.forget_index: Callable[[str, list[int] | None], None] = lambda topic, partitions: None
+        self.index_claims: IndexClaims | None = None  # set with the index (index_link.open_index)
         # the cluster's answers (broker/cluster): the leader of a partition (node id, HTTP address) when
         # another node leads it, and a message read from the node that holds it
         self.leader_elsewhere: Callable[[Partition], tuple[int, str | None] | None] = lambda p: None
@@ -135,9 +137,10 @@ class PartitionMap:
                 with p.lock:
                     p.owned, p.why_not_owned = True, ""
 
-    def load_states(self, parts: list[Partition]) -> None:
+    def load_states(self, parts: list[Partition], served: bool = True) -> None:
+        """served=False: also the partitions claimed with serve=False (their streams open here)."""
         for p in parts:
-            if p.owned and not p.load_state():
+            if (p.owned or (not served and p.data is not None and p.meta is not None)) and not p.load_state():
                 self.unclean.append(p.name)
 
     def write_states(self, parts: list[Partition], clean: bool) -> None:

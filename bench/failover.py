@@ -1,0 +1,260 @@
+"""Failover benchmark: what the WAL on the object store costs a producer, and how long a partition whose
+leader was killed (kill -9, never restarted) stays unwritable.
+
+Real `mqindex serve` processes on one PostgreSQL metadata database (a fresh schema per part) and SeaweedFS
+(started for the run unless --store and --wal-store are given).
+
+1. Produce: one node, the same closed-loop producer (THREADS threads, each posting BATCH messages of
+   VALUE_KB KiB and waiting for the answer) run once with the local WAL (`file://`, the default) and once
+   with the WAL on SeaweedFS (`--wal s3://...`); per request latency p50/p99 and MB/s of values
+   acknowledged. Peer: the local WAL, same run; printed: the S3 WAL / local WAL ratios.
+2. Failover: three nodes with the S3 WAL and the default lease (10 s). Each round: produce to the
+   partition's leader so its WAL holds acknowledged records not yet uploaded, kill -9 the leader, and from a
+   surviving node produce to the partition (following 421 to the leader, retrying 503 and refused
+   connections) until the first 200; measured: kill -9 -> that first acknowledged produce. A new node joins
+   after each kill, so every round starts with three live nodes. Goal: under 10 s.
+
+Run: `mqindex bench failover [--requests 400] [--threads 4] [--batch 16] [--value-kb 4] [--kills 5]`
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.common import emit, percentile, progress, save_results, store_or_seaweedfs, table
+
+PG_DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"
+DEFAULT_LEASE_S = 10.0  # `mqindex serve --lease-ms` default
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServeProcess:
+    """One `mqindex serve` in its own process group (so kill -9 takes the whole node)."""
+
+    def __init__(self, work: Path, node_id: int, *flags: str) -> None:
+        self.node_id = node_id
+        self.port = _port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = open(work / f"node{node_id}.log", "ab")  # noqa: SIM115 - closed in stop()
+        mqindex = str(Path(sys.executable).parent / "mqindex")
+        self.proc = subprocess.Popen(
+            [mqindex, "serve", "--data-dir", str(work / f"node{node_id}"), "--port", str(self.port),
+             "--node-id", str(node_id), *flags],
+            stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, "MQINDEX_KAFKA_LISTENER": ""},
+            start_new_session=True)
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"node {node_id} did not start; see {self.log.name}")
+            time.sleep(0.1)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.log.close()
+
+
+def _produce_run(node: ServeProcess, requests: int, threads: int, batch: int, value_kb: int,
+                 what: str) -> dict[str, Any]:
+    value = "x" * (value_kb << 10)
+    body = {"messages": [{"key": f"k{i}", "value": value} for i in range(batch)]}
+    latencies: list[float] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+    left = [requests]
+
+    def worker() -> None:
+        with httpx.Client(timeout=60) as http:
+            while True:
+                with lock:
+                    if left[0] <= 0 or errors:
+                        return
+                    left[0] -= 1
+                t0 = time.perf_counter()
+                r = http.post(f"{node.url}/v1/topics/bench/messages", json=body)
+                took = time.perf_counter() - t0
+                with lock:
+                    if r.status_code != 200:
+                        errors.append(f"{r.status_code} {r.text[:200]}")
+                        return
+                    latencies.append(took)
+                    if len(latencies) % max(1, requests // 4) == 0:
+                        progress(f"produce, {what}", len(latencies), requests, started)
+
+    with httpx.Client(timeout=60) as http:  # warm-up: connections, first WAL objects
+        for _ in range(5):
+            http.post(f"{node.url}/v1/topics/bench/messages", json=body).raise_for_status()
+    started = time.perf_counter()
+    ts = [threading.Thread(target=worker) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    elapsed = time.perf_counter() - started
+    if errors:
+        raise RuntimeError(f"produce failed ({what}): {errors[0]}")
+    mb = len(latencies) * batch * (value_kb << 10) / (1 << 20)
+    return {"p50_ms": 1000 * percentile(latencies, 50), "p99_ms": 1000 * percentile(latencies, 99),
+            "mb_s": mb / elapsed, "requests": len(latencies), "seconds": elapsed}
+
+
+def _leader(via: str, partition: str) -> int:
+    nodes = httpx.get(f"{via}/v1/cluster/nodes", timeout=10).json()["nodes"]
+    return next(n["node_id"] for n in nodes if n["state"] == "alive" and partition in n["partitions"])
+
+
+def _first_ack_after_kill(victim: ServeProcess, via: ServeProcess, timeout_s: float) -> tuple[float, int]:
+    """kill -9 the victim, then produce to partition 0 through `via` until the first 200; seconds, errors."""
+    msg = {"messages": [{"key": "after-kill", "value": "v", "partition": 0}]}
+    errors = 0
+    killed = time.perf_counter()
+    victim.kill()
+    base = via.url
+    with httpx.Client(timeout=30) as http:
+        while time.perf_counter() - killed < timeout_s:
+            try:
+                r = http.post(f"{base}/v1/topics/failover/messages", json=msg)
+            except httpx.TransportError:  # sent to the dead leader: ask the survivor again
+                errors += 1
+                base = via.url
+                time.sleep(0.01)
+                continue
+            if r.status_code == 200:
+                return time.perf_counter() - killed, errors
+            errors += 1
+            if r.status_code == 421:
+                base = r.json().get("leader_url") or via.url
+            elif r.status_code == 503:
+                base = via.url
+            else:
+                raise RuntimeError(f"produce after the kill: {r.status_code} {r.text[:200]}")
+            time.sleep(0.01)
+    raise RuntimeError(f"no acknowledged produce within {timeout_s}s of the kill")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="mqindex bench failover", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--requests", type=int, default=400, help="produce requests per WAL kind (default 400)")
+    ap.add_argument("--threads", type=int, default=4, help="producer threads (default 4)")
+    ap.add_argument("--batch", type=int, default=16, help="messages per request (default 16)")
+    ap.add_argument("--value-kb", type=int, default=4, help="value size in KiB (default 4)")
+    ap.add_argument("--kills", type=int, default=5, help="kill -9 rounds (default 5)")
+    ap.add_argument("--store", help="S3 store URL for the data (default: SeaweedFS started for the run)")
+    ap.add_argument("--wal-store", help="S3 store URL for the WAL (with --store)")
+    ap.add_argument("--metadata", default=os.environ.get("MQINDEX_TEST_PG", PG_DEFAULT),
+                    help="PostgreSQL URL (fresh schemas are used)")
+    args = ap.parse_args(argv)
+    if (args.store is None) != (args.wal_store is None):
+        ap.error("--store and --wal-store go together")
+    work = Path(tempfile.mkdtemp(prefix="mqindex-bench-failover-"))
+    run = uuid.uuid4().hex[:8]
+    store, weed = store_or_seaweedfs(args.store, work, f"failover-{run}")
+    wal_store = args.wal_store or weed.store_url("mqindex", f"failover-{run}-wal")
+    sep = "&" if "?" in args.metadata else "?"
+    results: dict[str, Any] = {}
+    try:
+        # 1. produce with the local WAL and with the S3 WAL
+        for kind in ("local", "s3"):
+            d = work / f"produce-{kind}"
+            d.mkdir()
+            flags = ["--store", store, "--metadata", f"{args.metadata}{sep}schema=bench_fo_{kind}_{run}"]
+            if kind == "s3":
+                flags += ["--wal", wal_store]
+            node = ServeProcess(d, 100, *flags)  # an id the failover part never uses (its WAL objects differ)
+            try:
+                httpx.post(f"{node.url}/v1/topics", json={"name": "bench", "partitions": 4},
+                           timeout=60).raise_for_status()
+                results[kind] = _produce_run(node, args.requests, args.threads, args.batch, args.value_kb,
+                                             f"{kind} WAL")
+            finally:
+                node.stop()
+        loc, s3 = results["local"], results["s3"]
+        emit(table(f"produce with the WAL on local disk vs on SeaweedFS ({args.threads} threads, "
+                   f"{args.batch} x {args.value_kb} KiB per request, {args.requests} requests)",
+                   ["WAL", "p50 ms", "p99 ms", "MB/s"],
+                   [["local (file://)", loc["p50_ms"], loc["p99_ms"], loc["mb_s"]],
+                    ["S3 (SeaweedFS)", s3["p50_ms"], s3["p99_ms"], s3["mb_s"]],
+                    ["S3 / local", s3["p50_ms"] / loc["p50_ms"], s3["p99_ms"] / loc["p99_ms"],
+                     s3["mb_s"] / loc["mb_s"]]]))
+
+        # 2. kill -9 the leader, time to the first acknowledged produce on the new leader
+        d = work / "failover"
+        d.mkdir()
+        flags = ["--store", store, "--metadata", f"{args.metadata}{sep}schema=bench_fo_kill_{run}",
+                 "--wal", wal_store, "--upload-interval-s", "30"]
+        nodes: dict[int, ServeProcess] = {}
+        samples: list[dict[str, Any]] = []
+        try:
+            for i in range(3):
+                nodes[i] = ServeProcess(d, i, *flags)
+            httpx.post(f"{nodes[0].url}/v1/topics", json={"name": "failover", "partitions": 3},
+                       timeout=60).raise_for_status()
+            next_id = 3
+            for k in range(args.kills):
+                any_url = nodes[min(nodes)].url
+                leader = _leader(any_url, "failover-0")
+                with httpx.Client(timeout=30) as http:  # acknowledged, only in the leader's WAL (not uploaded)
+                    for i in range(50):
+                        r = http.post(f"{nodes[leader].url}/v1/topics/failover/messages",
+                                      json={"messages": [{"key": f"before-{k}", "value": f"v{i}", "partition": 0}]})
+                        r.raise_for_status()
+                via = nodes[min(n for n in nodes if n != leader)]
+                took, errors = _first_ack_after_kill(nodes.pop(leader), via, 120)
+                samples.append({"kill_to_first_ack_s": took, "producer_errors": errors, "killed": leader})
+                print(f"[bench] kill {k + 1}/{args.kills}: node {leader} killed, first ack after {took:.2f}s",
+                      file=sys.stderr, flush=True)
+                nodes[next_id] = ServeProcess(d, next_id, *flags)
+                next_id += 1
+        finally:
+            for n in nodes.values():
+                n.kill()
+                n.log.close()
+        firsts = [s["kill_to_first_ack_s"] for s in samples]
+        results["failover"] = samples
+        emit(table(f"kill -9 of the leader -> first acknowledged produce on the new leader (S3 WAL, default "
+                   f"lease {DEFAULT_LEASE_S:.0f} s, {len(firsts)} kills)",
+                   ["kills", "p50 s", "max s", "p50 / lease"],
+                   [[len(firsts), percentile(firsts, 50), max(firsts), percentile(firsts, 50) / DEFAULT_LEASE_S]]))
+    finally:
+        if weed is not None:
+            weed.stop()
+    save_results("failover", results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
