@@ -50,6 +50,14 @@ class Cycle:
     data_dir: Path
 
 
+def get(url: str, **kw: Any) -> httpx.Response:
+    return httpx.get(url, timeout=60, **kw)  # the machine may be loaded: a slow answer is not a failure
+
+
+def post(url: str, **kw: Any) -> httpx.Response:
+    return httpx.post(url, timeout=60, **kw)
+
+
 def wait_for(what: str, check: Callable[[], bool], timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while not check():
@@ -60,7 +68,7 @@ def wait_for(what: str, check: Callable[[], bool], timeout: float = 30) -> None:
 
 def broker_requests(url: str) -> dict[str, float]:
     out = {}
-    for line in httpx.get(url + "/metrics", timeout=10).text.splitlines():
+    for line in get(url + "/metrics").text.splitlines():
         m = re.fullmatch(r'mqindex_object_store_requests_total\{(.*)\} (\S+)', line)
         if m and 'component="broker"' in m.group(1):
             out[re.search(r'kind="(\w+)"', m.group(1)).group(1)] = float(m.group(2))  # type: ignore[union-attr]
@@ -74,19 +82,19 @@ def data_objects(server: ServerProcess) -> int:
 
 
 def objects(url: str) -> dict[str, Any]:
-    return httpx.get(url + "/v1/console/objects", timeout=10).json()  # type: ignore[no-any-return]
+    return get(url + "/v1/console/objects").json()  # type: ignore[no-any-return]
 
 
 def write_objects(url: str) -> None:
     def uploaded() -> bool:
-        return httpx.get(url + "/v1/console/node", timeout=10).json()["wal_bytes_not_uploaded"] == 0
+        return get(url + "/v1/console/node").json()["wal_bytes_not_uploaded"] == 0
 
-    assert httpx.post(url + "/v1/topics", json={"name": "c", "partitions": 2}).status_code == 201
-    assert httpx.post(url + "/v1/topics", json={"name": "s"}).status_code == 201
+    assert post(url + "/v1/topics", json={"name": "c", "partitions": 2}).status_code == 201
+    assert post(url + "/v1/topics", json={"name": "s"}).status_code == 201
     for _ in range(ROUNDS):
         for topic, parts in (("c", (0, 0, 1, 1)), ("s", (0, 0))):
             wait_for("the cache uploaded", uploaded)
-            r = httpx.post(f"{url}/v1/topics/{topic}/messages", timeout=30,
+            r = post(f"{url}/v1/topics/{topic}/messages",
                            json={"messages": [{"value": VALUE, "partition": p} for p in parts]})
             assert r.status_code == 200, r.text
     wait_for("the cache uploaded", uploaded)
@@ -95,7 +103,7 @@ def write_objects(url: str) -> None:
 def one_cycle(server: ServerProcess) -> Cycle:
     write_objects(server.url)
     before, files_before, req_before = objects(server.url), data_objects(server), broker_requests(server.url)
-    r = httpx.post(server.url + "/v1/admin/compaction", timeout=120)
+    r = post(server.url + "/v1/admin/compaction")
     assert r.status_code == 200, r.text
     report = r.json()
     assert report["errors"] == []
@@ -176,7 +184,7 @@ def test_compaction_so_max_size(cycles: dict[str, Cycle]) -> None:
 def test_compaction_prepared_ttl_ms(cycles: dict[str, Cycle]) -> None:
     # the output ids a cycle prepares expire after prepared_ttl_ms (the metadata log records the expiry)
     def ttls(name: str) -> set[int]:
-        with sqlite3.connect(cycles[name].data_dir / "metadata.sqlite", timeout=10) as db:
+        with sqlite3.connect(cycles[name].data_dir / "metadata.sqlite") as db:
             recs = [json.loads(r[0]) for r in db.execute("SELECT record FROM meta_log")]
         return {r["expires_at"] - r["at"] for r in recs if r.get("type") == "objects_prepare"}
 
