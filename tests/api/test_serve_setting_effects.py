@@ -31,14 +31,15 @@ SERVERS: dict[str, list[str]] = {
     # every setting at its default but the upload interval: the peer of "small"
     "peer": FAST,
     "small": [*FAST, "--so-threshold", "1024", "--index-slots", "16", "--index-roll-age-ms", "300",
-              "--block-cache-bytes", "0", "--metadata-snapshot-every-records", "5", "--metadata-snapshots-kept", "1"],
+              "--block-cache-bytes", "0", "--metadata-snapshots-kept", "1"],  # + every_records in a config file
     # uploads only when the cache passes a threshold: the peer of "threshold" and "backpressure" is "idle"
     "idle": [*SLOW_UPLOAD, "--index-roll-age-ms", "300", "--index-retention-ms", "1000", "--read-your-writes-s", "0"],
     "threshold": [*SLOW_UPLOAD, "--upload-threshold", "2048", "--retention-bytes", "3000", "--index-roll-age-ms",
-                  "300", "--index-maintain-interval-s", "3600", "--metadata-snapshot-interval-s", "0.5",
-                  "--metadata-snapshots-kept", "3"],
+                  "300", "--index-maintain-interval-s", "3600", "--metadata-snapshot-interval-s", "0.5"],
     "backpressure": [*SLOW_UPLOAD, "--max-cache-bytes", "1", "--index-roll-age-ms", "300"],
 }
+ENV = {"threshold": {"MQINDEX_METADATA_SNAPSHOTS_KEPT": "3"}}  # settings from the environment and a file reach it
+CONFIG_FILE = {"small": "metadata_snapshot_every_records = 5\n"}
 
 
 def get(url: str, **kw: Any) -> httpx.Response:
@@ -94,7 +95,12 @@ def index_files(url: str) -> list[dict]:  # type: ignore[type-arg]
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ServerProcess]]:
     root = tmp_path_factory.mktemp("setting-effects")
-    made = {name: ServerProcess(root / name, *args) for name, args in SERVERS.items()}
+    made = {}
+    for name, args in SERVERS.items():
+        if name in CONFIG_FILE:
+            (root / f"{name}.toml").write_text(CONFIG_FILE[name])
+            args = [*args, "--config", str(root / f"{name}.toml")]
+        made[name] = ServerProcess(root / name, *args, env=ENV.get(name))
     try:
         with ThreadPoolExecutor(len(made)) as pool:
             for f in [pool.submit(s.start) for s in made.values()]:
