@@ -209,8 +209,9 @@ def test_compaction_read_batch(cycles: dict[str, Cycle]) -> None:
 
 
 def test_compaction_part_size(cycles: dict[str, Cycle]) -> None:
-    # the merged stream set object (~5 KB) is written in parts of part_size bytes: one PUT each
+    # the merged stream set object (~10 KB) is written in parts of part_size bytes, one PUT each: at 256 bytes
+    # tens of PUTs where the default (5 MiB) writes it in one
     base, d = cycles["base"], cycles["d"]
-    assert d.report["merged"] == base.report["merged"]
-    assert d.report["bytes_written"] == base.report["bytes_written"]
-    assert d.requests["PUT"] >= base.requests["PUT"] + d.report["bytes_written"] // 256 // 2
+    assert base.report["merged"] >= 3 and d.report["merged"] >= 3
+    # the same cycle otherwise: a few PUTs for the merged object and the merge of topic s's stream objects
+    assert d.requests["PUT"] > 3 * base.requests["PUT"]

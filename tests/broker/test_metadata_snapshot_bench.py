@@ -36,6 +36,6 @@ def test_metadata_bench_runs_on_postgresql(capsys: pytest.CaptureFixture[str], t
     assert {(r["commits"], r["snapshots"], r["estimated"]) for r in results} == {
         (300, True, False), (300, False, False), (600, True, False), (600, False, True)}
     with psycopg.connect(pg_dsn) as conn:  # the measurement schemas are dropped
-        left = conn.execute("SELECT count(*) FROM information_schema.schemata WHERE schema_name LIKE 'bench\\_%'"
-                            ).fetchone()
+        left = conn.execute("SELECT count(*) FROM information_schema.schemata "
+                            "WHERE schema_name LIKE 'bench\\_metadata\\_%'").fetchone()
     assert left is not None and left[0] == 0
