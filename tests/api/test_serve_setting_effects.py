@@ -2,7 +2,7 @@
 real process: /metrics, the HTTP API, files in the data directory and rows of the metadata database.
 
 Five servers start at once and run the same workload; each setting is checked by comparing a server that
-sets it against one that leaves it at its default (one test per setting, parametrized). Settings already
+sets it against one that leaves it at its default (one test per setting, all sharing the servers). Settings already
 proven elsewhere: retention_ms, maintenance_interval_s, upload_interval_s, index_max_items
 (test_serve_settings.py), compaction_* (test_compaction_setting_effects.py, test_compaction_settings.py).
 index_query_threads (the size of the index's query pool) has no effect a client can tell apart reliably.
@@ -32,7 +32,8 @@ SERVERS: dict[str, list[str]] = {
     "peer": FAST,
     "small": [*FAST, "--so-threshold", "1024", "--index-slots", "16", "--index-roll-age-ms", "300",
               "--block-cache-bytes", "0", "--metadata-snapshots-kept", "1"],  # + every_records in a config file
-    # uploads only when the cache passes a threshold: the peer of "threshold" and "backpressure" is "idle"
+    # uploads only when the cache passes a threshold: "idle" (no upload within the test) is the peer of
+    # "threshold" and "backpressure"; it also proves index-only retention and read_your_writes_s against "peer"
     "idle": [*SLOW_UPLOAD, "--index-roll-age-ms", "300", "--index-retention-ms", "1000", "--read-your-writes-s", "0"],
     "threshold": [*SLOW_UPLOAD, "--upload-threshold", "2048", "--retention-bytes", "3000", "--index-roll-age-ms",
                   "300", "--index-maintain-interval-s", "3600", "--metadata-snapshot-interval-s", "0.5"],
