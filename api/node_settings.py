@@ -1,7 +1,8 @@
 """Every setting of a broker node and its index that `serve` exposes (flag, config file key, MQINDEX_*).
 
 One row per setting: name (config key; flag --name-with-dashes; env MQINDEX_NAME), type, default, help,
-and where it goes (a BrokerNode.open argument, or "index." + a ServiceConfig field). docs/OPERATIONS.md
+and where it goes (a BrokerNode.open argument, "index." + a ServiceConfig field, "compaction." + a
+CompactionConfig field, or "metadata." + a MetadataClient snapshot argument). docs/OPERATIONS.md
 lists the same table. Optional settings (default None) take "none" or an empty value to mean unset.
 """
 
@@ -19,7 +20,7 @@ class NodeSetting:
     kind: type  # int or float
     default: int | float | None
     help: str
-    target: str  # BrokerNode.open argument, or "index.<ServiceConfig field>"
+    target: str  # BrokerNode.open argument, "index.<ServiceConfig field>", "compaction.<...>" or "metadata.<...>"
     minimum: float = 0
 
 
@@ -76,6 +77,13 @@ NODE_SETTINGS: tuple[NodeSetting, ...] = (
                 "compaction.grace_ms", 0),
     NodeSetting("compaction_prepared_ttl_ms", int, 1_800_000, "prepared output objects of a crashed cycle expire "
                 "after this", "compaction.prepared_ttl_ms", 1),
+    # broker/metadata (MetadataClient): snapshots of the metadata image, and the log truncated behind them
+    NodeSetting("metadata_snapshot_every_records", int, 10_000, "metadata log records since the newest snapshot "
+                "that make the maintenance pass write a snapshot", "metadata.snapshot_every_records", 1),
+    NodeSetting("metadata_snapshot_interval_s", float, 3600.0, "seconds after which the maintenance pass writes a "
+                "metadata snapshot even if fewer records came", "metadata.snapshot_interval_s", 0.01),
+    NodeSetting("metadata_snapshots_kept", int, 2, "metadata snapshots kept; the log is truncated below the "
+                "oldest kept one", "metadata.snapshots_kept", 1),
 )
 BY_NAME = {s.name: s for s in NODE_SETTINGS}
 
@@ -108,9 +116,12 @@ def open_kwargs(values: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     index: dict[str, Any] = {}
     compaction: dict[str, Any] = {}
+    metadata: dict[str, Any] = {}
     for s in NODE_SETTINGS:
         v = values.get(s.name, s.default)
-        if s.target.startswith("compaction."):
+        if s.target.startswith("metadata."):
+            metadata[s.target.removeprefix("metadata.")] = v
+        elif s.target.startswith("compaction."):
             compaction[s.target.removeprefix("compaction.")] = v
         elif s.target.startswith("index."):
             if v is not None or s.default is None:
@@ -119,4 +130,5 @@ def open_kwargs(values: dict[str, Any]) -> dict[str, Any]:
             out[s.target] = v
     out["index_config"] = index
     out["compaction"] = CompactionConfig(**compaction)
+    out["metadata_options"] = metadata
     return out

@@ -11,6 +11,7 @@ has the layers, the order of opening and closing, and the walk of a record.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import logging
 import os
@@ -87,12 +88,14 @@ class BrokerNode:
              http_address: str | None = None, kafka_address: str | None = None, lease_ms: int = DEFAULT_LEASE_MS,
              cluster_token: str | None = None, clock: Callable[[], int] | None = None,
              compaction: CompactionConfig | None = None, min_free_bytes: int | None = None,
-             wal_url: str | None = None) -> BrokerNode:
+             wal_url: str | None = None, metadata_options: dict[str, Any] | None = None) -> BrokerNode:
         """Open (recovering) the node whose local state is in `data_dir` (`wal/`, `index/`), objects in
         `store_url`, controller metadata at `metadata_url` (sqlite:///... or postgresql://...). Every setting
         is described in docs/OPERATIONS.md; index_config: IndexService options ("store" overrides its store).
         Retention: the server default for topics without their own; None keeps data forever. wal_url: None or
-        file://DIR for a local WAL (default DATA_DIR/wal), any other store URL for the shared WAL."""
+        file://DIR for a local WAL (default DATA_DIR/wal), any other store URL for the shared WAL.
+        metadata_options: MetadataClient snapshot arguments (snapshot_every_records, snapshot_interval_s,
+        snapshots_kept)."""
         d = Path(data_dir)
         d.mkdir(parents=True, exist_ok=True)
         lock_fd = os.open(d / "broker.lock", os.O_RDWR | os.O_CREAT, 0o644)
@@ -102,7 +105,7 @@ class BrokerNode:
             os.close(lock_fd)
             raise RuntimeError(f"{d} is in use by another broker process") from None
         store = open_store(store_url)
-        meta = MetadataClient(metadata_url, node_id, namespace)
+        meta = MetadataClient(metadata_url, node_id, namespace, **(metadata_options or {}))
         node = cls(d, store, meta, node_id=node_id, retention=RetentionPolicy(retention_ms, retention_bytes),
                    maintenance_interval_s=maintenance_interval_s, read_your_writes_s=read_your_writes_s)
         node._lock_fd = lock_fd
@@ -113,7 +116,9 @@ class BrokerNode:
             retention_bytes=retention_bytes, maintenance_interval_s=maintenance_interval_s,
             block_cache_bytes=block_cache_bytes,
             max_cache_bytes=max_cache_bytes or max(4 * upload_threshold, 256 << 20),
-            read_your_writes_s=read_your_writes_s)
+            read_your_writes_s=read_your_writes_s, metadata_snapshot_every_records=meta.snapshot_every_records,
+            metadata_snapshot_interval_s=meta.snapshot_interval_s, metadata_snapshots_kept=meta.snapshots_kept,
+            **{f"compaction_{k}": v for k, v in dataclasses.asdict(compaction or CompactionConfig()).items()})
         node.compactor = Compactor(store, meta, compaction)  # broker/compaction: started with the other threads
         node.compaction = Periodic("broker-compaction", node.compactor.config.interval_s, node.compactor.run_once)
         try:

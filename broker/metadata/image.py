@@ -165,21 +165,25 @@ class MetadataImage:
         dropped = [o for o in s.stream_objects if o.end <= new_start]
         s.stream_objects = [o for o in s.stream_objects if o.end > new_start]
         self._destroy([o.object_id for o in dropped], r["at"])
-        self._drop_sso_parts(s.stream_id, lambda end: end <= new_start, r["at"])
+        self._drop_sso_parts(s.stream_id, new_start, r["at"])
 
     def _apply_stream_delete(self, r: Record) -> None:
         s = self.streams.pop(r["stream_id"])
         self._destroy([o.object_id for o in s.stream_objects], r["at"])
-        self._drop_sso_parts(s.stream_id, lambda end: True, r["at"])
+        self._drop_sso_parts(s.stream_id, None, r["at"])
 
-    def _drop_sso_parts(self, sid: int, drop: Any, at: int) -> None:
+    def _drop_sso_parts(self, sid: int, below: int | None, at: int) -> None:
+        """Drop the stream's parts of stream set objects that end at or below `below` (None: all of them).
+        The parts are sorted by start and a part ends after it starts, so only those starting at or below `below`
+        are looked at: a trim costs what it drops, not what the stream still holds."""
         for node in self.nodes.values():
             parts = node.parts.get(sid)
             if not parts:
                 continue
+            cut = len(parts) if below is None else bisect.bisect_right(parts, below, key=lambda p: p[0])
             keep = []
-            for start, end, oid in parts:
-                if drop(end):
+            for start, end, oid in parts[:cut]:
+                if below is None or end <= below:
                     sso = node.sso[oid]
                     sso.ranges.pop(sid, None)
                     if not sso.ranges:
@@ -187,6 +191,7 @@ class MetadataImage:
                         self._destroy([oid], at)
                 else:
                     keep.append((start, end, oid))
+            keep += parts[cut:]
             if keep:
                 node.parts[sid] = keep
             else:

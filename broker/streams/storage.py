@@ -87,7 +87,9 @@ class StreamStorage:
         self.block_cache = BlockCache(block_cache_bytes)
         self.reader = StreamReader(store, meta, self.cache, block_cache=self.block_cache)
         self.tracker = WalTrimTracker()
-        self.uploader = UploadLoop(self.force_upload, lambda: self.cache.size, upload_threshold, upload_interval_s)
+        # a cache limit below the threshold also triggers uploads: back-pressure waits for one (wait_for_cache_room)
+        self.uploader = UploadLoop(self.force_upload, lambda: self.cache.size, min(upload_threshold, max_cache_bytes),
+                                   upload_interval_s)
         self.on_lost: Callable[[list[Stream], Exception], None] = lambda streams, exc: None
         self.failed: BaseException | None = None
         self._open: dict[int, Stream] = {}

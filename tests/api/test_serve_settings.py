@@ -90,3 +90,14 @@ def test_serve_settings_change_behaviour(tmp_path: Path) -> None:
         assert r.status_code == 400
     finally:
         assert server.stop() == 0
+
+
+def test_every_setting_is_documented_with_its_default() -> None:
+    from api.node_settings import NODE_SETTINGS
+
+    doc = (Path(__file__).parents[2] / "docs" / "OPERATIONS.md").read_text()
+    rows = {line.split("|")[1].strip(" `"): line.split("|")[2].strip() for line in doc.splitlines()
+            if line.startswith("| `")}
+    for s in NODE_SETTINGS:
+        assert s.name in rows, f"{s.name} is not in the settings table of docs/OPERATIONS.md"
+        assert rows[s.name] == ("unset" if s.default is None else str(s.default)), s.name
