@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 
 from bench.common import emit, percentile, progress, save_results, store_or_seaweedfs, table
 
@@ -252,8 +253,16 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if weed is not None:
             weed.stop()
+        _drop_schemas(args.metadata, [f"bench_fo_{part}_{run}" for part in ("local", "s3", "kill")])
     save_results("failover", results)
     return 0
+
+
+def _drop_schemas(url: str, names: list[str]) -> None:
+    """The run's metadata schemas are its own: dropped at the end, whatever happened."""
+    with psycopg.connect(url.split("?", 1)[0], autocommit=True) as conn:
+        for name in names:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
 if __name__ == "__main__":
