@@ -126,3 +126,19 @@ def test_magic_codec_and_transactional_refused() -> None:
         raw[pos] = value
         with pytest.raises(RecordFormatError, match=match):
             check_batches(_recrc(raw))
+
+
+def test_a_batch_whose_records_do_not_decode_is_logged_and_indexes_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    from broker.partitions.client_batches import stored_entries
+
+    good = build_batch([ProducerRecord(b"v" * 20, b"key-1")])
+    assert [e.keys for e in stored_entries("t", 3, 40, good, 1)] == [["key-1"]]
+    raw = bytearray(good)
+    # record: length varint at 61, attributes 62, timestamp delta 63, offset delta 64, key length 65
+    raw[65] = 0x7E  # key length 63: runs past the record, while the record framing stays intact
+    bad = _recrc(raw)
+    check_batches(bad)  # the acknowledgement path's checks pass: the client built it so
+    with caplog.at_level("ERROR", logger="mqindex.broker.client_batches"):
+        assert stored_entries("t", 3, 40, bad, 1) == []
+    (rec,) = [r for r in caplog.records if r.name == "mqindex.broker.client_batches"]
+    assert (rec.topic, rec.partition, rec.offset) == ("t", 3, 40)  # type: ignore[attr-defined]
