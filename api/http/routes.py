@@ -101,6 +101,13 @@ def _inline_schema(model: type[BaseModel]) -> dict[str, Any]:
     return inline(schema)  # type: ignore[no-any-return]
 
 
+def _is_json(content_type: str | None) -> bool:
+    """A JSON media type (application/json, application/*+json), as FastAPI requires for a JSON body."""
+    media = (content_type or "").split(";")[0].strip().lower()
+    main, _, sub = media.partition("/")
+    return main == "application" and (sub == "json" or sub.endswith("+json"))
+
+
 def _produce_body_slow(raw: bytes, errors: list[Any]) -> ProduceIn:
     """A body pydantic's JSON parser refused (it refuses lone surrogates in escapes, which the json module
     reads): parsed again the way FastAPI does, so such text is refused naming its field."""
@@ -121,6 +128,11 @@ async def produce(topic: TopicPath, request: Request) -> ProduceOut:
     # the body is parsed and validated in one pass by pydantic's JSON parser (FastAPI's own body handling
     # parses with the json module, then validates the Python objects: most of a large produce request's cost)
     raw = await request.body()
+    if not raw:
+        raise RequestValidationError([{"type": "missing", "loc": ("body",), "msg": "Field required", "input": None}])
+    if not _is_json(request.headers.get("content-type")):
+        raise RequestValidationError([{"type": "model_attributes_type", "loc": ("body",), "input": None,
+                                       "msg": "Input should be a valid dictionary or object to extract fields from"}])
     try:
         body = ProduceIn.model_validate_json(raw)
     except ValidationError as exc:
