@@ -8,6 +8,7 @@ from typing import Any
 from api.kafka import errors
 from api.kafka.context import Context
 from api.kafka.schemas import APIS, build
+from broker.errors import RecordFormatError
 from broker.partitions.client_batches import BatchTooLarge, SequenceError
 
 log = logging.getLogger("mqindex.kafka.produce")
@@ -39,6 +40,9 @@ async def produce(ctx: Context, req: Any, version: int) -> Any | None:
                     out[key] = (errors.BY_NAME[exc.code], -1, str(exc))
                 except BatchTooLarge as exc:
                     out[key] = (errors.MESSAGE_TOO_LARGE, -1, str(exc))
+                except RecordFormatError as exc:  # bad CRC, sizes, lengths or record count: nothing stored
+                    code = errors.code_for(exc) if "transactional" in str(exc) else errors.CORRUPT_MESSAGE
+                    out[key] = (code, -1, str(exc))
                 except Exception as exc:  # noqa: BLE001 - answered per partition with Kafka's code
                     code = errors.code_for(exc)
                     if code == errors.UNKNOWN_SERVER_ERROR:

@@ -1,8 +1,11 @@
 """Appending a client's RecordBatch v2 bytes as sent, with idempotent-producer sequence checks.
 
-A Kafka client (api/kafka) sends record batches it built itself, maybe compressed. They are stored exactly
-as sent with only the base offset patched (outside the CRC); they are decompressed only to list each
-record's index keys (key, `KEYS`, `UNIQ_KEY`: records.index_keys, as for HTTP produce).
+A Kafka client (api/kafka) sends record batches it built itself, maybe compressed. They are checked without
+decoding their records (`batch_check`: header, CRC-32C, record count and framing) and stored exactly as
+sent with only the base offset patched (outside the CRC). Each record's index keys (key, `KEYS`,
+`UNIQ_KEY`: records.index_keys, as for HTTP produce) are read off the acknowledgement path: the dispatcher
+thread decodes the stored batch after the WAL fsync. A compressed batch is decompressed once before it is
+stored (its record framing is inside the compressed payload) and its entries are taken from that decode.
 
 Idempotence (a producer id >= 0): per partition and producer id the last five batches' sequences and base
 offsets are kept, as Kafka does. A batch whose sequence range is one of them is a retry: it is answered with
@@ -15,17 +18,20 @@ crash and retried after it is still recognised.
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from broker.errors import BrokerError, Fenced, RecordFormatError
 from broker.objects.format import RECORD_HEADER_SIZE
 from broker.partitions import producer_state
+from broker.partitions.batch_check import CheckedBatch, check_batches, stored_copy
 from broker.partitions.partition import Partition
 from broker.partitions.partition_map import PartitionMap
-from broker.partitions.records import KafkaBatch, index_keys, parse_batches, with_base_offset
+from broker.partitions.records import KafkaBatch, Record, index_keys, parse_batches
 from index_file import IndexEntry
+
+log = logging.getLogger("mqindex.broker.client_batches")
 
 KEEP_BATCHES = 5  # Kafka's max.in.flight for idempotence: the retries it can recognise
 
@@ -43,62 +49,71 @@ class BatchTooLarge(BrokerError, ValueError):
 
 
 @dataclass
-class _ProducerState:
-    epoch: int
-    # (first sequence, last sequence, base offset) of the last batches, oldest first
-    batches: deque[tuple[int, int, int]] = field(default_factory=lambda: deque(maxlen=KEEP_BATCHES))
-
-
-@dataclass
 class AppendResult:
     base_offset: int
     duplicate: bool = False
 
 
+def _entries(topic: str, partition: int, base: int, records: Sequence[Record], first: int, now: int
+             ) -> list[IndexEntry]:
+    out = []
+    for r in records:
+        keys = index_keys(r)
+        if keys:
+            size = len(r.key or b"") + len(r.value or b"") + sum(len(k) + len(v or b"") for k, v in r.headers)
+            out.append(IndexEntry(topic, partition, base + r.offset - first, size, now, keys))
+    return out
+
+
+def stored_entries(topic: str, partition: int, base: int, payload: bytes, now: int) -> list[IndexEntry]:
+    """The index entries of a stored batch (run by the dispatcher thread, after the acknowledgement). A batch
+    whose records cannot be decoded (its CRC and framing were checked, so the client built it so) is logged,
+    naming the partition and offset, and indexes nothing; the dispatcher goes on."""
+    try:
+        return [e for b in parse_batches(payload, check_crc=False)
+                for e in _entries(topic, partition, base, b.records, b.header.base_offset, now)]
+    except RecordFormatError as exc:
+        log.error("stored batch not indexed: its records do not decode",
+                  extra={"topic": topic, "partition": partition, "offset": base, "error": str(exc)})
+        return []
+
+
 class ClientBatches:
-    def __init__(self, parts: PartitionMap, max_body: int, dispatch: Callable[[list[IndexEntry]], None],
+    def __init__(self, parts: PartitionMap, max_body: int,
+                 dispatch: Callable[[list[IndexEntry] | Callable[[], list[IndexEntry]]], None],
                  clock: Callable[[], int]) -> None:
         self.parts = parts
         self.max_body = max_body
-        self.dispatch = dispatch
+        self.dispatch = dispatch  # entries, or a function that gives them (run off the acknowledgement path)
         self.clock = clock
-        self._producers: dict[tuple[str, int, int], _ProducerState | producer_state.ProducerState] = {}
+        self._producers: dict[tuple[str, int, int], producer_state.ProducerState] = {}
         self._restored: dict[tuple[str, int], int] = {}  # partition -> ownership epoch its state was rebuilt at
 
     @staticmethod
     def parse(data: bytes) -> list[KafkaBatch]:
         """Every batch of a client's records field, CRC-checked and decompressed (RecordFormatError if not)."""
-        batches = list(parse_batches(data))
-        if not batches:
-            raise RecordFormatError("no record batch in the request")
-        for b in batches:
-            if b.header.is_transactional or b.header.is_control:
-                raise RecordFormatError("transactional and control batches are not supported")
-            if b.header.records_count != b.header.last_offset_delta + 1:
-                raise RecordFormatError(f"batch of {b.header.records_count} records has last offset delta "
-                                        f"{b.header.last_offset_delta}")
-        return batches
+        check_batches(data)
+        return list(parse_batches(data))
 
-    def _check_sequence(self, key: tuple[str, int, int], b: KafkaBatch) -> int | None:
+    def _check_sequence(self, key: tuple[str, int, int], b: CheckedBatch) -> int | None:
         """The base offset a retried batch got, None for a new batch in sequence; SequenceError otherwise."""
-        h = b.header
-        first, last = h.base_sequence, h.base_sequence + h.last_offset_delta
+        first, last = b.first_sequence, b.last_sequence
         st = self._producers.get(key)
-        if st is None or h.producer_epoch > st.epoch:
+        if st is None or b.producer_epoch > st.epoch:
             if st is not None and first != 0:
                 raise SequenceError("OUT_OF_ORDER_SEQUENCE_NUMBER",
-                                    f"producer {h.producer_id} epoch {h.producer_epoch} starts at sequence {first}")
+                                    f"producer {b.producer_id} epoch {b.producer_epoch} starts at sequence {first}")
             return None
-        if h.producer_epoch < st.epoch:
+        if b.producer_epoch < st.epoch:
             raise SequenceError("INVALID_PRODUCER_EPOCH",
-                                f"producer {h.producer_id} epoch {h.producer_epoch} is older than {st.epoch}")
+                                f"producer {b.producer_id} epoch {b.producer_epoch} is older than {st.epoch}")
         for f, lst, base in st.batches:
             if f == first and lst == last:
                 return base
         expected = st.batches[-1][1] + 1 if st.batches else 0
         if first != expected:
             raise SequenceError("OUT_OF_ORDER_SEQUENCE_NUMBER",
-                                f"producer {h.producer_id}: sequence {first}, expected {expected}")
+                                f"producer {b.producer_id}: sequence {first}, expected {expected}")
         return None
 
     def _restore(self, part: Partition) -> None:
@@ -117,9 +132,13 @@ class ClientBatches:
         wait() that returns once every new batch is fsynced in the WAL. All or nothing: a batch refused by
         the checks refuses the request before anything is queued."""
         topic = part.topic.name
-        batches = self.parse(data)
-        total = sum(len(b.raw) + RECORD_HEADER_SIZE for b in batches)
-        if max(len(b.raw) for b in batches) + RECORD_HEADER_SIZE > self.max_body:
+        batches = check_batches(data)
+        decoded: dict[int, KafkaBatch] = {}
+        for i, b in enumerate(batches):
+            if b.needs_decode:  # compressed: its framing is only visible decompressed
+                decoded[i] = next(parse_batches(memoryview(data)[b.start:b.start + b.size]))
+        total = sum(b.size + RECORD_HEADER_SIZE for b in batches)
+        if max(b.size for b in batches) + RECORD_HEADER_SIZE > self.max_body:
             raise BatchTooLarge(f"a batch for {part.name} exceeds the {self.max_body}-byte limit")
         storage = self.parts.storage
         storage.wait_for_cache_room()
@@ -131,37 +150,33 @@ class ClientBatches:
             data_stream = part.data
             if not part.owned or data_stream is None:
                 raise self.parts.not_served(part)
-            if any(b.header.producer_id >= 0 for b in batches):
+            if any(b.producer_id >= 0 for b in batches):
                 self._restore(part)
             dup: list[int | None] = []
             for b in batches:  # every check before anything is queued
-                key = (topic, part.index, b.header.producer_id)
-                dup.append(self._check_sequence(key, b) if b.header.producer_id >= 0 else None)
-            for b, seen in zip(batches, dup, strict=True):
+                key = (topic, part.index, b.producer_id)
+                dup.append(self._check_sequence(key, b) if b.producer_id >= 0 else None)
+            for i, (b, seen) in enumerate(zip(batches, dup, strict=True)):
                 if seen is not None:
                     results.append(AppendResult(seen, duplicate=True))
                     continue
-                h = b.header
                 base = data_stream.next_offset
-                entries = []
-                for r in b.records:
-                    keys = index_keys(r)
-                    if keys:
-                        size = len(r.key or b"") + len(r.value or b"") + sum(len(k) + len(v or b"")
-                                                                         for k, v in r.headers)
-                        entries.append(IndexEntry(topic, part.index, base + r.offset - h.base_offset, size, now,
-                                                  keys))
+                payload = stored_copy(data, b, base)
+                if i in decoded:
+                    kb = decoded[i]
+                    ready = _entries(topic, part.index, base, kb.records, kb.header.base_offset, now)
+                    on_durable = (lambda rec, e=ready: self.dispatch(e)) if ready else None
+                else:
+                    def on_durable(rec: object, base: int = base, payload: bytes = payload) -> None:
+                        self.dispatch(lambda: stored_entries(topic, part.index, base, payload, now))
                 try:
-                    futures.append(data_stream.append(with_base_offset(b.raw, base), h.last_offset_delta + 1, base,
-                                                      (lambda rec, e=entries: self.dispatch(e)) if entries else None))
+                    futures.append(data_stream.append(payload, b.last_offset_delta + 1, base, on_durable))
                 except Fenced:
                     raise self.parts.not_served(part) from None
-                if h.producer_id >= 0:
-                    key = (topic, part.index, h.producer_id)
-                    st = self._producers.get(key)
-                    if st is None or h.producer_epoch > st.epoch:
-                        st = self._producers[key] = _ProducerState(h.producer_epoch)
-                    st.batches.append((h.base_sequence, h.base_sequence + h.last_offset_delta, base))
+                if b.producer_id >= 0:
+                    key = (topic, part.index, b.producer_id)
+                    st = self._producers.get(key) or producer_state.ProducerState(b.producer_epoch, KEEP_BATCHES)
+                    self._producers[key] = st.add(b.producer_epoch, b.first_sequence, b.last_sequence, base)
                 results.append(AppendResult(base))
 
         def wait() -> None:

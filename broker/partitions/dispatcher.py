@@ -2,7 +2,10 @@
 partition, exactly once across restarts.
 
 Live path: after the WAL acknowledges a batch, the node enqueues the batch's entries (topic, partition,
-offset, size, store time, keys) and the dispatcher thread passes them to `IndexService.put_batch`.
+offset, size, store time, keys) and the dispatcher thread passes them to `IndexService.put_batch`. A
+producer that has not decoded its records (a Kafka client's batch stored as sent) enqueues a function
+that gives the entries instead; the dispatcher thread calls it, in queue order, so reading the keys out
+of the batch costs the acknowledgement nothing.
 Restart path: before any live entry, the thread re-dispatches each partition from the index's own
 checkpoint + 1 (`IndexService.checkpoint(topic, partition)`) up to the end acknowledged at open, reading
 the records back through the broker's read path. The index drops offsets at or below its checkpoint, so
@@ -50,7 +53,7 @@ class Dispatcher:
         self._read_entries = read_entries
         self._flush = flush
         self._cond = threading.Condition()
-        self._queue: deque[list[IndexEntry] | CatchUp | InOrder] = deque()
+        self._queue: deque[list[IndexEntry] | Callable[[], list[IndexEntry]] | CatchUp | InOrder] = deque()
         self._catch_up: list[CatchUp] = []
         self._enqueued = 0
         self._done = 0
@@ -91,7 +94,8 @@ class Dispatcher:
             self._cond.notify_all()
         item.done.result(timeout)
 
-    def enqueue(self, entries: list[IndexEntry]) -> None:
+    def enqueue(self, entries: list[IndexEntry] | Callable[[], list[IndexEntry]]) -> None:
+        """Entries to index after the ones enqueued before, or a function the dispatcher thread calls for them."""
         if not entries:
             return
         with self._cond:
@@ -150,16 +154,19 @@ class Dispatcher:
                         self._cond.wait()
                     if not self._queue and self._stop:
                         return
-                    batch: list[IndexEntry] = []
+                    items: list[list[IndexEntry] | Callable[[], list[IndexEntry]]] = []
                     catch_up: CatchUp | InOrder | None = None
                     n = 0
-                    while self._queue and len(batch) < 65536:
+                    size = 0
+                    while self._queue and size < 65536:
                         if isinstance(self._queue[0], CatchUp | InOrder):
-                            if not batch:
+                            if not items:
                                 catch_up = self._queue.popleft()  # type: ignore[assignment]
                                 n += 1
                             break
-                        batch.extend(self._queue.popleft())  # type: ignore[arg-type]
+                        item = self._queue.popleft()
+                        items.append(item)  # type: ignore[arg-type]
+                        size += len(item) if isinstance(item, list) else 1024
                         n += 1
                     self._busy = True
                 try:
@@ -171,6 +178,9 @@ class Dispatcher:
                             catch_up.done.set_exception(exc)
                     elif catch_up is not None:
                         self._redispatch(catch_up)
+                    batch: list[IndexEntry] = []
+                    for item in items:
+                        batch.extend(item if isinstance(item, list) else item())
                     if batch:
                         self._put_batch(batch)
                     self.dispatched += len(batch)

@@ -32,6 +32,7 @@ import struct
 import threading
 import time
 import zlib
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -58,9 +59,13 @@ def _crc(data: bytes | memoryview) -> int:
     return zlib.crc32(data) & 0xFFFFFFFF
 
 
-def encode_record(offset: int, body: bytes) -> bytes:
+def encode_header(offset: int, body: bytes) -> bytes:
     pre = _PRE_CRC.pack(MAGIC, len(body), offset, _crc(body))
-    return pre + struct.pack(">I", _crc(pre)) + body
+    return pre + struct.pack(">I", _crc(pre))
+
+
+def encode_record(offset: int, body: bytes) -> bytes:
+    return encode_header(offset, body) + body
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,11 +84,23 @@ class AppendResult:
     next_offset: int
 
 
-def _write_all(fd: int, data: bytes | bytearray) -> None:
-    mv = memoryview(data)
-    while mv:
-        n = os.write(fd, mv)
-        mv = mv[n:]
+_IOV_MAX = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 1024)
+
+
+def _writev_all(fd: int, parts: list[bytes]) -> None:
+    """Write `parts` in order with as few system calls as the kernel allows (headers and bodies are written
+    from where they lie: no copy into one buffer)."""
+    i = 0
+    while i < len(parts):
+        chunk = parts[i:i + _IOV_MAX]
+        n = os.writev(fd, chunk)
+        for p in chunk:  # advance past what was written; a short write resumes inside a part
+            if n >= len(p):
+                n -= len(p)
+                i += 1
+            else:
+                parts[i] = p[n:]
+                break
 
 
 def _segments(directory: Path) -> list[tuple[int, Path]]:
@@ -198,7 +215,7 @@ class Wal:
         self._next = report.end_offset
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
-        self._queue: list[PendingAppend] = []
+        self._queue: deque[PendingAppend] = deque()
         self._closing = False
         self._failed: BaseException | None = None
         self._paused: OutOfDisk | None = None  # an out-of-disk episode: appends refused until resume()
@@ -280,7 +297,7 @@ class Wal:
                 batch: list[PendingAppend] = []
                 size = 0
                 while self._queue and (not batch or size + len(self._queue[0].body) <= self.max_batch):
-                    p = self._queue.pop(0)
+                    p = self._queue.popleft()
                     batch.append(p)
                     size += len(p.body) + HEADER_SIZE
             try:
@@ -307,7 +324,7 @@ class Wal:
                 self.episodes += 1
             else:
                 self._failed = err
-            rest, self._queue = self._queue, []
+            rest, self._queue = list(self._queue), deque()
         if disk:
             try:
                 self._cut_tail()
@@ -380,7 +397,7 @@ class Wal:
 
     def _write_batch(self, batch: list[PendingAppend]) -> list[AppendResult]:
         results: list[AppendResult] = []
-        buf = bytearray()
+        buf: list[bytes] = []
         dirty = self._dirty_fds = []
         offset = self._next
         for p in batch:
@@ -388,19 +405,19 @@ class Wal:
             if offset - self._seg_start + rec_size > self.segment_size and offset > self._seg_start:
                 if buf:
                     os.lseek(self._fd, 0, os.SEEK_END)
-                    _write_all(self._fd, buf)
-                    buf = bytearray()
+                    _writev_all(self._fd, buf)
+                    buf = []
                 dirty.append(self._fd)
                 with self._lock:
                     self._seg_start = offset
                 self._fd = os.open(_segment_path(self.directory, offset), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
                 fsync_dir(self.directory)
-            buf += encode_record(offset, p.body)
+            buf += (encode_header(offset, p.body), p.body)
             results.append(AppendResult(offset, offset + rec_size))
             offset += rec_size
         if buf:
             os.lseek(self._fd, 0, os.SEEK_END)
-            _write_all(self._fd, buf)
+            _writev_all(self._fd, buf)
         synced = time.perf_counter()
         while dirty:  # popped once closed, so a failure here never closes a descriptor twice
             os.fsync(dirty[0])

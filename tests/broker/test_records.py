@@ -104,3 +104,24 @@ def test_message_id_layout_and_errors() -> None:
     for args in [(-1, 0, 0), (2**32, 0, 0), (0, 0, 2**63), (0, True, 0)]:
         with pytest.raises(MessageIdError):
             encode_message_id(*args)
+
+
+@settings(max_examples=80, deadline=None)
+@given(recs=st.lists(producer_records, min_size=1, max_size=30))
+def test_uncompressed_batch_is_byte_for_byte_kafka_pythons(recs: list[ProducerRecord]) -> None:
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+    for i, r in enumerate(recs):
+        b.append(i, r.timestamp_ms, r.key, r.value, list(r.headers))
+    assert build_batch(recs) == bytes(b.build())
+
+
+def test_bad_record_fields_are_a_record_format_error() -> None:
+    for bad in (ProducerRecord("text", None, [], 1),  # type: ignore[arg-type]
+                ProducerRecord(b"v", "key", [], 1),  # type: ignore[arg-type]
+                ProducerRecord(b"v", None, [(b"name", b"v")], 1),  # type: ignore[list-item]
+                ProducerRecord(b"v", None, [("name", "v")], 1)):  # type: ignore[list-item]
+        with pytest.raises(RecordFormatError):
+            build_batch([bad])

@@ -1,0 +1,394 @@
+"""Kafka benchmark: a real `mqindex serve` process with its Kafka listener, each figure next to its peer
+measured in the same run.
+
+1. produce: a confluent-kafka (librdkafka) producer, acks=all, linger 5 ms, batches up to --batch-kb,
+   1 KiB values, MB/s and the p99 of send-to-acknowledgement latency; HTTP produce (JSON bodies of
+   --http-records 1 KiB text values from --http-threads threads, JSON parsing included) into a second
+   server; both against raw append + fsync of the same disk at the write size the broker's WAL used
+   (bytes per group commit, from the server's `mqindex_wal_group_commits` counter) and at the client's
+   batch size. The WAL's fsyncs per second and bytes per fsync are printed beside them.
+2. cold consume: the server is stopped (records uploaded to objects) and started again (fresh caches), and a
+   confluent-kafka consumer reads the whole topic from offset 0; peer: raw 1 MiB ranged GETs of the same
+   data objects.
+
+Run: `mqindex bench kafka` or `python -m bench.kafka [--mb 128] [--batch-kb 1024] [--partitions 4]`.
+SeaweedFS is started for the run unless --store gives an S3 URL prefix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import string
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.broker import raw_append_fsync
+from bench.common import emit, percentile, progress, save_results, store_or_seaweedfs, table
+from storage_tier import open_store
+
+KiB, MiB = 1024, 1024 * 1024
+RECORD = 1 * KiB
+_OBJECT_KEY = re.compile(r"^[0-9a-f]{8}/_kafka_[^/]+/\d+$")  # broker data objects (broker/objects/format.py)
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """One `mqindex serve` process (its own process group, stopped with it)."""
+
+    def __init__(self, work: Path, name: str, store: str) -> None:
+        self.work, self.name, self.store = work, name, store
+        self.data_dir = work / name
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.port = self.kafka_port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.kafka_port}"
+
+    def start(self) -> Server:
+        self.port, self.kafka_port = _port(), _port()
+        mqindex = str(Path(sys.executable).parent / "mqindex")
+        with open(self.work / f"{self.name}.log", "ab") as log:
+            self.proc = subprocess.Popen(
+                [mqindex, "serve", "--data-dir", str(self.data_dir), "--port", str(self.port), "--store", self.store,
+                 "--kafka-listener", self.bootstrap, "--upload-interval-s", "2", "--compaction-interval-s", "3600"],
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"server {self.name} did not start; see {self.work / self.name}.log")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(120)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+    def group_commits(self) -> int:
+        text = httpx.get(self.url + "/metrics", timeout=10).text
+        m = re.search(r"^mqindex_wal_group_commits(?:_total)? ([0-9.e+]+)$", text, re.M)
+        if m is None:
+            raise RuntimeError("the server's /metrics has no mqindex_wal_group_commits")
+        return int(float(m.group(1)))
+
+    def create_topic(self, topic: str, partitions: int) -> None:
+        r = httpx.post(self.url + "/v1/topics", json={"name": topic, "partitions": partitions}, timeout=60)
+        r.raise_for_status()
+
+
+class Profile:
+    """py-spy sampling a server process for one phase (--profile DIR): raw collapsed stacks, then the top
+    frames by samples (own and inclusive), idle threads left out."""
+
+    def __init__(self, directory: Path | None, server: Server, phase: str) -> None:
+        self.path = directory / f"{phase}.txt" if directory else None
+        self.proc: subprocess.Popen[bytes] | None = None
+        if self.path is not None and server.proc is not None:
+            spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+            self.proc = subprocess.Popen([spy, "record", "--pid", str(server.proc.pid), "--rate", "50", "--format",
+                                          "raw", "--output", str(self.path), "--nonblocking"],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def stop(self) -> str:
+        if self.proc is None or self.path is None:
+            return ""
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        return summarize(self.path) if self.path.exists() else ""
+
+
+def summarize(path: Path, top: int = 12) -> str:
+    """The top frames of a py-spy raw profile: by own samples and by inclusive samples."""
+    own: dict[str, int] = {}
+    incl: dict[str, int] = {}
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        frames = [f for f in stack.split(";") if f]
+        if not frames or not n.isdigit():
+            continue
+        total += int(n)
+        own[frames[-1]] = own.get(frames[-1], 0) + int(n)
+        for f in set(frames):
+            incl[f] = incl.get(f, 0) + int(n)
+    lines = [f"{path.stem}: {total} samples (50/s, active threads)", "  own:"]
+    lines += [f"    {100 * n / total:5.1f}%  {f}" for f, n in sorted(own.items(), key=lambda x: -x[1])[:top]]
+    lines += ["  inclusive:"]
+    lines += [f"    {100 * n / total:5.1f}%  {f}" for f, n in sorted(incl.items(), key=lambda x: -x[1])[:top]
+              if "threading.py" not in f and "<frozen" not in f]
+    return "\n".join(lines)
+
+
+def kafka_produce(server: Server, topic: str, total: int, batch_kb: int) -> dict[str, Any]:
+    from confluent_kafka import Producer
+
+    value = os.urandom(RECORD)
+    n = max(1, total // RECORD)
+    p = Producer({"bootstrap.servers": server.bootstrap, "acks": "all", "linger.ms": 5,
+                  "batch.size": batch_kb * KiB, "message.max.bytes": 2 * batch_kb * KiB + 64 * KiB,
+                  "queue.buffering.max.kbytes": 256 * 1024, "queue.buffering.max.messages": 1_000_000,
+                  "compression.type": "none", "enable.idempotence": False})
+    latencies: list[float] = []
+    failed: list[str] = []
+
+    def done(err: Any, _msg: Any, started: float) -> None:
+        if err is not None:
+            failed.append(str(err))
+        else:
+            latencies.append(time.perf_counter() - started)
+
+    warm = min(n, 100)
+    for i in range(warm):  # warm: metadata fetched, connections open
+        p.produce(topic, value, key=str(i).encode())
+    p.flush(60)
+    latencies.clear()
+    fsyncs0 = server.group_commits()
+    t0 = time.perf_counter()
+    step = max(1, n // 10)
+    for i in range(n):
+        while True:
+            try:
+                now = time.perf_counter()
+                p.produce(topic, value, key=str(i).encode(), on_delivery=lambda e, m, s=now: done(e, m, s))
+                break
+            except BufferError:
+                p.poll(0.005)
+        if i % 1000 == 0:
+            p.poll(0)
+        if (i + 1) % step == 0:
+            progress("kafka produce", i + 1, n, t0)
+    left = p.flush(300)
+    secs = time.perf_counter() - t0
+    fsyncs = server.group_commits() - fsyncs0
+    if left or failed:
+        raise RuntimeError(f"kafka produce: {left} not delivered, {len(failed)} failed ({failed[:3]})")
+    nbytes = n * RECORD
+    return {"mb_s": nbytes / MiB / secs, "mb": nbytes / MiB, "seconds": secs, "fsyncs": fsyncs,
+            "fsyncs_s": fsyncs / secs, "bytes_per_fsync": nbytes / max(fsyncs, 1), "records": n + warm,
+            "p50_ms": percentile(latencies, 50) * 1000, "p99_ms": percentile(latencies, 99) * 1000}
+
+
+def http_produce(server: Server, topic: str, partitions: int, total: int, per_request: int,
+                 threads: int) -> dict[str, Any]:
+    value = "".join(string.ascii_letters[b % 52] for b in os.urandom(RECORD))
+    requests = max(1, total // (RECORD * per_request))
+    bodies = [json.dumps({"messages": [{"value": value, "partition": p} for _ in range(per_request)]}).encode()
+              for p in range(partitions)]
+    counter = iter(range(requests))
+    lock = threading.Lock()
+    errors: list[str] = []
+    latencies: list[float] = []
+    step = max(1, requests // 10)
+    fsyncs0 = server.group_commits()
+    t0 = time.perf_counter()
+
+    def run() -> None:
+        with httpx.Client(timeout=120) as http:
+            while True:
+                with lock:
+                    i = next(counter, None)
+                if i is None or errors:
+                    return
+                started = time.perf_counter()
+                r = http.post(f"{server.url}/v1/topics/{topic}/messages", content=bodies[i % partitions],
+                              headers={"content-type": "application/json"})
+                if r.status_code != 200:
+                    errors.append(f"{r.status_code} {r.text[:200]}")
+                    return
+                latencies.append(time.perf_counter() - started)
+                if (i + 1) % step == 0:
+                    progress("http produce", i + 1, requests, t0)
+
+    ts = [threading.Thread(target=run) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    secs = time.perf_counter() - t0
+    if errors:
+        raise RuntimeError(f"http produce failed: {errors[0]}")
+    fsyncs = server.group_commits() - fsyncs0
+    nbytes = requests * per_request * RECORD
+    return {"mb_s": nbytes / MiB / secs, "mb": nbytes / MiB, "seconds": secs, "fsyncs": fsyncs,
+            "fsyncs_s": fsyncs / secs, "bytes_per_fsync": nbytes / max(fsyncs, 1),
+            "p99_ms": percentile(latencies, 99) * 1000, "request_bytes": per_request * RECORD}
+
+
+def cold_consume(server: Server, topic: str, partitions: int, expected: int) -> dict[str, Any]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}",
+                  "enable.auto.commit": False, "fetch.max.bytes": 64 * MiB, "max.partition.fetch.bytes": 16 * MiB,
+                  "fetch.wait.max.ms": 100})
+    got = nbytes = 0
+    try:
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        t0 = time.perf_counter()
+        deadline = t0 + 600
+        step = max(1, expected // 10)
+        mark = step
+        while got < expected:
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"cold consume: {got}/{expected} records after 600 s")
+            for m in c.consume(10000, 0.5):
+                if m.error() is not None:
+                    raise RuntimeError(f"cold consume: {m.error()}")
+                got += 1
+                nbytes += len(m.value() or b"")
+            if got >= mark:
+                progress("cold consume", got, expected, t0)
+                mark += step
+        secs = time.perf_counter() - t0
+    finally:
+        c.close()
+    return {"mb_s": nbytes / MiB / secs, "mb": nbytes / MiB, "seconds": secs, "records": got}
+
+
+def raw_gets(store_url: str) -> dict[str, Any]:
+    store = open_store(store_url)
+    try:
+        keys = [k for k in store.list("") if _OBJECT_KEY.match(k)]
+        t0 = time.perf_counter()
+        raw = 0
+        for k in keys:
+            size = store.size(k)
+            for start in range(0, size, MiB):
+                raw += len(store.get(k, start, min(size, start + MiB)))
+        secs = time.perf_counter() - t0
+    finally:
+        store.close()
+    return {"mb_s": raw / MiB / secs, "mb": raw / MiB, "objects": len(keys)}
+
+
+def _sub(url: str, name: str) -> str:
+    """The store URL one level below `url` (its path gets /name, the query stays)."""
+    path, sep, query = url.partition("?")
+    return f"{path.rstrip('/')}/{name}{sep}{query}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="mqindex bench kafka", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--mb", type=int, default=128, help="MiB produced by each producer")
+    ap.add_argument("--batch-kb", type=int, default=1024, help="librdkafka batch.size in KiB (16-1024)")
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--http-records", type=int, default=256, help="1 KiB records per HTTP produce request")
+    ap.add_argument("--http-threads", type=int, default=4)
+    ap.add_argument("--store", help="S3 URL prefix of an existing store (default: start SeaweedFS for the run)")
+    ap.add_argument("--dir", help="work directory (default: a temporary one, removed after)")
+    ap.add_argument("--profile", help="directory for py-spy profiles of the server in each phase (needs py-spy)")
+    args = ap.parse_args(argv)
+    profile_dir = Path(args.profile) if args.profile else None
+    if profile_dir is not None:
+        profile_dir.mkdir(parents=True, exist_ok=True)
+    work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="bench-kafka-"))
+    work.mkdir(parents=True, exist_ok=True)
+    run = uuid.uuid4().hex[:8]
+    base_url, weed = store_or_seaweedfs(args.store, work, f"kafka-{run}")
+    servers: list[Server] = []
+    total = args.mb * MiB
+    try:
+        kstore, hstore = (_sub(base_url, "k"), _sub(base_url, "h"))
+        ks = Server(work, "kafka-node", kstore).start()
+        servers.append(ks)
+        ks.create_topic("bench-k", args.partitions)
+        print("[bench] kafka produce", file=sys.stderr, flush=True)
+        prof = Profile(profile_dir, ks, "kafka-produce")
+        kr = kafka_produce(ks, "bench-k", total, args.batch_kb)
+        profiles = [prof.stop()]
+        hs = Server(work, "http-node", hstore).start()
+        servers.append(hs)
+        hs.create_topic("bench-h", args.partitions)
+        print("[bench] http produce", file=sys.stderr, flush=True)
+        prof = Profile(profile_dir, hs, "http-produce")
+        hr = http_produce(hs, "bench-h", args.partitions, total, args.http_records, args.http_threads)
+        profiles.append(prof.stop())
+        hs.stop()
+        print("[bench] raw append+fsync peers", file=sys.stderr, flush=True)
+        raw_total = min(total, 128 * MiB)
+        size_k = max(4 * KiB, int(kr["bytes_per_fsync"]) // 4096 * 4096)
+        size_h = max(4 * KiB, int(hr["bytes_per_fsync"]) // 4096 * 4096)
+        raw_k = raw_append_fsync(work, raw_total, size_k)
+        raw_h = raw_append_fsync(work, raw_total, size_h)
+        raw_batch = raw_append_fsync(work, raw_total, args.batch_kb * KiB)
+        raw_req = raw_append_fsync(work, raw_total, hr["request_bytes"])
+        print("[bench] cold consume: restarting the server with empty caches", file=sys.stderr, flush=True)
+        ks.stop()  # uploads what is cached
+        ks.start()
+        prof = Profile(profile_dir, ks, "cold-consume")
+        cr = cold_consume(ks, "bench-k", args.partitions, kr["records"])
+        profiles.append(prof.stop())
+        ks.stop()
+        gr = raw_gets(kstore)
+        results = {"kafka": kr, "http": hr, "raw_kafka_write_mb_s": raw_k, "raw_http_write_mb_s": raw_h,
+                   "raw_batch_mb_s": raw_batch, "raw_request_mb_s": raw_req, "consume": cr, "raw_get": gr}
+        emit(table(f"Produce, 1 KiB records, ack after fsync ({args.mb} MiB each, {args.partitions} partitions)",
+                   ["", "MB/s", "p99 ms", "fsyncs/s", "bytes/fsync", "raw append+fsync MB/s (same write)",
+                    "ratio"],
+                   [["Kafka (confluent-kafka, acks=all, linger 5 ms, "
+                     f"batch {args.batch_kb} KiB)", kr["mb_s"], kr["p99_ms"], kr["fsyncs_s"],
+                     f"{kr['bytes_per_fsync'] / KiB:.0f} KiB", raw_k, kr["mb_s"] / raw_k],
+                    ["Kafka vs raw at the client batch size", kr["mb_s"], "", "", f"{args.batch_kb} KiB",
+                     raw_batch, kr["mb_s"] / raw_batch],
+                    [f"HTTP ({args.http_records} records/request, {args.http_threads} threads, JSON)", hr["mb_s"],
+                     hr["p99_ms"], hr["fsyncs_s"], f"{hr['bytes_per_fsync'] / KiB:.0f} KiB", raw_h,
+                     hr["mb_s"] / raw_h],
+                    ["HTTP vs raw at the request size", hr["mb_s"], "", "", f"{hr['request_bytes'] / KiB:.0f} KiB",
+                     raw_req, hr["mb_s"] / raw_req]]))
+        emit(table(f"Cold consume ({cr['mb']:.0f} MiB of values, {gr['objects']} objects, fresh server)",
+                   ["", "MB/s", "ratio vs raw GET"],
+                   [["Kafka consumer (confluent-kafka)", cr["mb_s"], cr["mb_s"] / gr["mb_s"]],
+                    [f"raw 1 MiB ranged GETs ({gr['mb']:.0f} MiB)", gr["mb_s"], 1.0]]))
+        for text in profiles:
+            if text:
+                emit(text)
+        path = save_results("kafka", results)
+        emit(f"raw figures: {path}")
+    finally:
+        for s in servers:
+            s.stop()
+        if weed is not None:
+            weed.stop()
+        if not args.dir:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
