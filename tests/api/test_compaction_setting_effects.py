@@ -30,13 +30,18 @@ VALUE = "y" * 600
 TTL_MS = 123_456  # an odd prepared-object TTL, told apart from the upload's (10 min) and the default (30 min)
 SERVERS: dict[str, list[str]] = {
     "base": [],
-    "a": ["--compaction-max-objects", "2", "--compaction-cache-size", "1", "--compaction-grace-ms", "0",
-          "--compaction-copy-min", "1"],
+    "a": ["--compaction-max-objects", "2", "--compaction-grace-ms", "0", "--compaction-copy-min", "1"],
     "b": ["--compaction-force-split-ms", "0", "--compaction-so-max-size", "1",
           "--compaction-prepared-ttl-ms", str(TTL_MS)],
     "c": ["--compaction-split-size", "1", "--compaction-read-batch", "1"],
     "d": ["--compaction-part-size", "256"],
+    # a cache just above the smallest one allowed with 64 KiB parts (2 parts + 2 blocks of 1 MiB for the writer,
+    # 2 blocks for the plan): its plans hold under 2 MiB, and this server's workload is ~4.8 MB of values
+    "e": ["--compaction-part-size", str(64 << 10), "--compaction-cache-size", str(9 << 19)],
 }
+SERVERS["big"] = []  # every setting at its default: the peer of "d" and "e", which get the same big workload
+# the workload of "big", "d" and "e": values of 200 KB instead of 600 bytes (~4.8 MB, several 1 MiB blocks)
+BIG_VALUE = {name: "z" * 200_000 for name in ("big", "d", "e")}
 
 
 @dataclass
@@ -85,7 +90,7 @@ def objects(url: str) -> dict[str, Any]:
     return get(url + "/v1/console/objects").json()  # type: ignore[no-any-return]
 
 
-def write_objects(url: str) -> None:
+def write_objects(url: str, value: str = VALUE) -> None:
     def uploaded() -> bool:
         return get(url + "/v1/console/node").json()["wal_bytes_not_uploaded"] == 0
 
@@ -95,13 +100,13 @@ def write_objects(url: str) -> None:
         for topic, parts in (("c", (0, 0, 1, 1)), ("s", (0, 0))):
             wait_for("the cache uploaded", uploaded)
             r = post(f"{url}/v1/topics/{topic}/messages",
-                           json={"messages": [{"value": VALUE, "partition": p} for p in parts]})
+                           json={"messages": [{"value": value, "partition": p} for p in parts]})
             assert r.status_code == 200, r.text
     wait_for("the cache uploaded", uploaded)
 
 
-def one_cycle(server: ServerProcess) -> Cycle:
-    write_objects(server.url)
+def one_cycle(server: ServerProcess, value: str = VALUE) -> Cycle:
+    write_objects(server.url, value)
     before, files_before, req_before = objects(server.url), data_objects(server), broker_requests(server.url)
     r = post(server.url + "/v1/admin/compaction")
     assert r.status_code == 200, r.text
@@ -120,7 +125,7 @@ def cycles(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Cycle
         with ThreadPoolExecutor(len(made)) as pool:
             for f in [pool.submit(s.start) for s in made.values()]:
                 f.result()
-            futures = {name: pool.submit(one_cycle, s) for name, s in made.items()}
+            futures = {name: pool.submit(one_cycle, s, BIG_VALUE.get(name, VALUE)) for name, s in made.items()}
             out = {name: f.result() for name, f in futures.items()}
         yield out
     finally:
@@ -141,9 +146,12 @@ def test_compaction_max_objects(cycles: dict[str, Cycle]) -> None:
 
 
 def test_compaction_cache_size(cycles: dict[str, Cycle]) -> None:
-    # a 1-byte plan cache holds one block per plan: as many plans as blocks, where the default needs one
-    assert cycles["base"].report["plans"] == 1
-    assert cycles["a"].report["plans"] >= 2 * cycles["a"].report["merged"]
+    # the default cache (200 MiB) takes a cycle's ~4.8 MB in one plan; a cache of 4.5 MiB cuts it into plans of
+    # at most a few MiB each
+    big, e = cycles["big"], cycles["e"]
+    assert big.report["plans"] == 1 and big.report["bytes_read"] > 4_000_000
+    assert e.report["merged"] == big.report["merged"] >= 3 and e.report["bytes_read"] > 4_000_000
+    assert e.report["plans"] >= 2
 
 
 def test_compaction_grace_ms(cycles: dict[str, Cycle]) -> None:
@@ -209,9 +217,10 @@ def test_compaction_read_batch(cycles: dict[str, Cycle]) -> None:
 
 
 def test_compaction_part_size(cycles: dict[str, Cycle]) -> None:
-    # the merged stream set object (~10 KB) is written in parts of part_size bytes, one PUT each: at 256 bytes
-    # tens of PUTs where the default (5 MiB) writes it in one
-    base, d = cycles["base"], cycles["d"]
-    assert base.report["merged"] >= 3 and d.report["merged"] >= 3
-    # the same cycle otherwise: a few PUTs for the merged object and the merge of topic s's stream objects
-    assert d.requests["PUT"] > 3 * base.requests["PUT"]
+    # the merged stream set object (~4.8 MB in 1 MiB blocks) is shipped as parts as soon as part_size bytes are
+    # buffered (parts end at block boundaries): at 256 bytes one PUT per block, where the default (5 MiB) writes
+    # it in one
+    big, d = cycles["big"], cycles["d"]
+    assert big.report["merged"] >= 3 and d.report["merged"] == big.report["merged"]
+    # the same cycle otherwise (same workload, same merges)
+    assert d.requests["PUT"] >= big.requests["PUT"] + 3
