@@ -1,8 +1,14 @@
-"""Produce: each partition's batches stored as the client sent them, acknowledged after the WAL fsync."""
+"""Produce: each partition's batches stored as the client sent them, acknowledged after the WAL fsync.
+
+Two steps, so that a connection's pipelined requests share the WAL's group commits: `append` queues the
+batches on the partitions' streams (the listener runs it for one request after the other, in arrival order,
+which keeps an idempotent producer's batches in sequence), and the awaitable it returns waits for the fsync and
+gives the response (the listener lets several of those wait at once)."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from api.kafka import errors
@@ -14,12 +20,22 @@ from broker.partitions.client_batches import BatchTooLarge, SequenceError
 log = logging.getLogger("mqindex.kafka.produce")
 
 
+Outcomes = dict[tuple[str, int], tuple[int, int, str | None]]  # (topic, partition) -> (code, base, message)
+
+
 async def produce(ctx: Context, req: Any, version: int) -> Any | None:
+    """The whole request: appended, then answered once durable (None for acks=0)."""
+    return await (await append(ctx, req, version))
+
+
+async def append(ctx: Context, req: Any, version: int) -> Awaitable[Any | None]:
+    """Queue every partition's batches on the WAL; returns once they are queued (not yet durable). The result
+    waits for the fsync and gives the response (None for acks=0)."""
     parts = ctx.node.partitions
 
-    def store() -> dict[tuple[str, int], tuple[int, int, str | None]]:
-        out: dict[tuple[str, int], tuple[int, int, str | None]] = {}
-        waits = []
+    def queue() -> tuple[Outcomes, list[tuple[tuple[str, int], Callable[[], None]]]]:
+        out: Outcomes = {}
+        waits: list[tuple[tuple[str, int], Callable[[], None]]] = []
         for t in req.topic_data:
             for pd in t.partition_data:
                 key = (t.name, pd.index)
@@ -49,6 +65,9 @@ async def produce(ctx: Context, req: Any, version: int) -> Any | None:
                         log.warning("produce refused", extra={"topic": t.name, "partition": pd.index,
                                                               "error": str(exc)})
                     out[key] = (code, -1, str(exc))
+        return out, waits
+
+    def durable(out: Outcomes, waits: list[tuple[tuple[str, int], Callable[[], None]]]) -> Outcomes:
         for key, wait in waits:  # acknowledged once the WAL has fsynced every batch
             try:
                 wait()
@@ -57,9 +76,16 @@ async def produce(ctx: Context, req: Any, version: int) -> Any | None:
                 out[key] = (errors.KAFKA_STORAGE_ERROR, -1, str(exc))
         return out
 
-    done = await ctx.run(store)
-    if req.acks == 0:
-        return None
+    queued, waits = await ctx.run(queue)
+
+    async def answer() -> Any | None:
+        done = await ctx.run(durable, queued, waits) if waits else queued
+        return None if req.acks == 0 else _response(done, version)
+
+    return answer()
+
+
+def _response(done: Outcomes, version: int) -> Any:
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (topic, index), (code, base, message) in done.items():
         by_topic.setdefault(topic, []).append(dict(index=index, error_code=code, base_offset=base,

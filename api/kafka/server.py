@@ -1,12 +1,20 @@
 """KafkaServer: the asyncio server loop of the Kafka listener, on its own thread and event loop.
 
-Written by hand (the schema library has no server). Each connection reads frames in order and answers
-them in order, one at a time, as a Kafka broker does. What it cannot serve:
+Written by hand (the schema library has no server). Each connection is pipelined: a reader takes the
+requests in arrival order and a writer sends the responses strictly in that order (Kafka's contract). The
+reader handles one request after the other, as a Kafka broker does, except the wait for durability of a
+Produce: its batches are appended in arrival order (an idempotent producer's sequence stays in order), then
+the reader goes on to the next request while the fsync is awaited, so the requests a client keeps in flight
+share the WAL's group commits. At most MAX_IN_FLIGHT requests (and MAX_IN_FLIGHT_BYTES of request frames, at
+least one request) of a connection are in flight; the reader waits for the writer beyond that. SASL and
+ApiVersions are handled by the reader in order, so the session's state is the one its requests saw.
+What it cannot serve:
 - an unknown API key, an unsupported version (other than ApiVersions), an undecodable header or body, a frame
   over `max_request_bytes`: the connection is closed (Kafka does the same);
 - ApiVersions at a version we do not know: UNSUPPORTED_VERSION with our ranges in a v0 body (so the client
   retries with one we know);
-- a handler that fails: the connection is closed and the failure logged; the server goes on.
+- a handler that fails: the responses before it are sent, then the connection is closed and the failure
+  logged; the server goes on. A closed connection cancels the requests still in flight.
 Handlers run the broker's blocking calls on worker threads (Context.run).
 
 With `tls` the listener speaks TLS (Kafka's SSL, or SASL_SSL), checking client certificates when the
@@ -20,6 +28,8 @@ import asyncio
 import logging
 import threading
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from api.kafka import configs, errors, fetch, groups, metadata, offsets, produce, producer_id, topics_admin
@@ -45,6 +55,43 @@ HANDLERS: dict[int, Handler] = {
     33: configs.alter_configs, 44: configs.incremental_alter_configs,
 }
 API_VERSIONS = 18
+PRODUCE = 0
+MAX_IN_FLIGHT = 8  # requests of one connection (clients keep up to max.in.flight, 5 by default, in flight)
+MAX_IN_FLIGHT_BYTES = 64 << 20  # request frames of one connection being handled or awaiting their answer
+HANDLER_THREADS = 64  # handlers' blocking calls; pipelined produce requests each hold one while awaiting fsync
+
+
+@dataclass
+class Pending:
+    """One request of a connection, in arrival order: its answer (encoded, or a task giving the response
+    object, None when there is none to send) and the size of its frame."""
+    correlation_id: int
+    answer: bytes | asyncio.Task[Any] | None
+    size: int
+    close_after: bool = False  # a failed SASL authentication: the connection closes once this is sent
+
+
+class InFlight:
+    """The requests and bytes of one connection between reading and answering; the reader waits for room."""
+
+    def __init__(self, max_requests: int = MAX_IN_FLIGHT, max_bytes: int = MAX_IN_FLIGHT_BYTES) -> None:
+        self.max_requests, self.max_bytes = max_requests, max_bytes
+        self.requests = 0
+        self.bytes = 0
+        self._changed = asyncio.Condition()
+
+    async def acquire(self, size: int) -> None:
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.requests == 0 or (
+                self.requests < self.max_requests and self.bytes + size <= self.max_bytes))
+            self.requests += 1
+            self.bytes += size
+
+    async def release(self, size: int) -> None:
+        async with self._changed:
+            self.requests -= 1
+            self.bytes -= size
+            self._changed.notify_all()
 
 
 def decode_request(data: bytes) -> tuple[Any, Any, int] | bytes:
@@ -106,6 +153,7 @@ class KafkaServer:
 
     async def _serve(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self._loop.set_default_executor(ThreadPoolExecutor(HANDLER_THREADS, thread_name_prefix="kafka-handler"))
         self._stop = asyncio.Event()
         ssl_context = self.tls.server_context() if self.tls is not None else None
         server = await asyncio.start_server(self._connection, self.host, self.port, ssl=ssl_context)
@@ -136,6 +184,8 @@ class KafkaServer:
 
     # -- one connection ---------------------------------------------------------------------------
     async def _answer(self, session: Session, api_key: int, req: Any, version: int) -> Any | None:
+        """The response object (None for none), or for a Produce an awaitable of it once its batches are
+        appended (the wait for their fsync is left to the awaitable)."""
         assert self.ctx is not None
         if api_key == SASL_HANDSHAKE:
             return session.handshake(req, version)
@@ -149,8 +199,64 @@ class KafkaServer:
         if denied is not None:
             log.info("kafka request refused", extra={"peer": session.peer, "principal": session.principal.name,
                                                      "api": APIS[api_key].name})
-            return None if api_key == 0 and req.acks == 0 else denied
+            return None if api_key == PRODUCE and req.acks == 0 else denied
+        if api_key == PRODUCE:
+            return await produce.append(self.ctx, req, version)
         return await HANDLERS[api_key](self.ctx, req, version)
+
+    async def _read_requests(self, reader: asyncio.StreamReader, session: Session, in_flight: InFlight,
+                             queue: asyncio.Queue[Pending | None]) -> None:
+        """Read and handle the connection's requests in order, queueing their answers for the writer."""
+        while True:
+            data = await read_frame(reader, self.max_request_bytes)
+            if data is None:
+                return
+            size = len(data)
+            await in_flight.acquire(size)
+            if session.raw:  # after SaslHandshake v0: a raw SASL token, answered raw
+                queue.put_nowait(Pending(-1, frame(session.raw_token(data)), size, session.failed))
+                if session.failed:
+                    return
+                continue
+            decoded = decode_request(data)
+            if isinstance(decoded, bytes):
+                queue.put_nowait(Pending(-1, decoded, size))
+                continue
+            api, req, correlation_id = decoded
+            resp = await self._answer(session, api.key, req, req.API_VERSION)
+            if isinstance(resp, Awaitable):
+                queue.put_nowait(Pending(correlation_id, asyncio.ensure_future(resp), size))
+                continue
+            if resp is not None:
+                resp.with_header(correlation_id=correlation_id)
+            queue.put_nowait(Pending(correlation_id, None if resp is None else frame(resp.encode(header=True)),
+                                     size, session.failed))
+            if session.failed:
+                return
+
+    async def _write_responses(self, writer: asyncio.StreamWriter, in_flight: InFlight,
+                               queue: asyncio.Queue[Pending | None]) -> None:
+        """Send the answers in request order, each once it is ready, until the reader's end (None)."""
+        while True:
+            item = await queue.get()
+            if item is None:
+                return
+            try:
+                answer = item.answer
+                if isinstance(answer, asyncio.Task):
+                    resp = await answer
+                    if resp is None:
+                        answer = None
+                    else:
+                        resp.with_header(correlation_id=item.correlation_id)
+                        answer = frame(resp.encode(header=True))
+                if answer is not None:
+                    writer.write(answer)
+                    await writer.drain()
+            finally:
+                await in_flight.release(item.size)
+            if item.close_after:
+                return
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -158,30 +264,32 @@ class KafkaServer:
         self._conns.add(task)
         peer = writer.get_extra_info("peername")
         session = Session(self.authenticator, str(peer))
+        in_flight = InFlight()
+        queue: asyncio.Queue[Pending | None] = asyncio.Queue()
+        reading = asyncio.ensure_future(self._read_requests(reader, session, in_flight, queue))
+        writing = asyncio.ensure_future(self._write_responses(writer, in_flight, queue))
         try:
-            while True:
-                data = await read_frame(reader, self.max_request_bytes)
-                if data is None:
-                    return
-                if session.raw:  # after SaslHandshake v0: a raw SASL token, answered raw
-                    writer.write(frame(session.raw_token(data)))
-                    await writer.drain()
-                    continue
-                decoded = decode_request(data)
-                if isinstance(decoded, bytes):
-                    writer.write(decoded)
-                    await writer.drain()
-                    continue
-                api, req, correlation_id = decoded
-                version = req.API_VERSION
-                resp = await self._answer(session, api.key, req, version)
-                if resp is None:  # Produce with acks=0: no answer
-                    continue
-                resp.with_header(correlation_id=correlation_id)
-                writer.write(frame(resp.encode(header=True)))
-                await writer.drain()
-                if session.failed:
-                    return
+            try:
+                await asyncio.wait({reading, writing}, return_when=asyncio.FIRST_COMPLETED)
+                if reading.done() and reading.exception() is None:  # end of requests: answer what was read
+                    queue.put_nowait(None)
+                    await writing
+                else:  # a malformed request, or the writer stopped: answer what came before, then close
+                    if reading.done():
+                        queue.put_nowait(None)
+                        await writing
+                    reading.cancel()
+                    await asyncio.gather(reading, return_exceptions=True)
+                    writing.result()
+                    reading.result()
+            finally:
+                for t in (reading, writing):
+                    t.cancel()
+                while not queue.empty():
+                    item = queue.get_nowait()
+                    if item is not None and isinstance(item.answer, asyncio.Task):
+                        item.answer.cancel()
+                await asyncio.gather(reading, writing, return_exceptions=True)
         except SaslError as exc:
             log.warning("kafka connection closed: SASL authentication failed",
                         extra={"peer": str(peer), "error": str(exc)})
