@@ -45,6 +45,9 @@ class Episode:
     path: str
     detail: str
     since: float  # time.time() when it began
+    # the refused write's size: the episode ends only when that write would now fit above the floor, so a
+    # write refused with the free space just above the floor does not end and begin episodes over and over
+    needed: int = 0
 
     def error(self) -> OutOfDisk:
         return OutOfDisk(self.path, self.detail)
@@ -115,7 +118,7 @@ class DiskSpace:
         free = free_bytes(p)
         if free - nbytes < floor:
             ep = self.enter(name, str(p), f"{free} bytes free, a write of {nbytes} bytes would cross the "
-                                          f"free-space floor of {floor} bytes")
+                                          f"free-space floor of {floor} bytes", needed=nbytes)
             raise ep.error()
 
     def below_floor(self, name: str) -> bool:
@@ -128,12 +131,12 @@ class DiskSpace:
         except OSError:
             return True
 
-    def enter(self, name: str, path: str, detail: str) -> Episode:
+    def enter(self, name: str, path: str, detail: str, needed: int = 0) -> Episode:
         """Begin an out-of-disk episode (or return the one under way)."""
         with self._lock:
             if self._episode is not None:
                 return self._episode
-            self._episode = ep = Episode(name, path, detail, time.time())
+            self._episode = ep = Episode(name, path, detail, time.time(), needed)
             self.episodes += 1
         log.error("out of disk: not accepting writes until space returns",
                   extra={"path": path, "data_path": name, "detail": detail})
@@ -141,7 +144,8 @@ class DiskSpace:
 
     def poll(self) -> bool:
         """One look: begin an episode for a path below its floor, or end the one under way once every path
-        is above its floor and every resume hook succeeds. Returns whether writes are accepted."""
+        is above its floor (the episode's path with room for the write it refused) and every resume hook
+        succeeds. Returns whether writes are accepted."""
         spaces = self.spaces()
         low = [s for s in spaces if s.free < s.floor]
         ep = self._episode
@@ -151,7 +155,7 @@ class DiskSpace:
                 self.enter(s.name, s.path, f"{s.free} bytes free, below the free-space floor of {s.floor} bytes")
                 return False
             return True
-        if low:
+        if low or any(s.name == ep.name and s.free - ep.needed < s.floor for s in spaces):
             return False
         for hook in self.on_resume:
             if not hook():
