@@ -5,7 +5,7 @@ Five servers start at once and run the same workload; each setting is checked by
 sets it against one that leaves it at its default (one test per setting, all sharing the servers). Settings already
 proven elsewhere: retention_ms, maintenance_interval_s, upload_interval_s, index_max_items
 (test_serve_settings.py), compaction_* (test_compaction_setting_effects.py, test_compaction_settings.py).
-index_query_threads (the size of the index's query pool) has no effect a client can tell apart reliably.
+index_query_threads: test_query_threads_setting.py (the server's query threads listed by py-spy).
 """
 
 from __future__ import annotations
