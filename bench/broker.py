@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import emit, save_results, table
+from bench.serve_process import ServeProcess
 from broker.node import BrokerNode
 from broker.partitions.client_messages import InMessage
 from storage_tier import open_store
@@ -136,57 +137,11 @@ def bench_puts(work: Path, store_url: str, gb: float, partitions: list[int], thr
     return out
 
 
-class _ServeProcess:
+def _serve_process(work: Path, name: str, store_url: str) -> ServeProcess:
     """A fresh `mqindex serve` process on an existing node's data (empty caches), HTTP and Kafka listeners."""
-
-    def __init__(self, work: Path, name: str, store_url: str) -> None:
-        import signal  # noqa: F401 - used in stop()
-        import subprocess
-        import sys
-
-        import httpx
-
-        self.port, self.kafka_port = _free_port(), _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = open(work / f"{name}-serve.log", "ab")  # noqa: SIM115 - closed in stop()
-        mqindex = str(Path(sys.executable).parent / "mqindex")
-        self.proc = subprocess.Popen(
-            [mqindex, "serve", "--data-dir", str(work / name), "--port", str(self.port), "--store", store_url,
-             "--metadata", f"sqlite:///{work}/{name}-meta.sqlite", "--upload-interval-s", "3600",
-             "--kafka-listener", f"127.0.0.1:{self.kafka_port}"],
-            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"mqindex serve did not start; see {self.log.name}")
-            time.sleep(0.1)
-
-    def stop(self) -> None:
-        import signal
-        import subprocess
-
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        self.log.close()
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return ServeProcess(work / name, ["--store", store_url, "--metadata", f"sqlite:///{work}/{name}-meta.sqlite",
+                                      "--upload-interval-s", "3600"], work / f"{name}-serve.log", kafka=True,
+                        start_timeout_s=120)
 
 
 def _raw_gets(store_url: str, keys: list[str]) -> tuple[float, int]:
@@ -204,7 +159,7 @@ def _raw_gets(store_url: str, keys: list[str]) -> tuple[float, int]:
         store.close()
 
 
-def _http_fetch(server: _ServeProcess, end: int) -> tuple[float, int]:
+def _http_fetch(server: ServeProcess, end: int) -> tuple[float, int]:
     """Seconds and value bytes of paging the partition through GET .../messages?max=1000 (JSON parsed)."""
     import httpx
     import orjson
@@ -224,7 +179,7 @@ def _http_fetch(server: _ServeProcess, end: int) -> tuple[float, int]:
         return time.perf_counter() - t0, got
 
 
-def _kafka_fetch(server: _ServeProcess, end: int) -> tuple[float, int]:
+def _kafka_fetch(server: ServeProcess, end: int) -> tuple[float, int]:
     """Seconds and value bytes of a confluent-kafka (librdkafka) consumer reading partition 0 from offset 0."""
     from confluent_kafka import Consumer, TopicPartition
 
@@ -286,12 +241,12 @@ def bench_cold_read(work: Path, store_url: str, mb: int) -> dict[str, Any]:
     finally:
         node.close()
         gc.unfreeze()
-    server = _ServeProcess(work, "cold", store_url)  # a fresh process: empty caches
+    server = _serve_process(work, "cold", store_url)  # a fresh process: empty caches
     try:
         http_s, http_bytes = _http_fetch(server, end)
     finally:
         server.stop()
-    server = _ServeProcess(work, "cold", store_url)
+    server = _serve_process(work, "cold", store_url)
     try:
         kafka_s, kafka_bytes = _kafka_fetch(server, end)
     finally:

@@ -21,9 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -36,56 +33,16 @@ import httpx
 import psycopg
 
 from bench.common import emit, percentile, progress, save_results, store_or_seaweedfs, table
+from bench.serve_process import ServeProcess
 
 PG_DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"
 DEFAULT_LEASE_S = 10.0  # `mqindex serve --lease-ms` default
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class ServeProcess:
-    """One `mqindex serve` in its own process group (so kill -9 takes the whole node)."""
-
-    def __init__(self, work: Path, node_id: int, *flags: str) -> None:
-        self.node_id = node_id
-        self.port = _port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = open(work / f"node{node_id}.log", "ab")  # noqa: SIM115 - closed in stop()
-        mqindex = str(Path(sys.executable).parent / "mqindex")
-        self.proc = subprocess.Popen(
-            [mqindex, "serve", "--data-dir", str(work / f"node{node_id}"), "--port", str(self.port),
-             "--node-id", str(node_id), *flags],
-            stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, "MQINDEX_KAFKA_LISTENER": ""},
-            start_new_session=True)
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"node {node_id} did not start; see {self.log.name}")
-            time.sleep(0.1)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self.log.close()
+def node_process(work: Path, node_id: int, *flags: str) -> ServeProcess:
+    """Node `node_id` of the run, its data and log under `work`."""
+    return ServeProcess(work / f"node{node_id}", ["--node-id", str(node_id), *flags], work / f"node{node_id}.log",
+                        what=f"node {node_id}")
 
 
 def _produce_run(node: ServeProcess, requests: int, threads: int, batch: int, value_kb: int,
@@ -195,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             flags = ["--store", store, "--metadata", f"{args.metadata}{sep}schema=bench_fo_{kind}_{run}"]
             if kind == "s3":
                 flags += ["--wal", wal_store]
-            node = ServeProcess(d, 100, *flags)  # an id the failover part never uses (its WAL objects differ)
+            node = node_process(d, 100, *flags)  # an id the failover part never uses (its WAL objects differ)
             try:
                 httpx.post(f"{node.url}/v1/topics", json={"name": "bench", "partitions": 4},
                            timeout=60).raise_for_status()
@@ -221,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         samples: list[dict[str, Any]] = []
         try:
             for i in range(3):
-                nodes[i] = ServeProcess(d, i, *flags)
+                nodes[i] = node_process(d, i, *flags)
             httpx.post(f"{nodes[0].url}/v1/topics", json={"name": "failover", "partitions": 3},
                        timeout=60).raise_for_status()
             next_id = 3
@@ -238,12 +195,11 @@ def main(argv: list[str] | None = None) -> int:
                 samples.append({"kill_to_first_ack_s": took, "producer_errors": errors, "killed": leader})
                 print(f"[bench] kill {k + 1}/{args.kills}: node {leader} killed, first ack after {took:.2f}s",
                       file=sys.stderr, flush=True)
-                nodes[next_id] = ServeProcess(d, next_id, *flags)
+                nodes[next_id] = node_process(d, next_id, *flags)
                 next_id += 1
         finally:
             for n in nodes.values():
                 n.kill()
-                n.log.close()
         firsts = [s["kill_to_first_ack_s"] for s in samples]
         results["failover"] = samples
         emit(table(f"kill -9 of the leader -> first acknowledged produce on the new leader (S3 WAL, default "

@@ -23,7 +23,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import string
 import subprocess
 import sys
@@ -38,6 +37,7 @@ import httpx
 
 from bench.broker import raw_append_fsync
 from bench.common import emit, percentile, progress, save_results, store_or_seaweedfs, table
+from bench.serve_process import ServeProcess
 from storage_tier import open_store
 
 KiB, MiB = 1024, 1024 * 1024
@@ -45,57 +45,37 @@ RECORD = 1 * KiB
 _OBJECT_KEY = re.compile(r"^[0-9a-f]{8}/_kafka_[^/]+/\d+$")  # broker data objects (broker/objects/format.py)
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Server:
-    """One `mqindex serve` process (its own process group, stopped with it)."""
+    """One `mqindex serve` node with its Kafka listener, which can be stopped and started again on its data."""
 
     def __init__(self, work: Path, name: str, store: str) -> None:
         self.work, self.name, self.store = work, name, store
         self.data_dir = work / name
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.port = self.kafka_port = 0
+        self.process: ServeProcess | None = None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        assert self.process is not None
+        return self.process.url
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.kafka_port}"
+        assert self.process is not None
+        return self.process.bootstrap
+
+    @property
+    def proc(self) -> subprocess.Popen[bytes] | None:
+        return None if self.process is None else self.process.proc
 
     def start(self) -> Server:
-        self.port, self.kafka_port = _port(), _port()
-        mqindex = str(Path(sys.executable).parent / "mqindex")
-        with open(self.work / f"{self.name}.log", "ab") as log:
-            self.proc = subprocess.Popen(
-                [mqindex, "serve", "--data-dir", str(self.data_dir), "--port", str(self.port), "--store", self.store,
-                 "--kafka-listener", self.bootstrap, "--upload-interval-s", "2", "--compaction-interval-s", "3600"],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"server {self.name} did not start; see {self.work / self.name}.log")
-            time.sleep(0.1)
+        self.process = ServeProcess(self.data_dir, ["--store", self.store, "--upload-interval-s", "2",
+                                                    "--compaction-interval-s", "3600"],
+                                    self.work / f"{self.name}.log", kafka=True, what=f"server {self.name}")
+        return self
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(120)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        if self.process is not None:
+            self.process.stop(120)
 
     def group_commits(self) -> int:
         text = httpx.get(self.url + "/metrics", timeout=10).text

@@ -19,9 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -32,53 +29,23 @@ from pathlib import Path
 import httpx
 
 from bench.common import emit, percentile, save_results, store_or_seaweedfs, table
+from bench.serve_process import ServeProcess
 from storage_tier import open_store
 
 PG_DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"
 VALUE = 64 << 10
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def node_process(work: Path, node_id: int, store: str, meta: str, hold_bytes: int) -> ServeProcess:
+    """Node `node_id`: uploads held back (10 min, and a threshold above what a move carries) so what it holds is
+    only in its WAL and cache."""
+    return ServeProcess(work / f"node{node_id}", [
+        "--store", store, "--metadata", meta, "--node-id", str(node_id), "--lease-ms", "3000",
+        "--upload-interval-s", "600", "--upload-threshold", str(hold_bytes), "--max-cache-bytes", str(2 * hold_bytes)],
+        work / f"node{node_id}.log", what=f"node {node_id}")
 
 
-class Node:
-    def __init__(self, work: Path, node_id: int, store: str, meta: str, hold_bytes: int) -> None:
-        self.port = _port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = open(work / f"node{node_id}.log", "ab")  # noqa: SIM115 - closed in stop()
-        mqindex = str(Path(sys.executable).parent / "mqindex")
-        self.proc = subprocess.Popen(
-            [mqindex, "serve", "--data-dir", str(work / f"node{node_id}"), "--port", str(self.port), "--store", store,
-             "--metadata", meta, "--node-id", str(node_id), "--lease-ms", "3000", "--upload-interval-s", "600",
-             "--upload-threshold", str(hold_bytes), "--max-cache-bytes", str(2 * hold_bytes)],
-            stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, "MQINDEX_KAFKA_LISTENER": ""},
-            start_new_session=True)
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"node {node_id} did not start; see {self.log.name}")
-            time.sleep(0.1)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        self.log.close()
-
-
-def _fill(node: Node, mb: int) -> None:
+def _fill(node: ServeProcess, mb: int) -> None:
     value = "x" * VALUE
     batch = {"messages": [{"key": f"k{i}", "value": value, "partition": 0} for i in range(16)]}
     with httpx.Client(timeout=120) as http:
@@ -87,7 +54,7 @@ def _fill(node: Node, mb: int) -> None:
             r.raise_for_status()
 
 
-def _move(source: Node, target: Node, to: int) -> dict[str, float]:
+def _move(source: ServeProcess, target: ServeProcess, to: int) -> dict[str, float]:
     first_ack: list[float] = []
     errors = [0]
     stop = threading.Event()
@@ -155,9 +122,9 @@ def main(argv: list[str] | None = None) -> int:
         for mb in sizes:
             hold = (mb + 64) << 20
             (work / f"{mb}mb").mkdir(parents=True, exist_ok=True)
-            nodes: list[Node] = []
+            nodes: list[ServeProcess] = []
             try:
-                nodes += [Node(work / f"{mb}mb", i, store, meta + f"_{mb}", hold) for i in range(2)]
+                nodes += [node_process(work / f"{mb}mb", i, store, meta + f"_{mb}", hold) for i in range(2)]
                 r = httpx.post(f"{nodes[0].url}/v1/topics", json={"name": "moves", "partitions": 1}, timeout=60)
                 r.raise_for_status()
                 leader = next(n["node_id"] for n in httpx.get(f"{nodes[0].url}/v1/cluster/nodes").json()["nodes"]
