@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -66,3 +67,20 @@ class ServerProcess:
         self.port = free_port()
         self.start()
         return rc
+
+
+def get(url: str, **kw: object) -> httpx.Response:
+    return httpx.get(url, timeout=60, **kw)  # type: ignore[arg-type]  # a loaded machine: slow is not a failure
+
+
+def post(url: str, **kw: object) -> httpx.Response:
+    return httpx.post(url, timeout=60, **kw)  # type: ignore[arg-type]
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float = 30, interval: float = 0.1) -> None:
+    """Wait until check() is true, at most `timeout` seconds (AssertionError naming `what` after that)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true after {timeout}s: {what}")
+        time.sleep(interval)

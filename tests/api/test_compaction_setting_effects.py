@@ -13,17 +13,15 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from tests.api.server import ServerProcess
+from tests.api.server import ServerProcess, get, post, wait_for
 
 ROUNDS = 4
 VALUE = "y" * 600
@@ -53,22 +51,6 @@ class Cycle:
     files_before: int  # data objects in the local store
     files_after: int
     data_dir: Path
-
-
-def get(url: str, **kw: Any) -> httpx.Response:
-    return httpx.get(url, timeout=60, **kw)  # the machine may be loaded: a slow answer is not a failure
-
-
-def post(url: str, **kw: Any) -> httpx.Response:
-    return httpx.post(url, timeout=60, **kw)
-
-
-def wait_for(what: str, check: Callable[[], bool], timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not true after {timeout}s: {what}")
-        time.sleep(0.05)
 
 
 def broker_requests(url: str) -> dict[str, float]:

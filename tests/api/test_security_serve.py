@@ -9,7 +9,6 @@ import os
 import ssl
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from storage_tier.seaweedfs_server import SeaweedFS
-from tests.api.server import ServerProcess
+from tests.api.server import ServerProcess, wait_for
 
 MQINDEX = str(Path(sys.executable).parent / "mqindex")
 
@@ -92,14 +91,6 @@ class TlsServer(ServerProcess):
             return self.client.get(self.url + "/healthz", timeout=1).status_code == 200
         except httpx.HTTPError:
             return False
-
-
-def wait_for(what: str, check: Callable[[], bool], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not true after {timeout}s: {what}")
-        time.sleep(0.1)
 
 
 def test_protected_mode_refuses_anonymous_on_a_reachable_address(tmp_path: Path) -> None:
@@ -176,7 +167,7 @@ def test_secrets_never_shown(tmp_path: Path, pki: Path, seaweedfs: SeaweedFS, pg
         s3 = boto3.client("s3", endpoint_url=seaweedfs.endpoint, region_name="us-east-1",
                           aws_access_key_id="mqindex", aws_secret_access_key="mqindex")
         wait_for("objects uploaded to S3", lambda: s3.list_objects_v2(
-            Bucket="mqindex", Prefix=prefix).get("KeyCount", 0) > 0)
+            Bucket="mqindex", Prefix=prefix).get("KeyCount", 0) > 0, timeout=60)
         call("GET", "/v1/messages", 200, params={"topic": "s", "key": "k"}, headers=reader)
         cfg = call("GET", "/v1/config", 200, headers=admin).json()["server"]
         assert cfg["store"].endswith("access_key=***&secret_key=***") and cfg["store"].startswith("s3://mqindex/")

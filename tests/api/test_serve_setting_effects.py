@@ -14,14 +14,12 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
-import httpx
 import pytest
 
-from tests.api.server import ServerProcess
+from tests.api.server import ServerProcess, get, post, wait_for
 
 BATCH = 4  # keyed messages per produce
 VALUE = "x" * 600  # one batch is about 2.4 KB: above the 2048-byte upload threshold of the "threshold" server
@@ -41,22 +39,6 @@ SERVERS: dict[str, list[str]] = {
 }
 ENV = {"threshold": {"MQINDEX_METADATA_SNAPSHOTS_KEPT": "3"}}  # settings from the environment and a file reach it
 CONFIG_FILE = {"small": "metadata_snapshot_every_records = 5\n"}
-
-
-def get(url: str, **kw: Any) -> httpx.Response:
-    return httpx.get(url, timeout=60, **kw)  # the machine may be loaded: a slow answer is not a failure
-
-
-def post(url: str, **kw: Any) -> httpx.Response:
-    return httpx.post(url, timeout=60, **kw)
-
-
-def wait_for(what: str, check: Callable[[], bool], timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not true after {timeout}s: {what}")
-        time.sleep(0.1)
 
 
 def produce(url: str, topic: str, tag: str, n: int = BATCH, value: str = VALUE) -> None:

@@ -5,26 +5,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
 
 from api.config import ConfigError, load_settings
-from tests.api.server import ServerProcess
+from tests.api.server import ServerProcess, wait_for
 
 TOKENS = "adm=read,produce,admin"
 AUTH = {"Authorization": "Bearer adm"}
-
-
-def wait_for(what: str, check: Callable[[], bool], timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not true after {timeout}s: {what}")
-        time.sleep(0.1)
 
 
 def test_settings_parse_from_all_sources(tmp_path: Path) -> None:

@@ -7,7 +7,6 @@ created again under the name starts empty and is found by key from every node wi
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ from broker.metadata import MetadataClient
 from broker.partitions.object_listing import open_topic
 from storage_tier import open_store
 from storage_tier.seaweedfs_server import SeaweedFS
+from tests.api.server import wait_for
 from tests.cluster.harness import Cluster
 
 NODES = 3
@@ -73,14 +73,6 @@ def by_key(base: str, topic: str, key: str) -> list[str]:
     return sorted(m["value"] for m in r.json()["messages"])
 
 
-def wait_for(what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not after {timeout}s")
-        time.sleep(0.1)
-
-
 def object_keys_of(meta: MetadataClient, stream_ids: list[int]) -> set[str]:
     """Store keys of every committed object holding any of the streams (stream objects and stream set objects)."""
     meta.catch_up()
@@ -114,7 +106,7 @@ def test_delete_through_a_non_leader_every_node_stops_objects_go_and_the_name_co
             meta.catch_up()
             return all(meta.image.streams[s.data_stream].end_offset == 30 for s in info.streams)
 
-        wait_for("the events partitions uploaded", uploaded)
+        wait_for("the events partitions uploaded", uploaded, timeout=60)
         doomed = object_keys_of(meta, streams)
         store = open_store(c.store)
         try:
