@@ -144,7 +144,7 @@ def _serve_process(work: Path, name: str, store_url: str) -> ServeProcess:
                         start_timeout_s=120)
 
 
-def _raw_gets(store_url: str, keys: list[str]) -> tuple[float, int]:
+def raw_ranged_gets(store_url: str, keys: list[str]) -> tuple[float, int]:
     """Seconds and bytes of reading these objects whole in 1 MiB ranged GETs, one after the other."""
     store = open_store(store_url)
     try:
@@ -215,7 +215,7 @@ def bench_cold_read(work: Path, store_url: str, mb: int) -> dict[str, Any]:
         keys = [node.meta.object_key(o) for o in node.meta.committed_objects()]
     finally:
         node.close()
-    raw_before_s, raw = _raw_gets(store_url, keys)
+    raw_before_s, raw = raw_ranged_gets(store_url, keys)
     node = _open(work, "cold", store_url)  # fresh caches: every byte comes from the store
     gc.freeze()  # as `mqindex serve` does once its node is open
     try:
@@ -251,7 +251,7 @@ def bench_cold_read(work: Path, store_url: str, mb: int) -> dict[str, Any]:
         kafka_s, kafka_bytes = _kafka_fetch(server, end)
     finally:
         server.stop()
-    raw_after_s, raw_after = _raw_gets(store_url, keys)
+    raw_after_s, raw_after = raw_ranged_gets(store_url, keys)
     raw_mb_s = (raw / raw_before_s + raw_after / raw_after_s) / 2 / MiB
 
     def rate(nbytes: int, secs: float) -> float:

@@ -35,7 +35,7 @@ from typing import Any
 
 import httpx
 
-from bench.broker import raw_append_fsync
+from bench.broker import raw_append_fsync, raw_ranged_gets
 from bench.common import emit, percentile, progress, save_results, store_or_seaweedfs, table
 from bench.serve_process import ServeProcess
 from storage_tier import open_store
@@ -265,15 +265,9 @@ def raw_gets(store_url: str) -> dict[str, Any]:
     store = open_store(store_url)
     try:
         keys = [k for k in store.list("") if _OBJECT_KEY.match(k)]
-        t0 = time.perf_counter()
-        raw = 0
-        for k in keys:
-            size = store.size(k)
-            for start in range(0, size, MiB):
-                raw += len(store.get(k, start, min(size, start + MiB)))
-        secs = time.perf_counter() - t0
     finally:
         store.close()
+    secs, raw = raw_ranged_gets(store_url, keys)
     return {"mb_s": raw / MiB / secs, "mb": raw / MiB, "objects": len(keys)}
 
 
