@@ -131,6 +131,14 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _ended(img: MetadataImage, o: ObjectMeta) -> bool:
+    """Whether the incarnation that prepared `o` has ended (its node's epoch moved past it)."""
+    if o.node_id is None or o.node_epoch is None:
+        return False
+    node = img.nodes.get(o.node_id)
+    return node is not None and node.epoch > o.node_epoch
+
+
 class MetadataClient:
     """`MetadataClient(url, node_id, namespace)`; call `register_node()` before stream or object changes."""
 
@@ -531,7 +539,7 @@ class MetadataClient:
             now = _now_ms()
             first = img.next_object_id
             return [{"type": "objects_prepare", "first_id": first, "count": count, "at": now,
-                     "expires_at": now + ttl_ms}], first
+                     "expires_at": now + ttl_ms, "node_id": self.node_id, "node_epoch": self.node_epoch}], first
 
         return self._txn(build)  # type: ignore[return-value]
 
@@ -678,13 +686,15 @@ class MetadataClient:
             return self.image.objects.get(object_id)
 
     def cleanup_objects(self, store: BlobStore, now_ms: int | None = None, destroy_delay_ms: int = 0) -> CleanupResult:
-        """Expire PREPARED objects past their expiry, delete MARK_DESTROYED objects from the store, then
-        from the metadata. Safe to repeat after a crash at any step (deleting a missing key is fine)."""
+        """Expire PREPARED objects past their expiry or prepared by an incarnation that has ended (its node
+        re-registered or was fenced: it can never commit them), delete MARK_DESTROYED objects from the store,
+        then from the metadata. Safe to repeat after a crash at any step (deleting a missing key is fine)."""
         result = CleanupResult()
         now = _now_ms() if now_ms is None else now_ms
 
         def expire(img: MetadataImage) -> tuple[list[Record], list[int]]:
-            ids = sorted(o.object_id for o in img.objects.values() if o.state == PREPARED and o.expires_at <= now)
+            ids = sorted(o.object_id for o in img.objects.values()
+                         if o.state == PREPARED and (o.expires_at <= now or _ended(img, o)))
             return ([{"type": "objects_destroy", "ids": ids, "at": now}] if ids else []), ids
 
         result.expired = self._txn(expire)  # type: ignore[assignment]

@@ -91,6 +91,10 @@ class ObjectMeta:
     size: int = 0
     committed_at: int | None = None
     destroyed_at: int | None = None
+    # the incarnation that prepared it (None in logs written before this was recorded): once that node's
+    # epoch moved on, the object can never be committed, so cleanup expires it without waiting for its TTL
+    node_id: int | None = None
+    node_epoch: int | None = None
 
 
 @dataclass(frozen=True)
@@ -200,7 +204,8 @@ class MetadataImage:
     def _apply_objects_prepare(self, r: Record) -> None:
         first, count = r["first_id"], r["count"]
         for oid in range(first, first + count):
-            self.objects[oid] = ObjectMeta(oid, PREPARED, r["at"], r["expires_at"])
+            self.objects[oid] = ObjectMeta(oid, PREPARED, r["at"], r["expires_at"], node_id=r.get("node_id"),
+                                           node_epoch=r.get("node_epoch"))
         self.next_object_id = max(self.next_object_id, first + count)
 
     def _apply_commit(self, r: Record) -> None:

@@ -64,7 +64,8 @@ def image_state(img: MetadataImage) -> dict[str, Any]:
                    [[o.object_id, o.size, sorted([sid, a, b] for sid, (a, b) in o.ranges.items())]
                     for o in sorted(n.sso.values(), key=lambda o: o.object_id)]]
                   for n in sorted(img.nodes.values(), key=lambda n: n.node_id)],
-        "objects": [[o.object_id, o.state, o.prepared_at, o.expires_at, o.size, o.committed_at, o.destroyed_at]
+        "objects": [[o.object_id, o.state, o.prepared_at, o.expires_at, o.size, o.committed_at, o.destroyed_at,
+                     o.node_id, o.node_epoch]
                     for o in sorted(img.objects.values(), key=lambda o: o.object_id)],
     }
 
@@ -135,8 +136,12 @@ def _build(state: Any) -> MetadataImage:
             for sid, (a, b) in sso.ranges.items():
                 bisect.insort(node.parts.setdefault(sid, []), (a, b, sso.object_id))
         img.nodes[node.node_id] = node
-    for oid, st, prepared_at, expires_at, size, committed_at, destroyed_at in _rows(state["objects"], 7):
+    # rows of 9 (with the preparing incarnation), or of 7 in images written before it was recorded
+    objects = state["objects"]
+    wide = _rows(objects, 9) if objects and isinstance(objects[0], list) and len(objects[0]) == 9 else [
+        [*r, None, None] for r in _rows(objects, 7)]
+    for oid, st, prepared_at, expires_at, size, committed_at, destroyed_at, node_id, node_epoch in wide:
         img.objects[_int(oid)] = ObjectMeta(_int(oid), _state(st, _OBJECT_STATES), _int(prepared_at),
                                             _int(expires_at), _int(size), _opt_int(committed_at),
-                                            _opt_int(destroyed_at))
+                                            _opt_int(destroyed_at), _opt_int(node_id), _opt_int(node_epoch))
     return img

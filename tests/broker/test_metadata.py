@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import json
 import threading
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from broker.metadata import (
     MetadataClient,
     StreamObjectCommit,
     StreamSetObjectCommit,
+    snapshot,
 )
 from broker.metadata.image import CLOSED, COMMITTED, MARK_DESTROYED, OPENED, PREPARED
 from storage_tier import open_store
@@ -297,3 +300,46 @@ def test_two_brokers_on_postgresql(pg_dsn: str, pg_schema_factory: Callable[[], 
     assert broker_a.image.objects[pending].state == PREPARED  # never committed; expires and is cleaned up
     broker_a.close()
     broker_b.close()
+
+
+def test_objects_of_an_ended_incarnation_expire_at_once(meta_url_factory: UrlFactory, tmp_path: Path) -> None:
+    """A node killed between an upload's PUT and its commit leaves a PREPARED object: once the node re-registers
+    (or a survivor fences it) that incarnation can never commit it, so the next cleanup deletes it without
+    waiting for its TTL. A live incarnation's prepared object is left alone until it expires."""
+    url = meta_url_factory()
+    store = open_store(f"file://{tmp_path}/objects")
+    killed, live = _client(url, 0), _client(url, 1)
+    leaked = killed.prepare_objects(1)  # the default TTL: 10 minutes
+    in_flight = live.prepare_objects(1)
+    for c, oid in ((killed, leaked), (live, in_flight)):
+        store.put(c.object_key(oid), b"object bytes")
+    assert (killed.image.objects[leaked].node_id, killed.image.objects[leaked].node_epoch) == (0, 0)
+    assert live.cleanup_objects(store).expired == []  # both incarnations are current
+    restarted = _client(url, 0)  # the same node, a new incarnation
+    with pytest.raises(Fenced):
+        killed.commit_objects(sso=StreamSetObjectCommit(leaked, 12, []))
+    r = restarted.cleanup_objects(store)
+    assert (r.expired, r.deleted) == ([leaked], [leaked])
+    assert not store.exists(restarted.object_key(leaked)) and store.exists(restarted.object_key(in_flight))
+    assert restarted.image.objects[in_flight].state == PREPARED
+    # fenced by a survivor: the same
+    restarted.fence_node(1, live.node_epoch)  # type: ignore[arg-type]
+    assert restarted.cleanup_objects(store).deleted == [in_flight]
+    for c in (killed, live, restarted):
+        c.close()
+    store.close()
+
+
+def test_snapshot_keeps_the_preparing_incarnation(meta_url_factory: UrlFactory) -> None:
+    c = _client(meta_url_factory(), 3)
+    oid = c.prepare_objects(2)
+    payload = snapshot.encode(c.image)
+    image = snapshot.decode(payload, snapshot.checksum(payload), "test")
+    assert image.objects == c.image.objects and image.objects[oid + 1].node_id == 3
+    # an image written before the incarnation was recorded (object rows of 7) still opens, without an owner
+    state = snapshot.image_state(c.image)
+    state["objects"] = [row[:7] for row in state["objects"]]
+    old = zlib.compress(json.dumps(state).encode())
+    image = snapshot.decode(old, snapshot.checksum(old), "test")
+    assert image.objects[oid].node_id is None and image.objects[oid].state == PREPARED
+    c.close()
