@@ -132,7 +132,13 @@ def test_compaction_cache_size(cycles: dict[str, Cycle]) -> None:
     # at most a few MiB each
     big, e = cycles["big"], cycles["e"]
     assert big.report["plans"] == 1 and big.report["bytes_read"] > 4_000_000
-    assert e.report["merged"] == big.report["merged"] >= 3 and e.report["bytes_read"] > 4_000_000
+    # the small cache merges every stream set object the default merges: both leave the same ones out and
+    # end with the same objects. (How many there are to merge depends on the uploads' timing: a request's
+    # two partitions are fsynced apart now and then, and an upload in between makes two stream objects.)
+    assert e.report["merged"] >= 3 and big.report["merged"] >= 3, (e.report, big.report)
+    assert ssos(e) - e.report["merged"] == ssos(big) - big.report["merged"], (e.before, big.before)
+    assert e.after["stream_set_objects"]["count"] == big.after["stream_set_objects"]["count"], (e.after, big.after)
+    assert e.report["bytes_read"] > 4_000_000
     assert e.report["plans"] >= 2
 
 
