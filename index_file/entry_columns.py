@@ -4,8 +4,8 @@ int64 numpy arrays, and the 64-bit fingerprints of the keys as a uint64 array.
 The write path's cost is touching each entry's Python objects (the tuple, its ints, its key string):
 entries arrive in dispatch order, scattered over the heap, so every pass over them is a run of cache
 misses. The columns are therefore built `SUB_ENTRIES` entries at a time, the passes of one part running
-while its objects are still in the CPU cache, with C-level map/itemgetter/np.fromiter (no Python bytecode
-per entry, no per-entry iterator objects that would wake the garbage collector over the caller's heap).
+while its objects are still in the CPU cache, with C-level zip/map/np.fromiter (no Python bytecode per
+entry, no per-entry iterator objects that would wake the garbage collector over the caller's heap).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import xxhash
 SUB_ENTRIES = 512  # entries turned into columns at a time: their objects stay in cache across the passes
 
 _xxh3 = xxhash.xxh3_64_intdigest
-_GET = [operator.itemgetter(i) for i in range(6)]
 _FIRST = operator.itemgetter(0)
 
 
@@ -76,18 +75,16 @@ def entry_columns(entries: Sequence[Sequence[object]], with_fingerprints: bool =
     for a in range(0, n, SUB_ENTRIES):
         part = entries[a:a + SUB_ENTRIES]
         m = len(part)
-        if set(map(len, part)) != {6}:
-            raise ValueError("an entry does not have 6 fields")
-        for col, get in zip(ints, _GET[1:5], strict=True):
-            if strict:
-                values = list(map(get, part))
-                if set(map(type, values)) != {int}:
-                    raise TypeError("an integer field is not an int")
-                col[a:a + m] = fromiter(values, dtype=np.int64, count=m)
-            else:
-                col[a:a + m] = fromiter(map(get, part), dtype=np.int64, count=m)
-        t = list(map(_GET[0], part))
-        k = list(map(_GET[5], part))
+        # one transposing pass over the part's entries (zip(*part)), then the columns are tuples of
+        # pointers, read in order: a third of the time of one itemgetter pass per field
+        try:  # (strict: every entry as long as the first; six names: six fields)
+            t, q, off, size, tm, k = zip(*part, strict=True)
+        except ValueError:
+            raise ValueError("an entry does not have 6 fields") from None
+        if strict and set(map(type, itertools.chain(q, off, size, tm))) != {int}:
+            raise TypeError("an integer field is not an int")
+        for col, values in zip(ints, (q, off, size, tm), strict=True):
+            col[a:a + m] = fromiter(values, dtype=np.int64, count=m)
         topics += t
         keys += k
         if fps is not None:

@@ -97,7 +97,9 @@ def compact(src_path: str | os.PathLike[str], dst_path: str | os.PathLike[str],
         tmp = os.fspath(dst_path) + ".tmp"
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            os.ftruncate(fd, total)
+            # allocated, not sparse: on a full filesystem fallocate answers ENOSPC as an OSError, where a store
+            # into an unallocated page of the mapping would kill the process with SIGBUS
+            os.posix_fallocate(fd, 0, total)
             with mmap.mmap(fd, total, access=mmap.ACCESS_WRITE) as out:
                 out[0:HEADER_SIZE] = header.pack()
                 crcs = np.zeros(B, dtype="<u4")
@@ -114,8 +116,7 @@ def compact(src_path: str | os.PathLike[str], dst_path: str | os.PathLike[str],
                 so = header.summary_offset
                 out[so:so + len(summary)] = summary
                 out[so + len(summary):so + len(summary) + FOOTER_SIZE] = pack_footer(header, summary)
-                out.flush()
-            os.fsync(fd)
+            os.fsync(fd)  # writes the mapping's dirty pages too (one page cache), letting other threads run
         except BaseException:
             os.close(fd)
             os.unlink(tmp)

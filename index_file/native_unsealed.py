@@ -37,6 +37,7 @@ import xxhash
 from index_file.entry_columns import EntryColumns, entry_columns, fingerprints
 from index_file.errors import FormatError, IndexStateError
 from index_file.model import AppendResult, IndexEntry, IndexHit, check_range, finish_hits
+from index_file.sorting import stable_order
 from index_file.source import ByteSource, open_source
 
 MAGIC = b"MQXU"
@@ -351,7 +352,9 @@ class NativeIndexWriter:
         """Flush written pages to disk (durability across power loss; a killed process loses nothing
         written to the mapping anyway)."""
         if not self.closed:
-            self._mm.flush()
+            # fdatasync on the mapped file's descriptor writes its dirty mapped pages too (Linux keeps one page
+            # cache for both), and unlike mmap.flush() on Python 3.11 it lets other threads run meanwhile
+            os.fdatasync(self._fd)
 
     def seal(self) -> None:
         """No more writes: a SEALED checkpoint with the slot checksum, the unused item space cut off,
@@ -526,7 +529,7 @@ class NativeIndexWriter:
         slot_of = (batch["fp"] % np.uint64(S)).astype(np.int64)
         # head insertion, vectorised: within the batch an item points at the previous item of its
         # slot; the first item of a slot in the batch points at the slot's current head
-        order = np.argsort(slot_of, kind="stable")
+        order = stable_order(slot_of, S)
         s_sorted = slot_of[order]
         first = np.ones(n, dtype=bool)
         first[1:] = s_sorted[1:] != s_sorted[:-1]

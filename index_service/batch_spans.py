@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from index_file.entry_columns import EntryColumns, entry_columns
+from index_file.sorting import stable_order
 
 QueueKey = tuple[str, int]
 Spans = dict[QueueKey, tuple[int, int]]  # per queue of the batch: lowest and highest offset
@@ -27,6 +28,18 @@ def join_columns(parts: list[Columns] | None) -> Columns | None:
     if not parts:
         return None
     return EntryColumns.join(parts)
+
+
+def queue_groups(topics: Sequence[str], q: np.ndarray) -> tuple[list[str], int, np.ndarray]:
+    """A dense group id per entry of (topic, queue id): topic number * width + queue id, where width is the
+    highest queue id + 1 (queue ids non-negative). Returns the topics in order of first sight, the width and
+    the ids; group id g is the queue (names[g // width], g % width)."""
+    names = list(dict.fromkeys(topics))
+    width = int(q.max()) + 1
+    if len(names) == 1:
+        return names, width, q
+    index = {t: i * width for i, t in enumerate(names)}
+    return names, width, np.fromiter(map(index.__getitem__, topics), dtype=np.int64, count=len(q)) + q
 
 
 def fresh_spans(batch: Sequence[Sequence[Any]], accepted: Mapping[QueueKey, int],
@@ -46,13 +59,8 @@ def fresh_spans(batch: Sequence[Sequence[Any]], accepted: Mapping[QueueKey, int]
     one_key_each = cols.fps is not None and cols.counts is None and len(cols.fps) == n  # no record without keys
     if not one_key_each and 0 in set(map(len, keys)):  # type: ignore[arg-type]
         return None
-    names = list(dict.fromkeys(topics))
-    if len(names) == 1:
-        gid = q.copy()
-    else:
-        index = {t: i for i, t in enumerate(names)}
-        gid = (np.fromiter(map(index.__getitem__, topics), dtype=np.int64, count=n) << _Q_BITS) | q
-    order = np.argsort(gid, kind="stable")
+    names, width, gid = queue_groups(topics, q)  # dense, so the radix sort applies
+    order = stable_order(gid, width * len(names))
     g = gid[order]
     o = off[order]
     first = np.ones(n, dtype=bool)
@@ -66,7 +74,7 @@ def fresh_spans(batch: Sequence[Sequence[Any]], accepted: Mapping[QueueKey, int]
     his = o[last].tolist()
     spans: Spans = {}
     for gv, lo, hi in zip(groups.tolist(), los, his, strict=True):
-        k = (names[gv >> _Q_BITS], gv & ((1 << _Q_BITS) - 1))
+        k = (names[gv // width], gv % width)
         prev = accepted.get(k)
         if prev is not None and lo <= prev:  # a re-dispatched record: the general loop drops it
             return None

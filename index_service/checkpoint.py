@@ -2,9 +2,10 @@
 from there after a crash, and the dedup state that keeps re-dispatched records from being indexed
 twice.
 
-The writer saves a checkpoint after every batch it writes (the WRITING file's items are synced
-first): the offsets, the name of the WRITING file and its item count at that moment. After a crash
-the WRITING file may hold items beyond that count (written, not yet checkpointed). Recovery keeps
+The writer saves a checkpoint at most every `checkpoint_interval_ms` while it writes, and at once on
+flush, roll, forget and close (the WRITING file's items are synced first): the offsets, the name of the
+WRITING file and its item count at that moment. After a crash the WRITING file may hold items beyond
+that count (written, not yet checkpointed). Recovery keeps
 their (fingerprint, queue_id, offset) as the "tail": a re-dispatched record whose keys are all in
 the tail is dropped, one whose keys are partly there is stored with the missing keys only. Records at
 or below the checkpoint are dropped by offset (offsets of one (topic, queue) arrive in order).

@@ -45,6 +45,10 @@ class ServiceConfig:
     #: the writer thread writes a batch when this many records are buffered, or every flush_interval_ms
     write_batch: int = 8192
     flush_interval_ms: int = 20
+    #: the writer saves the checkpoint (after syncing the WRITING file) at most this often while it writes;
+    #: flush(), a roll, forget_queues and close save it at once. A crash loses nothing put: what the
+    #: checkpoint does not cover yet is re-dispatched by the broker and deduplicated by the recovered tail.
+    checkpoint_interval_ms: int = 200
     #: put() waits (back-pressure) when this many records are buffered and not yet written
     max_pending: int = 1_000_000
     #: the background thread runs a maintenance cycle this often (seconds); 0 = only on demand
@@ -91,6 +95,8 @@ class ServiceConfig:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         if self.roll_age_ms <= 0 or (self.retention_ms is not None and self.retention_ms <= 0):
             raise ValueError("roll_age_ms and retention_ms must be > 0 (retention_ms None: follow the data)")
+        if self.checkpoint_interval_ms < 0:
+            raise ValueError(f"checkpoint_interval_ms must be >= 0, got {self.checkpoint_interval_ms}")
         p = self.remote_prefix
         if not p or not p.endswith("/") or p.startswith("/") or ".." in p.split("/"):
             raise ValueError(f"remote_prefix must be a relative folder ending in '/', got {p!r}")

@@ -3,11 +3,13 @@
 - `submit` (called by put/put_batch on any thread) appends to an in-memory list and returns; it only
   waits when `max_pending` records are buffered (back-pressure), never on compaction or upload.
 - The thread takes the whole buffer every `flush_interval_ms` (or sooner once `write_batch`
-  records wait), drops re-dispatched records (see checkpoint.py), writes the rest with one
-  `NativeIndexWriter.put_batch`, syncs, and saves the checkpoint. `flush()` waits until everything
-  submitted before it is written, so it is queryable.
+  records wait), drops re-dispatched records (see checkpoint.py) and writes the rest with one
+  `NativeIndexWriter.put_batch` (queryable from then on). It syncs the file and saves the checkpoint
+  at most every `checkpoint_interval_ms` while writes go on, and at once when a `flush()` waits, a roll
+  or a forget is served, or the writer stops: a sync and two fsyncs per batch cost more than the batch
+  itself. `flush()` waits until everything submitted before it is written, synced and checkpointed.
 - Out of disk (ENOSPC, EDQUOT, EIO while writing the file, creating the next one or saving the checkpoint)
-  does not stop the thread: what the checkpoint does not cover goes back to the front of the buffer, the
+  does not stop the thread: what the file does not hold yet goes back to the front of the buffer, the
   thread retries every `OUT_OF_SPACE_RETRY_S` until the write goes through, `blocked` says why meanwhile,
   queries go on, and `flush()` raises `IndexOutOfSpace` instead of waiting for a write that cannot happen.
 - When the file is full, or the background thread asks (the file is older than `roll_age_ms`),
@@ -34,7 +36,7 @@ from index_service.config import ServiceConfig
 from index_service.file_map import FileMap
 from index_service.managed_file import ManagedFile
 from index_service.model import FileState
-from index_service.state_folders import StateFolders, file_name, fsync_dir
+from index_service.state_folders import StateFolders, file_name
 from storage_tier.disk_space import is_out_of_space
 
 log = logging.getLogger("mqindex.index_service.writer")
@@ -70,7 +72,7 @@ class Writer:
         self.on_sealed = on_sealed
         ck = checkpoints.current
         self.accepted: dict[QueueKey, int] = dict(ck.offsets)  # highest offset taken per queue
-        self.durable: dict[QueueKey, int] = dict(ck.offsets)  # highest offset in the saved checkpoint
+        self.durable: dict[QueueKey, int] = dict(ck.offsets)  # highest offset written (saved by the next checkpoint)
         self._pending: list[Record] = []
         #: entry_columns of _pending, one per submitted batch; None once a record came without them
         self._pending_cols: list[Columns] | None = []
@@ -87,6 +89,9 @@ class Writer:
         self.error: BaseException | None = None
         self.blocked: BaseException | None = None  # the out-of-disk error of the last attempt, while it lasts
         self._refused = 0  # writes refused for lack of space so far
+        self._flushes_waiting = 0  # flush() calls waiting: the checkpoint is saved at once
+        self._dirty = False  # records taken since the last saved checkpoint
+        self._last_save = time.monotonic()
         self.skipped = 0  # re-dispatched records dropped
         self._thread = threading.Thread(target=self._run, name="mqindex-writer", daemon=True)
 
@@ -131,18 +136,22 @@ class Writer:
         with self._lock:
             target = self._submitted
             refused = self._refused
+            self._flushes_waiting += 1
             self._wake.set()
-            while self._written < target:
+            try:
+                while self._written < target:
+                    self._raise_if_failed()
+                    if self.blocked is not None and self._refused > refused:  # a try made for this flush failed
+                        raise IndexOutOfSpace(f"index writes wait for disk space: {self.blocked}")
+                    if not self._thread.is_alive():
+                        raise WriterError("the writer thread is not running")
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        raise TimeoutError(f"flush: {target - self._written} records still unwritten after {timeout}s")
+                    self._done.wait(0.5 if left is None else min(left, 0.5))
                 self._raise_if_failed()
-                if self.blocked is not None and self._refused > refused:  # a try made for this flush failed
-                    raise IndexOutOfSpace(f"index writes wait for disk space: {self.blocked}")
-                if not self._thread.is_alive():
-                    raise WriterError("the writer thread is not running")
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    raise TimeoutError(f"flush: {target - self._written} records still unwritten after {timeout}s")
-                self._done.wait(0.5 if left is None else min(left, 0.5))
-            self._raise_if_failed()
+            finally:
+                self._flushes_waiting -= 1
 
     def request_roll(self, reason: str, wait: bool = True, timeout: float = 60.0) -> None:
         with self._lock:
@@ -186,7 +195,10 @@ class Writer:
             del self.durable[k]
         ck = self.checkpoints.current
         mf = self.current
-        self.checkpoints.save(self.durable, ck.writing, ck.items, mf.ranges if mf is not None else ck.ranges)
+        if self._dirty:
+            self._save()  # with what was written since the last one (the file synced first)
+        else:
+            self.checkpoints.save(self.durable, ck.writing, ck.items, mf.ranges if mf is not None else ck.ranges)
         log.info("index queues forgotten", extra={"topics": sorted({t for t, _ in forget}),
                                                   "file": mf.stem if mf is not None else None})
 
@@ -204,6 +216,7 @@ class Writer:
     # -- writer thread ---------------------------------------------------------------------------
     def _run(self) -> None:
         interval = self.config.flush_interval_ms / 1000.0
+        save_every = self.config.checkpoint_interval_ms / 1000.0
         while True:
             self._wake.wait(OUT_OF_SPACE_RETRY_S if self.blocked is not None else interval)
             self._wake.clear()
@@ -214,6 +227,7 @@ class Writer:
                 stopping = self._stop
                 roll = self._roll_requested
                 forget, self._forget = self._forget, []
+                save_now = stopping or self._flushes_waiting > 0
             try:
                 if batch:
                     self._write(batch, join_columns(cols))
@@ -224,6 +238,9 @@ class Writer:
                     with self._lock:
                         self._forgets_done += len(forget)
                         self._done.notify_all()
+                if self._dirty and (save_now or self.blocked is not None
+                                    or time.monotonic() - self._last_save >= save_every):
+                    self._save()
             except BaseException as exc:  # noqa: BLE001 - reported to every caller from now on
                 if is_out_of_space(exc) and not stopping:
                     self._hold_for_space(batch, exc)
@@ -241,7 +258,8 @@ class Writer:
                 log.info("index writes resumed: disk space returned", extra={"path": str(self.folders.root)})
             with self._lock:
                 self.blocked = None
-                self._written = target
+                if not self._dirty:  # everything taken so far is covered by the saved checkpoint
+                    self._written = target
                 if roll is not None and self._roll_requested == roll:
                     self._roll_requested = None
                 self._done.notify_all()
@@ -251,7 +269,8 @@ class Writer:
     def _hold_for_space(self, batch: list[Record], exc: BaseException) -> None:
         """Out of disk: go back to the last saved checkpoint's view and keep the records it does not cover at
         the front of the buffer, to be written once space returns."""
-        self.durable = dict(self.checkpoints.current.offsets)
+        # durable: what the file holds (the saved checkpoint plus the batches written since); the failed
+        # batch is not in it unless only the checkpoint save failed, and then the batch is in the file
         self.accepted = dict(self.durable)
         keep = [r for r in batch if r[2] > self.durable.get((r[0], r[1]), -1)]
         if self.blocked is None:
@@ -352,9 +371,9 @@ class Writer:
                 ranges.save(self.folders, mf.stem, mf.ranges)
 
     def _commit(self, recs: list[Record], extra: Sequence[Record] = (), spans: Spans | None = None) -> None:
-        """Sync the WRITING file and save the checkpoint covering recs (and extra: records taken
-        with nothing left to write). `spans`: recs's highest offset per queue, when the fast path
-        computed it (taken offsets rise per queue, so the last one is the highest)."""
+        """Note recs as written (and extra: records taken with nothing left to write) in the offsets the next
+        checkpoint saves. `spans`: recs's highest offset per queue, when the fast path computed it (taken
+        offsets rise per queue, so the last one is the highest)."""
         if not recs and not extra:
             return
         durable = self.durable
@@ -366,13 +385,22 @@ class Writer:
         for r in extra:
             k = (r[0], r[1])
             durable[k] = max(durable.get(k, -1), r[2])
+        self._dirty = True
+
+    def _save(self) -> None:
+        """Sync the WRITING file and save the checkpoint covering everything written so far."""
         mf = self.current
         if mf is None:
-            self.checkpoints.save(durable, self.checkpoints.current.writing, self.checkpoints.current.items)
-            return
-        if self.config.sync_writes:
-            mf.form.sync()
-        self.checkpoints.save(durable, mf.stem, mf.form.item_count, mf.ranges)
+            self.checkpoints.save(self.durable, self.checkpoints.current.writing, self.checkpoints.current.items)
+        else:
+            if self.config.sync_writes:
+                mf.form.sync()
+            self.checkpoints.save(self.durable, mf.stem, mf.form.item_count, mf.ranges)
+        self._saved()
+
+    def _saved(self) -> None:
+        self._dirty = False
+        self._last_save = time.monotonic()
 
     def _ensure_file(self) -> ManagedFile:
         if self.current is not None:
@@ -399,8 +427,9 @@ class Writer:
             return
         if written:
             self._commit(written)
+        if self._dirty:
+            self._save()  # the file is whole in the checkpoint before it is sealed: a crash leaves no tail in it
         mf.form.seal()
-        fsync_dir(self.folders.unsealed(mf.stem).parent)
         if mf.ranges is not None:
             ranges.save(self.folders, mf.stem, mf.ranges)  # before the checkpoint stops naming the file
         log.info("sealed", extra={"file": mf.stem, "state": "SEALED", "reason": reason, "items": mf.form.item_count})
@@ -411,6 +440,7 @@ class Writer:
         # the checkpoint names the new file before the sealed one may be compacted (recovery reads
         # the tail of the file the checkpoint names)
         self.checkpoints.save(self.durable, nxt.stem, 0)
+        self._saved()
         self.tail = set()
         mf.state = FileState.SEALED
         mf.size_bytes = os.path.getsize(self.folders.unsealed(mf.stem))
