@@ -10,11 +10,16 @@ Measured, each on the whole data set, from the broker's objects to served UPLOAD
    upload, register); the Spark session start-up is excluded and reported separately;
 2. `online writer, 1 process`: the same objects read and decoded (same code: broker.partitions.record_entries),
    entries written with `IndexService.put_batch`, then flush, roll, compact and upload (`maintain()`);
-3. `online put_batch only`: the put_batch + flush part of (2), entries already decoded.
+3. `online put_batch only`: the put_batch + flush part of (2), entries already decoded;
+4. `columnar extract, 1 process`: only the Spark executors' decode (broker/partitions/batch_columns.py and
+   jobs/index_items.column_items) over the same objects in this one process: how much of Spark's lead over
+   (2) comes from that decoder rather than from the second core.
 
 Columns: extract_s = reading + decoding the objects (Spark: job 1, with the histogram), build_s = the rest
 (Spark: job 2, write + compact + upload per file range, and registration; online: put_batch, flush, roll,
-compact, upload). Prints the table and the scaling ratio local[2] / local[1]. The machine's CPU count bounds the ratio.
+compact, upload). Prints the table, the scaling ratio local[2] / local[1] and the load average before and
+after the run (other processes on the machine take cores from both) and the CPU parallelism the machine gives
+at those two moments (two spinning processes' work over one's): the ceiling of the scaling ratio.
 Run: `python -m bench.spark_build [--records 2000000] [--store URL]` (SeaweedFS is started otherwise).
 """
 
@@ -136,6 +141,51 @@ def online_run(opts_kw: dict[str, Any], index_dir: Path, max_items: int) -> tupl
         store.close()
 
 
+def columnar_run(opts_kw: dict[str, Any], index_dir: Path) -> dict[str, Any]:
+    from broker.partitions.batch_columns import object_columns
+    from jobs import index_items
+    from jobs.spark_build import BuildOptions, plan_build
+    from storage_tier import open_store
+
+    plan = plan_build(BuildOptions(index_dir=str(index_dir), **opts_kw))
+    store = open_store(opts_kw["store_url"])
+    records = items = 0
+    try:
+        t0 = time.perf_counter()
+        for t in plan.tasks:
+            c = object_columns(store, t.key, t.size or None, t.stream_id, t.start, t.end)
+            items += len(index_items.column_items(TOPIC, t.partition, c.offset, c.time, c.size, c.counts, c.keys))
+            records += c.records
+        seconds = time.perf_counter() - t0
+    finally:
+        store.close()
+    return {"mode": "columnar extract, 1 process", "seconds": seconds, "records": records,
+            "records_per_s": records / seconds, "files": 0, "items": items, "extract_s": seconds, "build_s": 0.0,
+            "session_start_s": 0.0}
+
+
+def _spin(seconds: float) -> int:
+    n = 0
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        for i in range(10_000):
+            n += i
+    return n
+
+
+def cpu_parallelism(seconds: float = 3.0) -> float:
+    """Work two spinning processes get done in `seconds` over the work of one: what the machine gives
+    a second process right now (2.0 on two idle cores; less when other processes hold the cores). The
+    ceiling of the local[2] / local[1] ratio measured beside it."""
+    import multiprocessing as mp
+
+    work = []
+    for k in (1, 2):
+        with mp.get_context("spawn").Pool(k) as pool:
+            work.append(sum(pool.map(_spin, [seconds] * k)))
+    return work[1] / work[0]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench.spark_build", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -145,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--masters", default="local[1],local[2]")
     args = ap.parse_args(argv)
 
+    load_before = os.getloadavg()
+    parallel_before = cpu_parallelism()
     work = Path(tempfile.mkdtemp(prefix="mqindex-bench-spark-"))
     weed = None
     try:
@@ -159,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[bench] {rows[-1]['mode']}: {rows[-1]['records_per_s']:,.0f} records/s", file=sys.stderr,
                   flush=True)
         whole, put_only = online_run(opts_kw, work / "idx-online", args.max_items)
-        rows += [whole, put_only]
+        rows += [whole, put_only, columnar_run(opts_kw, work / "idx-columnar")]
         by = {r["mode"]: r for r in rows}
         cols = ["mode", "seconds", "records", "records_per_s", "files", "items", "extract_s", "build_s",
                 "session_start_s"]
@@ -176,6 +228,14 @@ def main(argv: list[str] | None = None) -> int:
         if two:
             results["local2_over_online"] = two["records_per_s"] / whole["records_per_s"]
             out.write(f"spark local[2] / online writer (same work): {results['local2_over_online']:.2f}x\n")
+        load_after = os.getloadavg()
+        parallel_after = cpu_parallelism()
+        results["load_average"] = {"before": load_before, "after": load_after}
+        results["cpu_parallelism"] = {"before": parallel_before, "after": parallel_after}
+        out.write(f"load average (1, 5, 15 min): before {' '.join(f'{x:.2f}' for x in load_before)}, after "
+                  f"{' '.join(f'{x:.2f}' for x in load_after)}\n")
+        out.write(f"CPU parallelism (2 spinning processes / 1, the ceiling of the scaling ratio): before "
+                  f"{parallel_before:.2f}x, after {parallel_after:.2f}x\n")
         emit(out.getvalue())
         save_results("spark_build", results)
         return 0

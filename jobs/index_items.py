@@ -41,6 +41,45 @@ def record_items(topic: str, partition: int, entries: Sequence[Sequence[object]]
     return out
 
 
+def column_items(topic: str, partition: int, offset: np.ndarray, time: np.ndarray, size: np.ndarray,
+                 counts: np.ndarray, keys: list[bytes]) -> np.ndarray:
+    """The item rows of one partition's entries given as columns (broker/partitions/batch_columns.py:
+    per record offset, store time, size and key count; the keys' UTF-8 bytes, flat, in record order), the
+    same rows record_items makes of the same entries. A key repeated within one record (same fingerprint)
+    keeps its first row only, as record_keys keeps a record's first occurrence of a key."""
+    n_keys = len(keys)
+    prefix = f"{topic}#".encode()
+    fp = np.fromiter(map(_xxh3, map(prefix.__add__, keys)), dtype=np.uint64, count=n_keys)
+    out = np.empty(n_keys, dtype=ITEM_ROW)
+    out["offset"] = np.repeat(offset, counts)
+    out["time"] = np.repeat(time, counts)
+    out["size"] = np.repeat(size, counts)
+    out["partition"] = partition
+    out["fp"] = fp
+    if len(counts) == 0 or int(counts.max()) < 2:
+        return out
+    dup = repeated(np.repeat(np.arange(len(counts)), counts), fp)
+    return out if not dup.any() else out[~dup]
+
+
+def repeated(group: np.ndarray, fp: np.ndarray) -> np.ndarray:
+    """Bool per row: an earlier row of the same group has the same fingerprint (a group's rows adjacent)."""
+    n = len(fp)
+    dup = np.zeros(n, dtype=bool)
+    if n < 2:
+        return dup
+    starts = np.flatnonzero(np.concatenate(([True], group[1:] != group[:-1])))
+    most = int(np.diff(np.append(starts, n)).max())
+    if most <= 16:  # the usual few keys per record: compare each row with the rows just before it
+        for d in range(1, most):
+            dup[d:] |= (group[d:] == group[:-d]) & (fp[d:] == fp[:-d])
+    else:  # a long group: sort by (group, fingerprint, row), later rows of a run are repeats
+        o = np.lexsort((np.arange(n), fp, group))
+        g, f = group[o], fp[o]
+        dup[o[1:]] = (g[1:] == g[:-1]) & (f[1:] == f[:-1])
+    return dup
+
+
 def record_starts(items: np.ndarray) -> np.ndarray:
     """Bool per row: the first row of a record (partition or offset differs from the row before)."""
     first = np.ones(len(items), dtype=bool)
@@ -85,18 +124,8 @@ def sort_dedup(items: np.ndarray) -> np.ndarray:
     (partition, offset, key) dropped (object parts never overlap; a repeat would be a metadata bug)."""
     order = np.lexsort((items["offset"], items["partition"], items["time"]))  # stable: keys keep their order
     s = items[order]
-    if len(s) < 2:
-        return s
-    o = np.lexsort((s["fp"], s["offset"], s["partition"], s["time"]))
-    t = s[o]
-    same = np.zeros(len(t), dtype=bool)
-    same[1:] = ((t["time"][1:] == t["time"][:-1]) & (t["partition"][1:] == t["partition"][:-1])
-                & (t["offset"][1:] == t["offset"][:-1]) & (t["fp"][1:] == t["fp"][:-1]))
-    if not same.any():
-        return s
-    keep = np.ones(len(s), dtype=bool)
-    keep[o[same]] = False
-    return s[keep]
+    dup = repeated(np.cumsum(record_starts(s)), s["fp"])
+    return s if not dup.any() else s[~dup]
 
 
 def file_cuts(counts: np.ndarray, max_items: int) -> list[int]:

@@ -5,14 +5,15 @@ Driver (`run_build`):
    partitions -> data streams -> the committed objects holding them, see broker/partitions/object_listing.py),
    prunes objects committed before the window, and fails with `BuildError` on an unknown topic or
    partition, a window whose start is after its end, or a window no object can hold records of.
-2. Extract (Spark job 1, one task per group of object parts): executors read each object part through
-   storage_tier (ranged GETs of the blocks), decode the Kafka record batches and produce, for each
-   record stored in [from, to) with at least one selected key, the entry the broker's dispatcher
-   indexes online (partition, offset, size, store time, keys), as numpy item rows (one per key, the key's
-   fingerprint computed here; jobs/index_items.py) grouped by time window (`window_ms`, aligned to the
-   epoch; by default the online files' roll age). Entries cross the stages as these arrays, never as
-   per-entry Python objects. The result stays in Spark (persisted); the driver collects only a histogram
-   of items per 10 ms of store time.
+2. Extract (Spark job 1): the object parts, large ones cut into offset ranges (`split_parts`), are packed
+   into Spark tasks of about equal offsets, largest first (`balanced_slices`). Executors read each piece
+   through storage_tier (ranged GETs of the blocks) and decode its Kafka record batches a column at a time
+   with aiokafka's C reader (broker/partitions/batch_columns.py): for each record stored in [from, to)
+   with at least one selected key, the entry the broker's dispatcher indexes online (partition, offset,
+   size, store time, keys) becomes numpy item rows (one per key, the key's fingerprint computed here;
+   jobs/index_items.py) grouped by time window (`window_ms`, aligned to the epoch; by default the online
+   files' roll age). Entries cross the stages as these arrays, never as per-entry Python objects. The
+   result stays in Spark (persisted); the driver collects only a histogram of items per 10 ms of store time.
 3. Plan the files: each window is cut into as many time-contiguous ranges as its items need files of
    at most `max_items` items (the online files' size), of about equal size; the number of ranges is
    the progress total.
@@ -42,7 +43,10 @@ import contextlib
 import dataclasses
 import datetime as dt
 import fcntl
+import gc
 import hashlib
+import heapq
+import itertools
 import json
 import logging
 import math
@@ -62,7 +66,8 @@ from typing import Any, TextIO
 import crc32c
 import numpy as np
 
-from broker.partitions.record_entries import ALL_KINDS, ObjectRangeStats, object_entries, parse_kinds
+from broker.partitions.batch_columns import object_columns
+from broker.partitions.record_entries import ALL_KINDS, parse_kinds
 from index_file import NativeIndexWriter, compact
 from index_file.native_compacted import HEADER_SIZE, CompactedHeader
 from jobs import index_items
@@ -312,6 +317,16 @@ def _store(url: str) -> BlobStore:
         return s
 
 
+def settle_worker_heap() -> None:
+    """Executor, at the end of a task: collect, then freeze what survives (imported modules, the cached
+    store clients). PySpark's daemon runs a full gc.collect() after every task of a reused Python worker,
+    and a full collection walks every object the worker holds: with boto3's service models loaded about
+    120,000, 0.5 s per collection measured on the bench machine, a cost paid again by every task. Frozen
+    objects are skipped by later collections; objects created after the freeze are collected as usual."""
+    gc.collect()
+    gc.freeze()
+
+
 @dataclass(frozen=True)
 class ExecutorParams:
     """What every executor task needs (small; shipped in the task closure)."""
@@ -333,18 +348,48 @@ class ExecutorParams:
 
 def extract_parts(params: ExecutorParams, tasks: Iterable[PartTask],
                   counters: tuple[Any, Any, Any] | None = None) -> Iterator[tuple[int, np.ndarray]]:
-    """Executor: (window, item rows) of the records in the given object parts (jobs/index_items.py)."""
+    """Executor: (window, item rows) of the records in the given object parts (jobs/index_items.py), decoded
+    a column at a time (broker/partitions/batch_columns.py): no Python object per record or entry."""
     store = _store(params.store_url)
     for t in tasks:
-        stats: list[ObjectRangeStats] = []
-        entries = list(object_entries(store, t.key, t.size or None, t.stream_id, t.start, t.end, params.kinds,
-                                      params.from_ms, params.to_ms, stats))
+        cols = object_columns(store, t.key, t.size or None, t.stream_id, t.start, t.end, params.kinds,
+                              params.from_ms, params.to_ms)
         if counters is not None:
-            counters[0].add(stats[0].records if stats else 0)
-            counters[1].add(stats[0].bytes_read if stats else 0)
+            counters[0].add(cols.records)
+            counters[1].add(cols.bytes_read)
             counters[2].add(1)
-        yield from index_items.by_window(index_items.record_items(params.topic, t.partition, entries),
-                                         params.window_ms)
+        items = index_items.column_items(params.topic, t.partition, cols.offset, cols.time, cols.size, cols.counts,
+                                         cols.keys)
+        yield from index_items.by_window(items, params.window_ms)
+    settle_worker_heap()
+
+
+def split_parts(tasks: list[PartTask], pieces: int) -> list[PartTask]:
+    """The parts with every part longer than total offsets / `pieces` cut into equal offset ranges of about
+    that length, so that one large object part does not keep one executor busy while the others idle. A
+    piece reads the blocks overlapping its range (a stream record across a cut is read by both pieces,
+    each keeping its own offsets)."""
+    total = sum(t.end - t.start for t in tasks)
+    target = max(1, math.ceil(total / max(1, pieces)))
+    out: list[PartTask] = []
+    for t in tasks:
+        n = max(1, round((t.end - t.start) / target))
+        bounds = [t.start + (t.end - t.start) * i // n for i in range(n + 1)]
+        out += [dataclasses.replace(t, start=a, end=b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
+    return out
+
+
+def balanced_slices(tasks: list[PartTask], slices: int) -> list[list[PartTask]]:
+    """The parts packed into at most `slices` groups of about equal offsets (largest part first into the
+    least loaded group), largest group first: Spark starts its tasks in that order, so the long ones do
+    not come last."""
+    groups: list[list[PartTask]] = [[] for _ in range(max(1, min(slices, len(tasks))))]
+    load = [(0, i) for i in range(len(groups))]
+    for t in sorted(tasks, key=lambda t: t.end - t.start, reverse=True):
+        total, i = heapq.heappop(load)
+        groups[i].append(t)
+        heapq.heappush(load, (total + t.end - t.start, i))
+    return sorted((g for g in groups if g), key=lambda g: sum(t.end - t.start for t in g), reverse=True)
 
 
 def _as_items(entries: list[Entry] | np.ndarray) -> np.ndarray:
@@ -744,20 +789,23 @@ def run_build(opts: BuildOptions, spark: Any = None, out: TextIO | None = None,
         progress = _Progress(out, opts.progress_interval_s)
         records_acc, bytes_acc, parts_acc, files_acc = (sc.accumulator(0) for _ in range(4))
         progress.records, progress.objects, progress.files = records_acc, parts_acc, files_acc
-        progress.total_parts = len(plan.tasks)
+        # pieces of at most about total / (4 x cores) offsets, packed into 4 tasks per core of equal offsets
+        pieces = split_parts(plan.tasks, sc.defaultParallelism * 4)
+        progress.total_parts = len(pieces)
         extracted = None
         try:
             progress.start()
             progress.phase = "extract"
             t0 = time.perf_counter()
-            slices = max(1, min(len(plan.tasks), sc.defaultParallelism * 4))
+            groups = balanced_slices(pieces, sc.defaultParallelism * 4)
             counters = (records_acc, bytes_acc, parts_acc)
-            extracted = sc.parallelize(plan.tasks, slices).mapPartitions(
-                lambda it: extract_parts(params, it, counters))
+            extracted = sc.parallelize(groups, len(groups)).mapPartitions(
+                lambda it: extract_parts(params, itertools.chain.from_iterable(it), counters))
             from pyspark import StorageLevel
 
             extracted.persist(StorageLevel.MEMORY_AND_DISK)
-            buckets = dict(extracted.mapPartitions(bucket_counts).reduceByKey(add_counts).collect())
+            buckets = dict(extracted.mapPartitions(bucket_counts)
+                           .reduceByKey(add_counts, numPartitions=sc.defaultParallelism).collect())
             summary.extract_seconds = time.perf_counter() - t0
             summary.records_read, summary.bytes_read = records_acc.value, bytes_acc.value
             summary.records_indexed = sum(c[0] for c in buckets.values())
@@ -778,6 +826,7 @@ def run_build(opts: BuildOptions, spark: Any = None, out: TextIO | None = None,
                     merged.setdefault(r, []).append(rows)
                 for r, parts in merged.items():
                     yield from build_window_files(params, r, np.concatenate(parts), lambda: files_acc.add(1))
+                settle_worker_heap()
 
             manifests = (extracted.mapPartitions(assign_ranges(starts))
                          .partitionBy(len(starts), lambda r: r)

@@ -75,31 +75,19 @@ class RecordEntry(NamedTuple):
     keys: list[str]
 
 
-class ObjectRangeStats(NamedTuple):
-    records: int  # records of the range decoded
-    bytes_read: int  # payload bytes of the stream records read
-
-
 def object_entries(store: RangeSource, key: str, size: int | None, stream_id: int, start: int, end: int,
-                   kinds: tuple[str, ...] = ALL_KINDS, lo: int = 0, hi: int = 1 << 62,
-                   stats: list[ObjectRangeStats] | None = None) -> Iterator[RecordEntry]:
+                   kinds: tuple[str, ...] = ALL_KINDS, lo: int = 0, hi: int = 1 << 62) -> Iterator[RecordEntry]:
     """Entries of the records at offsets [start, end) of `stream_id` in the object at `key`, whose
     store time is in [lo, hi) and which have at least one key of `kinds`, in offset order."""
     reader = ObjectReader(store, key, size=size)
-    records = 0
-    nbytes = 0
     for sr in reader.read(stream_id, start, end):
-        nbytes += len(sr.payload)
         for batch in parse_batches(sr.payload):
             for r in batch.records:
                 if not start <= r.offset < end:
                     continue
-                records += 1
                 t = r.timestamp_ms
                 if not lo <= t < hi:
                     continue
                 keys = record_keys(r, kinds)
                 if keys:
                     yield RecordEntry(r.offset, record_size(r), t, keys)
-    if stats is not None:
-        stats.append(ObjectRangeStats(records, nbytes))
