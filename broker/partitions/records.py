@@ -243,7 +243,8 @@ def parse_batches(data: bytes | memoryview, check_crc: bool = True) -> Iterator[
     pos = 0
     while pos < len(mv):
         h = parse_header(mv, pos)
-        raw = bytes(mv[pos:pos + h.size])
+        # a stream record usually holds one batch: its bytes are the batch, no copy needed
+        raw = data if pos == 0 and h.size == len(mv) and isinstance(data, bytes) else bytes(mv[pos:pos + h.size])
         yield KafkaBatch(h, decode_records(raw, h, pos, check_crc), raw)
         pos += h.size
 

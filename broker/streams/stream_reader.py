@@ -8,9 +8,11 @@ walking a cold partition) also starts reading the stream's next blocks in the sa
 `readahead_bytes`, in ranged GETs of about `readahead_get_bytes` each on a small pool of threads, so the
 store is read while the caller decodes what it has. The blocks land in the block cache; a read that needs a
 block still in flight waits for it instead of asking the store again. Memory is bounded by
-`max_inflight_bytes` (no new read-ahead above it) and by the block cache. A read-ahead GET that fails is
-dropped: the block is then read by the caller, which sees the damage or the store error as before. Key
-lookups (one offset) never read ahead.
+`max_inflight_bytes` (no new read-ahead above it) and by the block cache. When the window reaches past the
+object's end, the read-ahead goes on into the stream's next object (its footer and index read on a pool
+thread too), so a consumer crossing from one object to the next does not wait for a cold GET. A read-ahead
+GET that fails is dropped: the block is then read by the caller, which sees the damage or the store error as
+before. Key lookups (one offset) never read ahead.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from broker.errors import ObjectFormatError
 from broker.metadata.client import MetadataClient
+from broker.metadata.image import ObjectRef
 from broker.objects.format import IndexEntry, StreamRecord
 from broker.objects.reader import ObjectReader
 from broker.streams.block_cache import BlockCache
@@ -88,7 +92,8 @@ class StreamReader:
         return self._reader(object_id, size)
 
     def _read_object(self, object_id: int, size: int, stream_id: int, start: int, end: int,
-                     max_bytes: int, ahead_end: int | None = None) -> list[StreamRecord]:
+                     max_bytes: int, ahead_end: int | None = None, after: ObjectRef | None = None
+                     ) -> list[StreamRecord]:
         reader = self._reader(object_id, size)
         if self.block_cache is None:
             return reader.read(stream_id, start, end, max_bytes)
@@ -108,7 +113,10 @@ class StreamReader:
             else:
                 blocks[e.position] = got
         if kept and end - start > 1:
-            self._read_ahead(reader, object_id, stream_id, kept[-1].end_offset, ahead_end or end)
+            left = self._read_ahead(reader, object_id, stream_id, kept[-1].end_offset, ahead_end or end,
+                                    self.readahead_bytes)
+            if left > 0 and after is not None:
+                self._submit(self._read_ahead_into, after, stream_id, left)
         for e, records in reader.read_blocks(missing):
             self.block_cache.put(object_id, e.position, records)
             blocks[e.position] = records
@@ -127,18 +135,44 @@ class StreamReader:
             fut = self._inflight.get((object_id, position))
         return fut.result() if fut is not None else None
 
-    def _read_ahead(self, reader: ObjectReader, object_id: int, stream_id: int, start: int, end: int) -> None:
-        """Start ranged GETs of the stream's blocks after `start` (up to `end`) in this object."""
-        if self.readahead_bytes <= 0 or start >= end:
-            return
-        assert self.block_cache is not None
-        budget = self.readahead_bytes
-        runs: list[list[IndexEntry]] = []
+    def _submit(self, fn: Callable[..., None], *args: object) -> None:
         with self._lock:
             if self._closed:
                 return
+            self._pool_locked().submit(fn, *args)
+
+    def _pool_locked(self) -> ThreadPoolExecutor:
+        """The read-ahead pool, started on first use (the caller holds the lock)."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(READAHEAD_THREADS, thread_name_prefix="readahead")
+        return self._pool
+
+    def _read_ahead_into(self, ref: ObjectRef, stream_id: int, budget: int) -> None:
+        """The read-ahead's continuation into the stream's next object (on a pool thread)."""
+        try:
+            reader = self._reader(ref.object_id, ref.size)
+        except Exception as exc:  # noqa: BLE001 - the caller opens the object itself and meets the error there
+            log.debug("read-ahead failed; the blocks are read on demand", extra={"error": str(exc)})
+            return
+        self._read_ahead(reader, ref.object_id, stream_id, ref.start, ref.end, budget)
+
+    def _read_ahead(self, reader: ObjectReader, object_id: int, stream_id: int, start: int, end: int,
+                    budget: int) -> int:
+        """Start ranged GETs of the stream's blocks after `start` (up to `end`) in this object, at most `budget`
+        bytes. Returns the budget left once the object's blocks are all cached or in flight (0: the window
+        or the memory bound stopped it first)."""
+        if self.readahead_bytes <= 0:
+            return 0
+        if start >= end:
+            return budget
+        assert self.block_cache is not None
+        runs: list[list[IndexEntry]] = []
+        with self._lock:
+            if self._closed:
+                return 0
             for e in reader.entries_for(stream_id, start, end):
                 if budget <= 0 or self._inflight_bytes + e.size > self.max_inflight_bytes:
+                    budget = 0
                     break
                 budget -= e.size
                 if (object_id, e.position) in self._inflight or self.block_cache.contains(object_id, e.position):
@@ -152,13 +186,12 @@ class StreamReader:
                 self._inflight[(object_id, e.position)] = Future()
                 self._inflight_bytes += e.size
             if not runs:
-                return
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(READAHEAD_THREADS, thread_name_prefix="readahead")
-            pool = self._pool
+                return budget
+            pool = self._pool_locked()
             self.readahead_gets += len(runs)
         for run in runs:
             pool.submit(self._fetch_run, reader, object_id, run)
+        return budget
 
     def _fetch_run(self, reader: ObjectReader, object_id: int, run: list[IndexEntry]) -> None:
         assert self.block_cache is not None
@@ -204,10 +237,11 @@ class StreamReader:
             lookup = self.meta.get_objects(stream_id, pos, end, limit=8)
             if not lookup.objects:
                 break
-            for ref in lookup.objects:
+            for i, ref in enumerate(lookup.objects):
                 try:
                     recs = self._read_object(ref.object_id, ref.size, stream_id, pos, min(end, ref.end),
-                                             max_bytes - got, ahead_end=ref.end)
+                                             max_bytes - got, ahead_end=ref.end,
+                                             after=lookup.objects[i + 1] if i + 1 < len(lookup.objects) else None)
                 except ObjectFormatError:
                     if out:
                         return out  # serve what precedes the damaged object; a read starting in it raises

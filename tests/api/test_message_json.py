@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 import json
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api.http.message_json import fetch_body
+from api.http.message_json import fetch_body, text_or_base64
 from api.http.models import FetchOut
 from api.http.routes import message_out
 from broker.partitions.client_messages import OutMessage
@@ -33,3 +34,22 @@ def test_fetch_body_is_the_fetch_out_document(ms: list[OutMessage], next_offset:
     model = FetchOut(messages=[message_out(m) for m in ms], next_offset=next_offset).model_dump(mode="json")
     assert json.loads(body) == model
     assert body == json.dumps(model, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+
+
+def reference(data: bytes) -> tuple[str, str]:
+    try:
+        return data.decode(), "utf-8"
+    except UnicodeDecodeError:
+        return base64.b64encode(data).decode(), "base64"
+
+
+utf8_edges = st.lists(st.sampled_from([b"a", b"\x7f", b"\x80", b"\xbf", b"\xc0", b"\xc1", b"\xc2", b"\xdf", b"\xe0",
+                                       b"\xa0", b"\x9f", b"\xed", b"\xee", b"\xef", b"\xf0", b"\x90", b"\x8f",
+                                       b"\xf4", b"\xf5", b"\xff", "é".encode(), "€".encode(), "😀".encode()]),
+                      max_size=48).map(b"".join)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(data=st.one_of(st.binary(max_size=80), st.text(max_size=60).map(str.encode), utf8_edges))
+def test_text_or_base64_is_decode_else_base64(data: bytes) -> None:
+    assert text_or_base64(data) == reference(data)

@@ -3,6 +3,7 @@ no read-ahead for one-offset lookups, and damage still reported at the same plac
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 
@@ -109,3 +110,48 @@ def test_damage_is_reported_where_a_plain_read_reports_it(stream) -> None:  # ty
             reader.close()
 
     assert read_until_damage(4 << 20) == read_until_damage(0) == (bad.start_offset, key)
+
+
+def test_read_ahead_goes_on_into_the_next_object(seaweedfs, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    store = open_store(seaweedfs.store_url("mqindex", f"readahead-{uuid.uuid4().hex[:8]}"))
+    meta = MetadataClient(f"sqlite:///{tmp_path}/meta.sqlite", 0, namespace="_kafka_ra")
+    meta.register_node()
+    sid = meta.create_stream()
+    meta.open_stream(sid, 0)
+    written: list[StreamRecord] = []
+    keys = []
+    for part in range(2):  # two stream objects of 40 stream records (~4 MiB) each
+        cache = LogCache()
+        for i in range(40):
+            off = (part * 40 + i) * PER
+            payload = build_batch([ProducerRecord(bytes([(off + j) % 251]) * 20_000) for j in range(PER)],
+                                  base_offset=off)
+            rec = StreamRecord(sid, 0, off, PER, payload)
+            cache.append(rec)
+            written.append(rec)
+        (so,) = upload_batch(cache.snapshot(), store, meta).stream_objects
+        keys.append(meta.object_key(so.object_id))
+    second = ObjectReader(store, keys[1])
+    reader = StreamReader(store, meta, LogCache(), block_cache=BlockCache(64 << 20),
+                          readahead_bytes=4 << 20, readahead_get_bytes=1 << 20)
+    try:
+        # the last three records of the first object: the read-ahead window reaches into the second one
+        got = reader.read(sid, 37 * PER, 80 * PER, 250_000)
+        assert got[-1].last_offset == 40 * PER
+        first_block = second.index[0]
+        deadline = time.monotonic() + 30
+        while not reader.block_cache.contains(second_id(meta, sid), first_block.position):  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, "the next object's first block was not read ahead"
+            time.sleep(0.05)
+        everything = sequential(reader, sid, 80 * PER)
+    finally:
+        reader.close()
+        meta.close()
+        store.close()
+    assert [(r.base_offset, r.payload) for r in everything] == [(r.base_offset, r.payload) for r in written]
+
+
+def second_id(meta: MetadataClient, sid: int) -> int:
+    """The object id holding the stream's offsets from 40 * PER on."""
+    (ref,) = meta.get_objects(sid, 40 * PER, 40 * PER + 1, limit=1).objects
+    return ref.object_id
