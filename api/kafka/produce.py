@@ -3,19 +3,25 @@
 Two steps, so that a connection's pipelined requests share the WAL's group commits: `append` queues the
 batches on the partitions' streams (the listener runs it for one request after the other, in arrival order,
 which keeps an idempotent producer's batches in sequence), and the awaitable it returns waits for the fsync and
-gives the response (the listener lets several of those wait at once)."""
+gives the response (the listener lets several of those wait at once).
+
+No thread per request: queueing only checks, copies and hands the batches to the WAL writer, so it runs on the
+event loop unless it could wait (topic metadata not cached, log-cache back-pressure, a producer-state rebuild:
+then on a worker thread); the wait for the fsync awaits the WAL's futures on the loop. A thread hop costs a
+wake-up and a turn at the GIL (up to the 5 ms switch interval when another thread runs Python), per request."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any
 
 from api.kafka import errors
 from api.kafka.context import Context
 from api.kafka.schemas import APIS, build
 from broker.errors import RecordFormatError
-from broker.partitions.client_batches import BatchTooLarge, SequenceError
+from broker.partitions.client_batches import BatchTooLarge, Queued, SequenceError
 
 log = logging.getLogger("mqindex.kafka.produce")
 
@@ -32,10 +38,12 @@ async def append(ctx: Context, req: Any, version: int) -> Awaitable[Any | None]:
     """Queue every partition's batches on the WAL; returns once they are queued (not yet durable). The result
     waits for the fsync and gives the response (None for acks=0)."""
     parts = ctx.node.partitions
+    batches = ctx.node.client_batches
+    Waits = list[tuple[tuple[str, int], Queued]]
 
-    def queue() -> tuple[Outcomes, list[tuple[tuple[str, int], Callable[[], None]]]]:
+    def queue() -> tuple[Outcomes, Waits]:
         out: Outcomes = {}
-        waits: list[tuple[tuple[str, int], Callable[[], None]]] = []
+        waits: Waits = []
         for t in req.topic_data:
             for pd in t.partition_data:
                 key = (t.name, pd.index)
@@ -49,8 +57,8 @@ async def append(ctx: Context, req: Any, version: int) -> Awaitable[Any | None]:
                     ctx.node._check_usable()
                     info = parts.topic(t.name)
                     p = parts.partition(info, pd.index)
-                    results, wait = ctx.node.client_batches.append(p, bytes(pd.records or b""))
-                    waits.append((key, wait))
+                    results, queued = batches.append(p, bytes(pd.records or b""))
+                    waits.append((key, queued))
                     out[key] = (errors.NONE, results[0].base_offset, None)
                 except SequenceError as exc:
                     out[key] = (errors.BY_NAME[exc.code], -1, str(exc))
@@ -67,22 +75,43 @@ async def append(ctx: Context, req: Any, version: int) -> Awaitable[Any | None]:
                     out[key] = (code, -1, str(exc))
         return out, waits
 
-    def durable(out: Outcomes, waits: list[tuple[tuple[str, int], Callable[[], None]]]) -> Outcomes:
-        for key, wait in waits:  # acknowledged once the WAL has fsynced every batch
-            try:
-                wait()
-            except Exception as exc:  # noqa: BLE001
-                log.error("produce not durable", extra={"topic": key[0], "partition": key[1], "error": str(exc)})
-                out[key] = (errors.KAFKA_STORAGE_ERROR, -1, str(exc))
-        return out
+    def in_line() -> bool:
+        """Whether queueing cannot wait: every topic known, no partition's append that could block."""
+        for t in req.topic_data:
+            info = parts.cached_topic(t.name)
+            if info is None:
+                return False
+            for pd in t.partition_data:
+                try:
+                    p = parts.partition(info, pd.index)
+                except Exception:  # noqa: BLE001 - answered by queue(), on a worker thread
+                    return False
+                if batches.may_block(p, pd.records or b""):
+                    return False
+        return True
 
-    queued, waits = await ctx.run(queue)
+    queued, waits = queue() if in_line() else await ctx.run(queue)
 
     async def answer() -> Any | None:
-        done = await ctx.run(durable, queued, waits) if waits else queued
-        return None if req.acks == 0 else _response(done, version)
+        for key, q in waits:  # acknowledged once the WAL has fsynced every batch
+            try:
+                await _fsynced(q)
+            except Exception as exc:  # noqa: BLE001
+                log.error("produce not durable", extra={"topic": key[0], "partition": key[1], "error": str(exc)})
+                queued[key] = (errors.KAFKA_STORAGE_ERROR, -1, str(exc))
+        return None if req.acks == 0 else _response(queued, version)
 
     return answer()
+
+
+async def _fsynced(q: Queued) -> None:
+    """Wait for a partition's WAL appends on the event loop. They complete in WAL order, so once the last is
+    done the others are too: one wake-up per partition. Shielded: a request cancelled with its connection
+    leaves the appends (already queued, maybe fsynced) to finish."""
+    for f in reversed(q.futures):
+        if not f.done():
+            await asyncio.shield(asyncio.wrap_future(f))
+    q.wait()  # all done by now: the first failure's error, then whether the node may acknowledge
 
 
 def _response(done: Outcomes, version: int) -> Any:

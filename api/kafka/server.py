@@ -56,9 +56,10 @@ HANDLERS: dict[int, Handler] = {
 }
 API_VERSIONS = 18
 PRODUCE = 0
-MAX_IN_FLIGHT = 8  # requests of one connection (clients keep up to max.in.flight, 5 by default, in flight)
+MAX_IN_FLIGHT = 32  # requests of one connection (librdkafka keeps up to max.in.flight, 1000000 without
+# idempotence, 5 with, in flight): the more a connection's requests are queued, the larger the WAL's group commit
 MAX_IN_FLIGHT_BYTES = 64 << 20  # request frames of one connection being handled or awaiting their answer
-HANDLER_THREADS = 64  # handlers' blocking calls; pipelined produce requests each hold one while awaiting fsync
+HANDLER_THREADS = 64  # handlers' blocking calls (produce only when queueing could wait: api/kafka/produce.py)
 
 
 @dataclass

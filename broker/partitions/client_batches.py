@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Any
 
 from broker.errors import BrokerError, Fenced, RecordFormatError
 from broker.objects.format import RECORD_HEADER_SIZE
@@ -52,6 +54,21 @@ class BatchTooLarge(BrokerError, ValueError):
 class AppendResult:
     base_offset: int
     duplicate: bool = False
+
+
+@dataclass
+class Queued:
+    """The WAL appends of one partition's new batches: `futures` resolve once each is fsynced (an asyncio
+    caller awaits them without a thread), then `check()` tells whether the node may still acknowledge."""
+
+    futures: list[Future[Any]]
+    check: Callable[[], None]
+
+    def wait(self) -> None:
+        """Block until every new batch is fsynced (the error of the first that failed)."""
+        for f in self.futures:
+            f.result()
+        self.check()
 
 
 def _entries(topic: str, partition: int, base: int, records: Sequence[Record], first: int, now: int
@@ -127,10 +144,29 @@ class ClientBatches:
             self._producers[(*mark, pid)] = st
         self._restored[mark] = part.epoch
 
-    def append(self, part: Partition, data: bytes) -> tuple[list[AppendResult], Callable[[], None]]:
-        """Queue the batches of `data` on the partition's data stream. Returns each batch's result and a
-        wait() that returns once every new batch is fsynced in the WAL. All or nothing: a batch refused by
-        the checks refuses the request before anything is queued."""
+    def may_block(self, part: Partition, data: bytes | memoryview) -> bool:
+        """Whether `append` could wait (log-cache back-pressure, rebuilding the partition's producer state from
+        its log on the first idempotent append) or run long (decompressing a batch): an event loop then runs
+        it on a worker thread, and otherwise in line (it only checks, copies and queues)."""
+        storage = self.parts.storage
+        if storage.cache.size > storage.max_cache_bytes:
+            return True
+        restored = self._restored.get((part.topic.name, part.index)) == part.epoch
+        # each batch's codec (attributes, bytes 21-22 of a RecordBatch v2), producer id (bytes 43-50) and
+        # length (bytes 8-11); a malformed buffer is refused by append's checks before anything could wait
+        pos = 0
+        while pos + 51 <= len(data):
+            if data[pos + 22] & 0x07 or (not restored and int.from_bytes(data[pos + 43:pos + 51], "big",
+                                                                            signed=True) >= 0):
+                return True
+            pos += 12 + max(0, int.from_bytes(data[pos + 8:pos + 12], "big", signed=True))
+        return False
+
+    def append(self, part: Partition, data: bytes) -> tuple[list[AppendResult], Queued]:
+        """Queue the batches of `data` on the partition's data stream. Returns each batch's result and the
+        queued appends (`Queued`: their futures, or wait() that returns once every new batch is fsynced in
+        the WAL). All or nothing: a batch refused by the checks refuses the request before anything is
+        queued."""
         topic = part.topic.name
         batches = check_batches(data)
         decoded: dict[int, KafkaBatch] = {}
@@ -179,9 +215,4 @@ class ClientBatches:
                     self._producers[key] = st.add(b.producer_epoch, b.first_sequence, b.last_sequence, base)
                 results.append(AppendResult(base))
 
-        def wait() -> None:
-            for f in futures:
-                f.result()
-            storage.check_usable()
-
-        return results, wait
+        return results, Queued(futures, storage.check_usable)

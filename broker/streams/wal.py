@@ -11,7 +11,8 @@ header followed by its body, AutoMQ-style, all big-endian:
 20 header bytes. A record never spans segments.
 
 Group commit: producers call `append(body)` (or `append_async`) from any thread; one writer thread takes
-every pending body, writes them with one write per segment, fsyncs, and only then completes the appends.
+every pending body, writes them with one write per segment, fdatasyncs (the data and the file size, not the
+timestamps), and only then completes the appends.
 Recovery (`Wal.open`) scans from the trim point and stops at the first invalid record (bad magic, a
 length running past the file, a body offset that is not the record's position, a CRC mismatch): that
 torn tail is truncated and later segments are removed, so the WAL holds exactly the acknowledged records.
@@ -419,10 +420,11 @@ class Wal:
             os.lseek(self._fd, 0, os.SEEK_END)
             _writev_all(self._fd, buf)
         synced = time.perf_counter()
+        # fdatasync: the data and the file size (what reading the records back needs), not the timestamps
         while dirty:  # popped once closed, so a failure here never closes a descriptor twice
-            os.fsync(dirty[0])
+            os.fdatasync(dirty[0])
             os.close(dirty.pop(0))
-        os.fsync(self._fd)
+        os.fdatasync(self._fd)
         self.fsyncs += 1
         if self.fsync_observer is not None:
             self.fsync_observer(time.perf_counter() - synced)

@@ -1,0 +1,63 @@
+"""The messages of a produce request's JSON body read with orjson, for the bodies that need no error report.
+
+pydantic's JSON validation builds a `MessageIn` model per message and runs the text check per string: most of
+the cost of a 256-message request. A body made only of what `ProduceIn` accepts without coercion (an object
+whose `messages` is a list of 1 to MAX_MESSAGES_PER_REQUEST objects with UTF-8 `key`/`value` strings or null,
+a string-to-string `headers` object, an integer `partition` in range, `encoding` "utf-8") gives the same
+messages here; anything else (base64, a lone surrogate, which orjson refuses, a wrong type, an oversized value,
+a field `ProduceIn` would coerce) returns None and the route validates the body with pydantic, which names the
+field at fault.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from api.backend import InMessage
+from api.http.models import MAX_MESSAGES_PER_REQUEST, MAX_PARTITION, MAX_VALUE_BYTES
+
+_FIELDS = frozenset({"key", "value", "headers", "partition", "encoding"})
+
+
+def _message(m: Any) -> InMessage | None:
+    if type(m) is not dict or not m.keys() <= _FIELDS or m.get("encoding", "utf-8") != "utf-8":
+        return None
+    value, key, headers, partition = m.get("value"), m.get("key"), m.get("headers", {}), m.get("partition")
+    if value is not None:
+        if type(value) is not str:
+            return None
+        value = value.encode()
+        if len(value) > MAX_VALUE_BYTES:
+            return None
+    if key is not None:
+        if type(key) is not str:
+            return None
+        key = key.encode()
+    if type(headers) is not dict or any(type(v) is not str for v in headers.values()):
+        return None
+    if partition is not None and (type(partition) is not int or not 0 <= partition <= MAX_PARTITION):
+        return None
+    return InMessage(value=value, key=key, headers=[(k, v.encode()) for k, v in headers.items()],
+                     partition=partition)
+
+
+def produce_messages(raw: bytes) -> list[InMessage] | None:
+    """The messages of a plain produce body, or None when pydantic has to validate it (see the module)."""
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if type(data) is not dict or data.keys() != {"messages"}:
+        return None
+    msgs = data["messages"]
+    if type(msgs) is not list or not 1 <= len(msgs) <= MAX_MESSAGES_PER_REQUEST:
+        return None
+    out = []
+    for m in msgs:
+        message = _message(m)
+        if message is None:
+            return None
+        out.append(message)
+    return out

@@ -1,0 +1,68 @@
+"""The orjson reading of plain produce bodies: the same messages pydantic's validation gives, and None (pydantic
+validates, naming the field) for every body it does not take as is."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from api.http.models import MAX_MESSAGES_PER_REQUEST, MAX_VALUE_BYTES, ProduceIn, decode_value
+from api.http.produce_json import produce_messages
+from broker.partitions.client_messages import InMessage
+
+
+def by_pydantic(raw: bytes) -> list[InMessage]:
+    body = ProduceIn.model_validate_json(raw)
+    return [InMessage(value=decode_value(m.value, m.encoding, "value"),
+                      key=m.key.encode() if m.key is not None else None,
+                      headers=[(k, v.encode()) for k, v in m.headers.items()], partition=m.partition)
+            for m in body.messages]
+
+
+text = st.text(max_size=20).filter(lambda t: all(not 0xD800 <= ord(c) <= 0xDFFF for c in t))
+message = st.fixed_dictionaries({}, optional={
+    "key": st.none() | text, "value": st.none() | text, "headers": st.dictionaries(text, text, max_size=3),
+    "partition": st.none() | st.integers(0, 2**31 - 1), "encoding": st.just("utf-8")})
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(message, min_size=1, max_size=20))
+def test_plain_bodies_give_what_pydantic_gives(messages: list[dict[str, Any]]) -> None:
+    raw = json.dumps({"messages": messages}).encode()
+    assert produce_messages(raw) == by_pydantic(raw)
+
+
+@pytest.mark.parametrize("body", [
+    b'{"messages": [{"value": "x"}]',  # invalid JSON
+    b'{"messages": [{"value": "\\ud800"}]}',  # a lone surrogate
+    b'{"messages": []}',
+    b'{"messages": [{"value": "x"}], "other": 1}',
+    b'[{"value": "x"}]',
+    b'{"messages": [{"value": "eA==", "encoding": "base64"}]}',
+    b'{"messages": [{"value": 1}]}',
+    b'{"messages": [{"key": ["k"]}]}',
+    b'{"messages": [{"value": "x", "partition": -1}]}',
+    b'{"messages": [{"value": "x", "partition": 1.0}]}',
+    b'{"messages": [{"value": "x", "partition": true}]}',
+    b'{"messages": [{"value": "x", "partition": "1"}]}',
+    b'{"messages": [{"value": "x", "partition": 2147483648}]}',
+    b'{"messages": [{"value": "x", "headers": null}]}',
+    b'{"messages": [{"value": "x", "headers": {"h": 1}}]}',
+    b'{"messages": [{"value": "x", "encoding": null}]}',
+    b'{"messages": [{"value": "x", "extra": 1}]}',
+    b'{"messages": [null]}',
+])
+def test_other_bodies_are_left_to_pydantic(body: bytes) -> None:
+    assert produce_messages(body) is None
+
+
+def test_limits_are_left_to_pydantic() -> None:
+    many = json.dumps({"messages": [{"value": "x"}] * (MAX_MESSAGES_PER_REQUEST + 1)}).encode()
+    assert produce_messages(many) is None
+    big = json.dumps({"messages": [{"value": "x" * (MAX_VALUE_BYTES + 1)}]}).encode()
+    assert produce_messages(big) is None
+    assert produce_messages(json.dumps({"messages": [{"value": "x" * MAX_VALUE_BYTES}]}).encode()) is not None
