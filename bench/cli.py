@@ -8,9 +8,12 @@ import pkgutil
 
 import bench
 
+#: modules of bench/ that the benchmarks share, not benchmarks themselves
+SHARED = ("cli", "common", "serve_process")
+
 
 def names() -> list[str]:
-    return sorted(m.name for m in pkgutil.iter_modules(bench.__path__) if m.name not in ("cli", "common"))
+    return sorted(m.name for m in pkgutil.iter_modules(bench.__path__) if m.name not in SHARED)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

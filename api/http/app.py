@@ -19,6 +19,7 @@ from api.http.body_limit import BodyLimit
 from api.http.compaction_metrics import CompactionCollector
 from api.http.console_routes import router as console_router
 from api.http.health import Readiness
+from api.http.index_admin_routes import router as index_admin_router
 from api.http.metrics import Metrics
 from api.http.models import MAX_REQUEST_BYTES
 from api.http.routes import router
@@ -49,6 +50,7 @@ def create_app(settings: Settings, backend: Backend, stores: Mapping[str, BlobSt
     app.include_router(topic_router)
     app.include_router(health.router)
     app.include_router(console_router)
+    app.include_router(index_admin_router)
 
     @app.middleware("http")
     async def measure(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
