@@ -193,7 +193,9 @@ def _kafka_fetch(server: ServeProcess, end: int) -> tuple[float, int]:
         while last < end - 1:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"kafka consumer stopped at offset {last} of {end}")
-            for m in c.consume(1000, 1.0):
+            # a short timeout: consume() returns only once it has 1000 messages or the timeout passed, so a
+            # long one would add itself to the time of the last (partial) batch
+            for m in c.consume(1000, 0.01):
                 if m.error():
                     raise RuntimeError(f"kafka consumer: {m.error()}")
                 got += len(m.value() or b"")

@@ -234,8 +234,11 @@ def http_produce(server: Server, topic: str, partitions: int, total: int, per_re
 def cold_consume(server: Server, topic: str, partitions: int, expected: int) -> dict[str, Any]:
     from confluent_kafka import Consumer, TopicPartition
 
+    # tuned for throughput: 4 MiB a partition, 16 MiB a fetch. Larger answers (16/64 MiB) are slower:
+    # librdkafka's queue (queued.max.messages.kbytes, 64 MiB) fills with one answer, and the next fetch only
+    # starts once the application drained it, so reading and consuming alternate instead of overlapping
     c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}",
-                  "enable.auto.commit": False, "fetch.max.bytes": 64 * MiB, "max.partition.fetch.bytes": 16 * MiB,
+                  "enable.auto.commit": False, "fetch.max.bytes": 16 * MiB, "max.partition.fetch.bytes": 4 * MiB,
                   "fetch.wait.max.ms": 100})
     got = nbytes = 0
     try:
@@ -247,7 +250,9 @@ def cold_consume(server: Server, topic: str, partitions: int, expected: int) -> 
         while got < expected:
             if time.perf_counter() > deadline:
                 raise RuntimeError(f"cold consume: {got}/{expected} records after 600 s")
-            for m in c.consume(10000, 0.5):
+            # consume() returns once it has 10000 messages or the timeout passed: a long timeout would be
+            # added to the time of the last (partial) batch
+            for m in c.consume(10000, 0.01):
                 if m.error() is not None:
                     raise RuntimeError(f"cold consume: {m.error()}")
                 got += 1
