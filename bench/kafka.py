@@ -136,6 +136,21 @@ def summarize(path: Path, top: int = 12) -> str:
     return "\n".join(lines)
 
 
+def produce_one(p: Any, i: int, topic: str, value: bytes, key: bytes, on_delivery: Any,
+                partition: int | None = None) -> None:
+    """Hand the i-th message to a confluent-kafka producer, serving delivery reports while its queue is full
+    (and every 1,000 messages)."""
+    kwargs = {} if partition is None else {"partition": partition}
+    while True:
+        try:
+            p.produce(topic, value, key=key, on_delivery=on_delivery, **kwargs)
+            break
+        except BufferError:
+            p.poll(0.005)
+    if i % 1000 == 0:
+        p.poll(0)
+
+
 def kafka_produce(server: Server, topic: str, total: int, batch_kb: int) -> dict[str, Any]:
     from confluent_kafka import Producer
 
@@ -163,15 +178,8 @@ def kafka_produce(server: Server, topic: str, total: int, batch_kb: int) -> dict
     t0 = time.perf_counter()
     step = max(1, n // 10)
     for i in range(n):
-        while True:
-            try:
-                now = time.perf_counter()
-                p.produce(topic, value, key=str(i).encode(), on_delivery=lambda e, m, s=now: done(e, m, s))
-                break
-            except BufferError:
-                p.poll(0.005)
-        if i % 1000 == 0:
-            p.poll(0)
+        now = time.perf_counter()
+        produce_one(p, i, topic, value, str(i).encode(), lambda e, m, s=now: done(e, m, s))
         if (i + 1) % step == 0:
             progress("kafka produce", i + 1, n, t0)
     left = p.flush(300)

@@ -32,6 +32,7 @@ from typing import Any
 import httpx
 
 from bench.common import emit, percentile, progress, save_results, store_or_seaweedfs, table
+from bench.kafka import produce_one
 from bench.serve_process import ServeProcess
 
 TOPIC = "orders"
@@ -87,14 +88,7 @@ def kafka_produce(bootstrap: str, recs: list[Any]) -> None:
     started = time.perf_counter()
     step = max(1, len(recs) // 10)
     for i, (tp, q, _off, _size, _t, ks) in enumerate(recs):
-        while True:
-            try:
-                p.produce(tp, value, key=ks[0].encode(), partition=q, on_delivery=done)
-                break
-            except BufferError:
-                p.poll(0.005)
-        if i % 1000 == 0:
-            p.poll(0)
+        produce_one(p, i, tp, value, ks[0].encode(), done, partition=q)
         if (i + 1) % step == 0:
             progress("kafka produce", i + 1, len(recs), started)
     left = p.flush(600)
