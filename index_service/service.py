@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import os
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -272,6 +274,28 @@ class IndexService:
         """Seal the WRITING file now (if it has items); the next put starts a new one."""
         self._require_open()
         self.writer.request_roll("requested")
+
+    def compact_now(self, hold_upload_s: float = 0.0) -> str | None:
+        """Seal the WRITING file (once everything put is written) and compact it on this thread. The background
+        uploads the compacted file once `hold_upload_s` has passed (0: at its next cycle; `maintain()` at once).
+        Returns the file's name, None when the WRITING file was empty."""
+        self._require_open()
+        self.flush()
+        mf = self.writer.current
+        if mf is None or mf.form is None or mf.form.item_count == 0:
+            return None
+        mf.next_attempt = math.inf  # the background steps a file only once its next attempt is due
+        try:
+            self.roll()
+            self.lifecycle.compact(mf)
+        except BaseException:
+            mf.next_attempt = 0.0  # the background retries it as usual
+            self.background.wake()
+            raise
+        mf.next_attempt = time.monotonic() + hold_upload_s
+        if hold_upload_s == 0:
+            self.background.wake()
+        return mf.stem
 
     def maintain(self) -> CycleReport:
         """One background cycle now, ignoring retry backoff: roll an aged file, compact, upload,

@@ -6,7 +6,6 @@ now (optionally keeping the compacted file local for a while), and run one index
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -46,24 +45,7 @@ async def roll_index(request: Request,
     def run() -> dict[str, Any]:
         if dispatcher is not None:
             dispatcher.wait_idle(600)
-        index.flush()
-        mf = index.writer.current
-        rolled = None
-        if mf is not None and mf.form is not None and mf.form.item_count > 0:
-            # keep the background from compacting or uploading this file while it is compacted here: a file is
-            # stepped only once its next attempt is due
-            mf.next_attempt = time.monotonic() + MAX_HOLD_S
-            try:
-                index.roll()
-                index.lifecycle.compact(mf)
-            except BaseException:
-                mf.next_attempt = 0.0  # the background retries it as usual
-                index.background.wake()
-                raise
-            mf.next_attempt = time.monotonic() + hold_upload_s
-            if hold_upload_s == 0:
-                index.background.wake()
-            rolled = mf.stem
+        rolled = index.compact_now(hold_upload_s)
         return {"rolled": rolled, "files": [_file_row(f) for f in index.files()]}
 
     return await run_in_threadpool(run)
