@@ -27,10 +27,9 @@ from dataclasses import dataclass
 import numpy as np
 from aiokafka.record.default_records import DefaultRecordBatch as CRecordBatch
 
-from broker.errors import RecordFormatError
 from broker.objects.reader import ObjectReader, RangeSource
 from broker.partitions.record_entries import ALL_KINDS, KIND_KEYS, KIND_RECORD_KEY, KIND_UNIQ_KEY
-from broker.partitions.records import HEADER_KEYS, HEADER_UNIQ_KEY, decode_records, parse_header
+from broker.partitions.records import HEADER_KEYS, HEADER_UNIQ_KEY, batch_records, batch_slices
 
 if not CRecordBatch.__module__.startswith("aiokafka.record._crecords"):
     raise ImportError(f"aiokafka's record reader is {CRecordBatch.__module__}, not its C extension "
@@ -70,27 +69,11 @@ def _utf8(key: bytes) -> bytes:
 
 
 def _batch_records(payload: bytes) -> list:
-    """aiokafka's records of every batch in one stream record's payload, CRC-checked; damage raises
-    RecordFormatError through decode_records' checks."""
+    """aiokafka's records of every batch in one stream record's payload, CRC-checked (RecordFormatError on
+    damage)."""
     out: list = []
-    pos = 0
-    n = len(payload)
-    while pos < n:
-        h = parse_header(payload, pos)
-        raw = payload[pos:pos + h.size] if pos or h.size != n else payload
-        batch = CRecordBatch(raw)
-        try:
-            ok = batch.validate_crc()
-            recs = list(batch)
-        except Exception:  # noqa: BLE001 - decode_records names the damage exactly
-            decode_records(raw, h, pos)
-            raise
-        if not ok or len(recs) != h.records_count:
-            decode_records(raw, h, pos)  # raises the per-record reader's error
-            raise RecordFormatError(f"record batch at byte {pos}: {len(recs)} records, header says "
-                                    f"{h.records_count}")
-        out += recs
-        pos += h.size
+    for pos, h, raw in batch_slices(payload):
+        out += batch_records(raw, h, pos)
     return out
 
 

@@ -19,7 +19,7 @@ import time
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import crc32c
 import zstandard
@@ -237,29 +237,35 @@ def parse_header(data: bytes | memoryview, pos: int = 0) -> BatchHeader:
     return h
 
 
-def parse_batches(data: bytes | memoryview, check_crc: bool = True) -> Iterator[KafkaBatch]:
-    """Every batch in a buffer of concatenated RecordBatch v2 bytes, CRC-checked."""
+def batch_slices(data: bytes | memoryview) -> Iterator[tuple[int, BatchHeader, bytes]]:
+    """(byte position, header, bytes) of every batch in a buffer of concatenated RecordBatch v2 bytes."""
     mv = memoryview(data)
     pos = 0
     while pos < len(mv):
         h = parse_header(mv, pos)
         # a stream record usually holds one batch: its bytes are the batch, no copy needed
         raw = data if pos == 0 and h.size == len(mv) and isinstance(data, bytes) else bytes(mv[pos:pos + h.size])
-        yield KafkaBatch(h, decode_records(raw, h, pos, check_crc), raw)
+        yield pos, h, raw
         pos += h.size
+
+
+def parse_batches(data: bytes | memoryview, check_crc: bool = True) -> Iterator[KafkaBatch]:
+    """Every batch in a buffer of concatenated RecordBatch v2 bytes, CRC-checked."""
+    for pos, h, raw in batch_slices(data):
+        yield KafkaBatch(h, decode_records(raw, h, pos, check_crc), raw)
 
 
 _new = tuple.__new__
 
 
-def decode_records(raw: bytes, h: BatchHeader, pos: int = 0, check_crc: bool = True) -> list[Record]:
-    """The records of one batch (`raw`, whose header `h` is already parsed), CRC-checked, decompressed."""
+def batch_records(raw: bytes, h: BatchHeader, pos: int = 0, check_crc: bool = True) -> list[Any]:
+    """aiokafka's records of one batch (`raw`, whose header `h` is already parsed), CRC-checked, decompressed;
+    damage raises RecordFormatError naming the batch."""
     try:
         batch = CRecordBatch(raw)
         if check_crc and not batch.validate_crc():
             raise RecordFormatError(f"record batch at byte {pos} (base offset {h.base_offset}): CRC mismatch")
-        # tuple.__new__ directly: a named tuple's own __new__ is a Python function, one more frame per record
-        recs = [_new(Record, (r.offset, r.timestamp, r.key, r.value, r.headers)) for r in batch]
+        recs = list(batch)
     except RecordFormatError:
         raise
     except (AioKafkaError, KafkaError, struct.error, IndexError, ValueError, UnicodeDecodeError, OSError,
@@ -271,6 +277,13 @@ def decode_records(raw: bytes, h: BatchHeader, pos: int = 0, check_crc: bool = T
     if len(recs) != h.records_count:
         raise RecordFormatError(f"record batch at byte {pos}: {len(recs)} records, header says {h.records_count}")
     return recs
+
+
+def decode_records(raw: bytes, h: BatchHeader, pos: int = 0, check_crc: bool = True) -> list[Record]:
+    """The records of one batch (`raw`, whose header `h` is already parsed), CRC-checked, decompressed."""
+    # tuple.__new__ directly: a named tuple's own __new__ is a Python function, one more frame per record
+    return [_new(Record, (r.offset, r.timestamp, r.key, r.value, r.headers)) for r in batch_records(raw, h, pos,
+                                                                                                      check_crc)]
 
 
 def index_keys(record: Record | ProducerRecord) -> list[str]:
