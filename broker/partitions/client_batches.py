@@ -30,7 +30,7 @@ from broker.partitions import producer_state
 from broker.partitions.batch_check import CheckedBatch, check_batches, stored_copy
 from broker.partitions.partition import Partition
 from broker.partitions.partition_map import PartitionMap
-from broker.partitions.records import KafkaBatch, Record, index_keys, parse_batches
+from broker.partitions.records import KafkaBatch, Record, index_keys, parse_batches, parse_header
 from index_file import IndexEntry
 
 log = logging.getLogger("mqindex.broker.client_batches")
@@ -152,14 +152,15 @@ class ClientBatches:
         if storage.cache.size > storage.max_cache_bytes:
             return True
         restored = self._restored.get((part.topic.name, part.index)) == part.epoch
-        # each batch's codec (attributes, bytes 21-22 of a RecordBatch v2), producer id (bytes 43-50) and
-        # length (bytes 8-11); a malformed buffer is refused by append's checks before anything could wait
         pos = 0
-        while pos + 51 <= len(data):
-            if data[pos + 22] & 0x07 or (not restored and int.from_bytes(data[pos + 43:pos + 51], "big",
-                                                                            signed=True) >= 0):
-                return True
-            pos += 12 + max(0, int.from_bytes(data[pos + 8:pos + 12], "big", signed=True))
+        try:
+            while pos < len(data):
+                h = parse_header(data, pos)
+                if h.attributes & 0x07 or (not restored and h.producer_id >= 0):
+                    return True
+                pos += h.size
+        except RecordFormatError:
+            pass  # refused by append's checks before anything could wait
         return False
 
     def append(self, part: Partition, data: bytes) -> tuple[list[AppendResult], Queued]:
