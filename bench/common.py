@@ -28,6 +28,12 @@ def percentile(samples: Sequence[float], p: float) -> float:
     return s[k]
 
 
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, all threads) a process has used so far, from /proc/PID/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Timer:
     def __init__(self) -> None:
         self.start = time.perf_counter()

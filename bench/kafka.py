@@ -36,7 +36,7 @@ from typing import Any
 import httpx
 
 from bench.broker import raw_append_fsync, raw_ranged_gets
-from bench.common import emit, percentile, progress, save_results, store_or_seaweedfs, table
+from bench.common import emit, percentile, process_cpu_s, progress, save_results, store_or_seaweedfs, table
 from bench.serve_process import ServeProcess
 from storage_tier import open_store
 
@@ -77,6 +77,10 @@ class Server:
         if self.process is not None:
             self.process.stop(120)
 
+    def cpu_s(self) -> float:
+        assert self.proc is not None
+        return process_cpu_s(self.proc.pid)
+
     def group_commits(self) -> int:
         text = httpx.get(self.url + "/metrics", timeout=10).text
         m = re.search(r"^mqindex_wal_group_commits(?:_total)? ([0-9.e+]+)$", text, re.M)
@@ -93,13 +97,16 @@ class Profile:
     """py-spy sampling a server process for one phase (--profile DIR): raw collapsed stacks, then the top
     frames by samples (own and inclusive), idle threads left out."""
 
-    def __init__(self, directory: Path | None, server: Server, phase: str) -> None:
+    def __init__(self, directory: Path | None, server: Server, phase: str, gil: bool = False) -> None:
         self.path = directory / f"{phase}.txt" if directory else None
+        self.gil = gil
         self.proc: subprocess.Popen[bytes] | None = None
         if self.path is not None and server.proc is not None:
             spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+            # --gil: only the samples of the thread holding the GIL, i.e. where the server's Python CPU goes
             self.proc = subprocess.Popen([spy, "record", "--pid", str(server.proc.pid), "--rate", "50", "--format",
-                                          "raw", "--output", str(self.path), "--nonblocking"],
+                                          "raw", "--output", str(self.path), "--nonblocking"]
+                                         + (["--gil"] if gil else []),
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def stop(self) -> str:
@@ -111,10 +118,10 @@ class Profile:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        return summarize(self.path) if self.path.exists() else ""
+        return summarize(self.path, what="GIL holder" if self.gil else "active threads") if self.path.exists() else ""
 
 
-def summarize(path: Path, top: int = 12) -> str:
+def summarize(path: Path, top: int = 12, what: str = "active threads") -> str:
     """The top frames of a py-spy raw profile: by own samples and by inclusive samples."""
     own: dict[str, int] = {}
     incl: dict[str, int] = {}
@@ -128,7 +135,7 @@ def summarize(path: Path, top: int = 12) -> str:
         own[frames[-1]] = own.get(frames[-1], 0) + int(n)
         for f in set(frames):
             incl[f] = incl.get(f, 0) + int(n)
-    lines = [f"{path.stem}: {total} samples (50/s, active threads)", "  own:"]
+    lines = [f"{path.stem}: {total} samples (50/s, {what})", "  own:"]
     lines += [f"    {100 * n / total:5.1f}%  {f}" for f, n in sorted(own.items(), key=lambda x: -x[1])[:top]]
     lines += ["  inclusive:"]
     lines += [f"    {100 * n / total:5.1f}%  {f}" for f, n in sorted(incl.items(), key=lambda x: -x[1])[:top]
@@ -175,6 +182,7 @@ def kafka_produce(server: Server, topic: str, total: int, batch_kb: int) -> dict
     p.flush(60)
     latencies.clear()
     fsyncs0 = server.group_commits()
+    cpu0, client0 = server.cpu_s(), time.process_time()
     t0 = time.perf_counter()
     step = max(1, n // 10)
     for i in range(n):
@@ -184,12 +192,14 @@ def kafka_produce(server: Server, topic: str, total: int, batch_kb: int) -> dict
             progress("kafka produce", i + 1, n, t0)
     left = p.flush(300)
     secs = time.perf_counter() - t0
+    cpu, client = server.cpu_s() - cpu0, time.process_time() - client0
     fsyncs = server.group_commits() - fsyncs0
     if left or failed:
         raise RuntimeError(f"kafka produce: {left} not delivered, {len(failed)} failed ({failed[:3]})")
     nbytes = n * RECORD
     return {"mb_s": nbytes / MiB / secs, "mb": nbytes / MiB, "seconds": secs, "fsyncs": fsyncs,
             "fsyncs_s": fsyncs / secs, "bytes_per_fsync": nbytes / max(fsyncs, 1), "records": n + warm,
+            "server_cpu_ms_mib": 1000 * cpu / (nbytes / MiB), "client_cpu_ms_mib": 1000 * client / (nbytes / MiB),
             "p50_ms": percentile(latencies, 50) * 1000, "p99_ms": percentile(latencies, 99) * 1000}
 
 
@@ -205,6 +215,7 @@ def http_produce(server: Server, topic: str, partitions: int, total: int, per_re
     latencies: list[float] = []
     step = max(1, requests // 10)
     fsyncs0 = server.group_commits()
+    cpu0, client0 = server.cpu_s(), time.process_time()
     t0 = time.perf_counter()
 
     def run() -> None:
@@ -230,13 +241,15 @@ def http_produce(server: Server, topic: str, partitions: int, total: int, per_re
     for t in ts:
         t.join()
     secs = time.perf_counter() - t0
+    cpu, client = server.cpu_s() - cpu0, time.process_time() - client0
     if errors:
         raise RuntimeError(f"http produce failed: {errors[0]}")
     fsyncs = server.group_commits() - fsyncs0
     nbytes = requests * per_request * RECORD
     return {"mb_s": nbytes / MiB / secs, "mb": nbytes / MiB, "seconds": secs, "fsyncs": fsyncs,
             "fsyncs_s": fsyncs / secs, "bytes_per_fsync": nbytes / max(fsyncs, 1),
-            "p99_ms": percentile(latencies, 99) * 1000, "request_bytes": per_request * RECORD}
+            "p99_ms": percentile(latencies, 99) * 1000, "request_bytes": per_request * RECORD,
+            "server_cpu_ms_mib": 1000 * cpu / (nbytes / MiB), "client_cpu_ms_mib": 1000 * client / (nbytes / MiB)}
 
 
 def cold_consume(server: Server, topic: str, partitions: int, expected: int) -> dict[str, Any]:
@@ -300,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--store", help="S3 URL prefix of an existing store (default: start SeaweedFS for the run)")
     ap.add_argument("--dir", help="work directory (default: a temporary one, removed after)")
     ap.add_argument("--profile", help="directory for py-spy profiles of the server in each phase (needs py-spy)")
+    ap.add_argument("--profile-gil", action="store_true",
+                    help="profile only the thread holding the GIL (where the server's Python CPU goes)")
     args = ap.parse_args(argv)
     profile_dir = Path(args.profile) if args.profile else None
     if profile_dir is not None:
@@ -316,14 +331,14 @@ def main(argv: list[str] | None = None) -> int:
         servers.append(ks)
         ks.create_topic("bench-k", args.partitions)
         print("[bench] kafka produce", file=sys.stderr, flush=True)
-        prof = Profile(profile_dir, ks, "kafka-produce")
+        prof = Profile(profile_dir, ks, "kafka-produce", args.profile_gil)
         kr = kafka_produce(ks, "bench-k", total, args.batch_kb)
         profiles = [prof.stop()]
         hs = Server(work, "http-node", hstore).start()
         servers.append(hs)
         hs.create_topic("bench-h", args.partitions)
         print("[bench] http produce", file=sys.stderr, flush=True)
-        prof = Profile(profile_dir, hs, "http-produce")
+        prof = Profile(profile_dir, hs, "http-produce", args.profile_gil)
         hr = http_produce(hs, "bench-h", args.partitions, total, args.http_records, args.http_threads)
         profiles.append(prof.stop())
         hs.stop()
@@ -338,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         print("[bench] cold consume: restarting the server with empty caches", file=sys.stderr, flush=True)
         ks.stop()  # uploads what is cached
         ks.start()
-        prof = Profile(profile_dir, ks, "cold-consume")
+        prof = Profile(profile_dir, ks, "cold-consume", args.profile_gil)
         cr = cold_consume(ks, "bench-k", args.partitions, kr["records"])
         profiles.append(prof.stop())
         ks.stop()
@@ -346,18 +361,19 @@ def main(argv: list[str] | None = None) -> int:
         results = {"kafka": kr, "http": hr, "raw_kafka_write_mb_s": raw_k, "raw_http_write_mb_s": raw_h,
                    "raw_batch_mb_s": raw_batch, "raw_request_mb_s": raw_req, "consume": cr, "raw_get": gr}
         emit(table(f"Produce, 1 KiB records, ack after fsync ({args.mb} MiB each, {args.partitions} partitions)",
-                   ["", "MB/s", "p99 ms", "fsyncs/s", "bytes/fsync", "raw append+fsync MB/s (same write)",
-                    "ratio"],
+                   ["", "MB/s", "p99 ms", "fsyncs/s", "bytes/fsync", "server CPU ms/MiB", "client CPU ms/MiB",
+                    "raw append+fsync MB/s (same write)", "ratio"],
                    [["Kafka (confluent-kafka, acks=all, linger 5 ms, "
                      f"batch {args.batch_kb} KiB)", kr["mb_s"], kr["p99_ms"], kr["fsyncs_s"],
-                     f"{kr['bytes_per_fsync'] / KiB:.0f} KiB", raw_k, kr["mb_s"] / raw_k],
-                    ["Kafka vs raw at the client batch size", kr["mb_s"], "", "", f"{args.batch_kb} KiB",
+                     f"{kr['bytes_per_fsync'] / KiB:.0f} KiB", kr["server_cpu_ms_mib"], kr["client_cpu_ms_mib"],
+                     raw_k, kr["mb_s"] / raw_k],
+                    ["Kafka vs raw at the client batch size", kr["mb_s"], "", "", f"{args.batch_kb} KiB", "", "",
                      raw_batch, kr["mb_s"] / raw_batch],
                     [f"HTTP ({args.http_records} records/request, {args.http_threads} threads, JSON)", hr["mb_s"],
-                     hr["p99_ms"], hr["fsyncs_s"], f"{hr['bytes_per_fsync'] / KiB:.0f} KiB", raw_h,
-                     hr["mb_s"] / raw_h],
-                    ["HTTP vs raw at the request size", hr["mb_s"], "", "", f"{hr['request_bytes'] / KiB:.0f} KiB",
-                     raw_req, hr["mb_s"] / raw_req]]))
+                     hr["p99_ms"], hr["fsyncs_s"], f"{hr['bytes_per_fsync'] / KiB:.0f} KiB", hr["server_cpu_ms_mib"],
+                     hr["client_cpu_ms_mib"], raw_h, hr["mb_s"] / raw_h],
+                    ["HTTP vs raw at the request size", hr["mb_s"], "", "", f"{hr['request_bytes'] / KiB:.0f} KiB", "",
+                     "", raw_req, hr["mb_s"] / raw_req]]))
         emit(table(f"Cold consume ({cr['mb']:.0f} MiB of values, {gr['objects']} objects, fresh server)",
                    ["", "MB/s", "ratio vs raw GET"],
                    [["Kafka consumer (confluent-kafka)", cr["mb_s"], cr["mb_s"] / gr["mb_s"]],
