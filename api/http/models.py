@@ -199,12 +199,10 @@ def decode_value(value: str | None, encoding: str, field: str) -> bytes | None:
 
 def encode_bytes(data: bytes | None) -> tuple[str | None, Literal["utf-8", "base64"]]:
     """Text when the bytes are UTF-8, base64 otherwise (the response says which)."""
-    if data is None:
-        return None, "utf-8"
-    try:
-        return data.decode(), "utf-8"
-    except UnicodeDecodeError:
-        return base64.b64encode(data).decode(), "base64"
+    from api.http.message_json import text_or_base64  # the one implementation of the rule
+
+    value, encoding = text_or_base64(data)
+    return value, "base64" if encoding == "base64" else "utf-8"
 
 
 class FieldError(ValueError):

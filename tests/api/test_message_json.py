@@ -49,7 +49,12 @@ utf8_edges = st.lists(st.sampled_from([b"a", b"\x7f", b"\x80", b"\xbf", b"\xc0",
                       max_size=48).map(b"".join)
 
 
+# past the 64-byte probe for bytes UTF-8 never has: a long valid start, then anything
+long_then_edges = st.tuples(st.text(min_size=20, max_size=80).map(str.encode), utf8_edges).map(b"".join)
+
+
 @settings(max_examples=2000, deadline=None)
-@given(data=st.one_of(st.binary(max_size=80), st.text(max_size=60).map(str.encode), utf8_edges))
+@given(data=st.one_of(st.binary(max_size=80), st.text(max_size=60).map(str.encode), utf8_edges, long_then_edges,
+                      st.binary(min_size=60, max_size=200)))
 def test_text_or_base64_is_decode_else_base64(data: bytes) -> None:
     assert text_or_base64(data) == reference(data)
