@@ -105,13 +105,17 @@ def namespace_for_cluster(cluster: str) -> str:
     return f"_kafka_{cluster}"
 
 
-def encode_record(rec: StreamRecord) -> bytes:
+def encode_record_header(rec: StreamRecord) -> bytes:
+    """The header a record's payload follows in a data block."""
     if not (0 <= rec.stream_id <= _INT64_MAX and 0 <= rec.base_offset <= _INT64_MAX):
         raise ValueError(f"stream id / offset out of range in {rec.stream_id}:{rec.base_offset}")
     if not (0 < rec.count <= _INT32_MAX) or len(rec.payload) > _INT32_MAX:
         raise ValueError(f"record count {rec.count} or payload size {len(rec.payload)} out of range")
-    return RECORD_HEADER.pack(RECORD_MAGIC, rec.stream_id, rec.epoch, rec.base_offset, rec.count,
-                              len(rec.payload)) + rec.payload
+    return RECORD_HEADER.pack(RECORD_MAGIC, rec.stream_id, rec.epoch, rec.base_offset, rec.count, len(rec.payload))
+
+
+def encode_record(rec: StreamRecord) -> bytes:
+    return encode_record_header(rec) + rec.payload
 
 
 def encode_block_header(record_count: int, data_length: int) -> bytes:

@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 from broker.objects.format import (
     BLOCK_HEADER_SIZE,
     DEFAULT_BLOCK_SIZE,
+    FOOTER_SIZE,
+    RECORD_HEADER_SIZE,
     Footer,
     IndexEntry,
     StreamRecord,
     encode_block_header,
-    encode_record,
+    encode_record_header,
 )
 from storage_tier import BlobStore, MultipartWriter
 
@@ -56,13 +58,17 @@ class ObjectWriter:
         self.block_size = block_size
         self.part_size = part_size
         self.eager = eager
-        self._pending = bytearray()  # closed blocks not yet shipped
+        # Closed blocks not yet shipped and the open block, as the pieces they are made of (record headers and
+        # the records' payloads as the caller holds them): the bytes are copied once, into the part they ship in.
+        self._pending: list[bytes | memoryview] = []
+        self._pending_len = 0
         self._shipped = 0  # bytes already written as parts
         self._mpu: MultipartWriter | None = None
         self._index: list[IndexEntry] = []
         self._ranges: list[StreamRange] = []
         # the open block
-        self._block = bytearray()
+        self._block: list[bytes] = []
+        self._block_len = 0
         self._block_records = 0
         self._block_stream = -1
         self._block_start = 0
@@ -73,11 +79,11 @@ class ObjectWriter:
     @property
     def position(self) -> int:
         """Bytes of closed blocks so far (the position of the next block)."""
-        return self._shipped + len(self._pending)
+        return self._shipped + self._pending_len
 
     @property
     def size_estimate(self) -> int:
-        return self.position + len(self._block) + BLOCK_HEADER_SIZE
+        return self.position + self._block_len + BLOCK_HEADER_SIZE
 
     def write(self, rec: StreamRecord) -> None:
         if self._closed:
@@ -94,7 +100,9 @@ class ObjectWriter:
         if not self._block_records:
             self._block_stream = rec.stream_id
             self._block_start = rec.base_offset
-        self._block += encode_record(rec)
+        self._block.append(encode_record_header(rec))
+        self._block.append(rec.payload)
+        self._block_len += RECORD_HEADER_SIZE + len(rec.payload)
         self._block_records += 1
         self._block_end = rec.last_offset
         self._last = (rec.stream_id, rec.last_offset)
@@ -104,21 +112,43 @@ class ObjectWriter:
             self._ranges[-1] = StreamRange(r.stream_id, r.start_offset, rec.last_offset)
         else:
             self._ranges.append(StreamRange(rec.stream_id, rec.base_offset, rec.last_offset))
-        if len(self._block) >= self.block_size:
+        if self._block_len >= self.block_size:
             self._close_block()
 
     def _close_block(self) -> None:
         if not self._block_records:
             return
-        size = BLOCK_HEADER_SIZE + len(self._block)
+        size = BLOCK_HEADER_SIZE + self._block_len
         self._index.append(IndexEntry(self._block_stream, self._block_start, self._block_end,
                                       self._block_records, self.position, size))
-        self._pending += encode_block_header(self._block_records, len(self._block))
+        self._pending.append(encode_block_header(self._block_records, self._block_len))
         self._pending += self._block
-        self._block = bytearray()
+        self._pending_len += size
+        self._block = []
+        self._block_len = 0
         self._block_records = 0
-        if len(self._pending) >= (1 if self.eager else 2) * self.part_size:
+        if self._pending_len >= (1 if self.eager else 2) * self.part_size:
             self._ship()
+
+    def _take(self, n: int) -> bytes:
+        """The first `n` pending bytes as one bytes object (the one copy), a piece split at the boundary."""
+        out: list[bytes | memoryview] = []
+        got = 0
+        i = 0
+        while got < n:
+            piece = self._pending[i]
+            if got + len(piece) > n:
+                cut = n - got
+                out.append(memoryview(piece)[:cut])
+                self._pending[i] = memoryview(piece)[cut:]
+                got = n
+                break
+            out.append(piece)
+            got += len(piece)
+            i += 1
+        del self._pending[:i]
+        self._pending_len -= n
+        return b"".join(out)
 
     def _ship(self, final: bool = False) -> None:
         """Ship pending bytes as parts of exactly `part_size`, keeping at least one part's worth back until
@@ -126,17 +156,15 @@ class ObjectWriter:
         parts whatever its block layout (many small partitions or one big one cost the same PUTs)."""
         if self._mpu is None:
             self._mpu = self.store.multipart(self.key)
-        if self.eager:  # everything pending is one part: no slicing copy, the buffer is dropped at once
-            data = bytes(self._pending)
-            self._pending = bytearray()
+        if self.eager:  # everything pending is one part, the pieces dropped at once
+            data = self._take(self._pending_len)
             self._shipped += len(data)
             self._mpu.write_part(data)
             return
-        while len(self._pending) >= 2 * self.part_size or (final and self._pending):
-            n = len(self._pending) if len(self._pending) < 2 * self.part_size else self.part_size
-            self._mpu.write_part(bytes(self._pending[:n]))
+        while self._pending_len >= 2 * self.part_size or (final and self._pending_len):
+            n = self._pending_len if self._pending_len < 2 * self.part_size else self.part_size
+            self._mpu.write_part(self._take(n))
             self._shipped += n
-            del self._pending[:n]
 
     def close(self) -> ObjectInfo:
         """Write the index block and footer and make the object visible."""
@@ -146,11 +174,12 @@ class ObjectWriter:
             self._close_block()
             index_pos = self.position
             index = b"".join(e.encode() for e in self._index)
-            self._pending += index
-            self._pending += Footer(index_pos, len(index)).encode()
-            size = self._shipped + len(self._pending)
+            self._pending.append(index)
+            self._pending.append(Footer(index_pos, len(index)).encode())
+            self._pending_len += len(index) + FOOTER_SIZE
+            size = self._shipped + self._pending_len
             if self._mpu is None:
-                self.store.put(self.key, bytes(self._pending))
+                self.store.put(self.key, self._take(self._pending_len))
             else:
                 self._ship(final=True)
                 self._mpu.complete()
@@ -162,7 +191,8 @@ class ObjectWriter:
 
     def abort(self) -> None:
         self._closed = True
-        self._pending = bytearray()
+        self._pending = []
+        self._pending_len = 0
         if self._mpu is not None:
             self._mpu.abort()
 
