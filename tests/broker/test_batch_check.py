@@ -142,3 +142,21 @@ def test_a_batch_whose_records_do_not_decode_is_logged_and_indexes_nothing(caplo
         assert stored_entries("t", 3, 40, bad, 1) == []
     (rec,) = [r for r in caplog.records if r.name == "mqindex.broker.client_batches"]
     assert (rec.topic, rec.partition, rec.offset) == ("t", 3, 40)  # type: ignore[attr-defined]
+
+
+@settings(max_examples=150, deadline=None)
+@given(records, st.integers(0, 2**40))
+def test_stored_entries_index_each_record_under_its_keys(recs: list[ProducerRecord], base: int) -> None:
+    """The dispatcher's entries of a stored batch: one per record that has index keys (records.index_keys: key,
+    KEYS words, UNIQ_KEY), at the record's offset, sized as key + value + headers."""
+    from broker.partitions.client_batches import stored_entries
+    from broker.partitions.records import index_keys
+
+    want = []
+    for i, r in enumerate(recs):
+        keys = index_keys(r)
+        if keys:
+            size = len(r.key or b"") + len(r.value or b"") + sum(len(k) + len(v or b"") for k, v in r.headers)
+            want.append(("t", 2, base + i, size, 7, keys))
+    got = [tuple(e[:5]) + (list(e.keys),) for e in stored_entries("t", 2, base, build_batch(recs), 7)]
+    assert got == want
