@@ -79,16 +79,13 @@ def _entries(topic: str, partition: int, base: int, records: Sequence[Record], f
     out = []
     shift = base - first
     for r in records:
-        _off, _ts, key, value, headers = r
-        if not headers:  # the common record: its key is its one index key (records.index_keys' rule)
-            if key:
-                out.append(_entry(IndexEntry, (topic, partition, shift + _off, len(key) + len(value or b""), now,
-                                               [key.decode("utf-8", errors="replace")])))
-            continue
         keys = index_keys(r)
         if keys:
-            size = len(key or b"") + len(value or b"") + sum(len(k) + len(v or b"") for k, v in headers)
-            out.append(IndexEntry(topic, partition, shift + _off, size, now, keys))
+            _off, _ts, key, value, headers = r
+            size = len(key or b"") + len(value or b"")
+            if headers:
+                size += sum(len(k) + len(v or b"") for k, v in headers)
+            out.append(_entry(IndexEntry, (topic, partition, shift + _off, size, now, keys)))
     return out
 
 

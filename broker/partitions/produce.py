@@ -60,7 +60,8 @@ class Producer:
             validate_message(i, m)
             if m.partition is not None:
                 p = m.partition
-                self.parts.partition(info, p, f"messages.{i}.partition")
+                if type(p) is not int or p not in groups:  # each explicit partition checked once
+                    self.parts.partition(info, p, f"messages.{i}.partition")
             elif m.key is not None:
                 p = partition_for_key(m.key, info.partitions)
             else:
@@ -111,9 +112,10 @@ class Producer:
         results: list[Produced | None] = [None] * len(messages)
         for fut, pi, base, idxs in pending:
             fut.result()
+            # the id's topic and partition half encoded (and the last offset range-checked) once per partition
+            prefix = encode_message_id(info.topic_id, pi, base + len(idxs) - 1)[:16]
             for j, i in enumerate(idxs):
                 t = messages[i].timestamp
-                results[i] = Produced(pi, base + j, encode_message_id(info.topic_id, pi, base + j),
-                                      now if t is None else t)
+                results[i] = Produced(pi, base + j, f"{prefix}{base + j:016x}", now if t is None else t)
         self.parts.storage.check_usable()
         return results  # type: ignore[return-value]

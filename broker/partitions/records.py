@@ -288,6 +288,8 @@ def decode_records(raw: bytes, h: BatchHeader, pos: int = 0, check_crc: bool = T
 
 def index_keys(record: Record | ProducerRecord) -> list[str]:
     """Keys the record is indexed under, de-duplicated in order: key, each of header KEYS, header UNIQ_KEY."""
+    if not record.headers:  # most records: the key alone (a non-empty key decodes to a non-empty text)
+        return [record.key.decode("utf-8", errors="replace")] if record.key else []
     out: list[str] = []
 
     def add(raw: bytes | None) -> None:

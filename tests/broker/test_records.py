@@ -84,6 +84,26 @@ def test_index_keys() -> None:
     assert index_keys(batch.records[0]) == ["order-1", "user-7", "sku-3", "u-123"]
 
 
+@settings(max_examples=300, deadline=None)
+@given(key=st.one_of(st.none(), st.binary(max_size=12), st.sampled_from([b"", b"a", b"\xff", b"k k"])),
+       headers=st.lists(st.tuples(st.sampled_from(["KEYS", "UNIQ_KEY", "other"]),
+                                  st.one_of(st.none(), st.binary(max_size=12),
+                                            st.sampled_from([b"a b", b" a  a ", b"\xff k"]))), max_size=4))
+def test_index_keys_are_key_then_keys_words_then_uniq_key_once_each(key: bytes | None,
+                                                                    headers: list[tuple[str, bytes | None]]) -> None:
+    want: list[str] = []
+    raws = [key] + [w for n, v in headers if n == "KEYS" and v for w in v.split(b" ")] \
+        + [v for n, v in headers if n == "UNIQ_KEY"]
+    for raw in raws:
+        text = raw.decode("utf-8", errors="replace") if raw else ""
+        if text and text not in want:
+            want.append(text)
+    r = ProducerRecord(b"v", key=key, headers=headers)
+    assert index_keys(r) == want
+    (batch,) = parse_batches(build_batch([r]))
+    assert index_keys(batch.records[0]) == want
+
+
 @settings(max_examples=200, deadline=None)
 @given(t=st.integers(0, 2**32 - 1), p=st.integers(0, 2**32 - 1), o=st.integers(0, 2**63 - 1))
 def test_message_id_round_trip(t: int, p: int, o: int) -> None:
