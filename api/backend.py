@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from broker.partitions.client_messages import InMessage, OutMessage, Produced
+from broker.partitions.reads import Rendered, Renderer
 
 __all__ = ["Backend", "InMessage", "OutMessage", "Produced"]
 
@@ -35,6 +36,11 @@ class Backend(Protocol):
         ...
 
     def fetch(self, topic: str, partition: int, offset: int, max_count: int) -> tuple[list[OutMessage], int]: ...
+
+    def fetch_rendered(self, topic: str, partition: int, offset: int, max_count: int, renderer: Renderer
+                       ) -> tuple[list[Rendered], int]:
+        """`fetch` with each stored batch's messages rendered by `renderer` (whole-record HTTP pages)."""
+        ...
 
     def find_by_key(self, topic: str, key: str, begin_ms: int, end_ms: int | None, max_count: int,
                     cursor: str | None) -> tuple[list[OutMessage], str | None]:

@@ -239,6 +239,10 @@ class BrokerNode:
     def fetch(self, topic: str, partition: int, offset: int, max_count: int) -> tuple[list[OutMessage], int]:
         return reads.fetch(self.partitions, topic, partition, offset, max_count)
 
+    def fetch_rendered(self, topic: str, partition: int, offset: int, max_count: int, renderer: reads.Renderer
+                       ) -> tuple[list[reads.Rendered], int]:
+        return reads.fetch_rendered(self.partitions, topic, partition, offset, max_count, renderer)
+
     def get_by_id(self, msg_id: str) -> OutMessage | None:
         return reads.get_by_id(self.partitions, msg_id)
 

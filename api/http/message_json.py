@@ -1,9 +1,12 @@
-"""JSON bodies of whole-record reads built with orjson straight from the stored messages.
+"""JSON bodies of whole-record reads, rendered straight from the stored record batches.
 
 A page of up to 1000 whole messages is the largest answer the API gives; validating each message through a
-pydantic model and serialising it with the standard library costs more than reading and decoding the
-records. The body here is byte-for-byte the same document `FetchOut` describes (same fields, same order,
-same text/base64 rule as `encode_bytes`), and the route still declares `FetchOut` for the OpenAPI schema.
+pydantic model and serialising it with the standard library costs more than reading the records. Each stored
+batch's messages are rendered by the C renderer (`_record_json`, built with the package) from the batch's
+record bytes, without decoding them into Python objects; where it is not built (a source tree run without
+`pip install`) the batch is decoded and each message serialised by orjson, with the same bytes. The body is
+byte-for-byte the document `FetchOut` describes (same fields, same order, same text/base64 rule as
+`encode_bytes`), and the route still declares `FetchOut` for the OpenAPI schema.
 """
 
 from __future__ import annotations
@@ -15,6 +18,16 @@ import orjson
 import pybase64
 
 from api.backend import OutMessage
+from broker.errors import RecordFormatError
+from broker.partitions.damage import BatchTaker
+from broker.partitions.message_id import encode_message_id
+from broker.partitions.reads import Rendered, out_messages
+from broker.partitions.records import LOG_APPEND_TIME, BatchHeader, decode_records, records_section
+
+try:
+    from api.http import _record_json
+except ImportError:  # not built: batches are decoded and serialised in Python (tests/api checks CI builds it)
+    _record_json = None
 
 # Bytes that never occur in UTF-8 (overlong lead bytes, leads past U+10FFFF). One of them in a value's first 64
 # bytes proves it binary without the failing decode, whose exception costs more than encoding 1 KiB in base64;
@@ -46,6 +59,36 @@ def message_dict(m: OutMessage) -> dict[str, Any]:
             "value": value, "encoding": encoding, "timestamp": m.timestamp}
 
 
-def fetch_body(messages: list[OutMessage], next_offset: int) -> bytes:
-    """The JSON of `FetchOut(messages=..., next_offset=...)`."""
-    return orjson.dumps({"messages": [message_dict(m) for m in messages], "next_offset": next_offset})
+def messages_json(messages: list[OutMessage]) -> bytes:
+    """The messages' JSON objects, comma-separated (a part of a page's "messages" array)."""
+    return b",".join([orjson.dumps(message_dict(m)) for m in messages])
+
+
+def page_body(parts: list[bytes], next_offset: int) -> bytes:
+    """The JSON of `FetchOut`: the messages' parts (`messages_json` or rendered) and the offset to go on from."""
+    return b"".join([b'{"messages":[', b",".join(parts), b'],"next_offset":', str(next_offset).encode(), b"}"])
+
+
+def page_renderer(topic: str, topic_id: int, partition: int, start: int, end: int) -> BatchTaker[Rendered]:
+    """What renders the messages of [start, end) of each stored batch of a partition (`Backend.fetch_rendered`).
+    Records that do not decode raise RecordFormatError (the broker reports the object as damaged)."""
+    head = b"".join([b'{"topic":', orjson.dumps(topic), b',"partition":', str(partition).encode(), b',"offset":'])
+    id_prefix = encode_message_id(topic_id, partition, 0)[:16].encode()
+
+    def take(h: BatchHeader, raw: bytes, pos: int) -> list[Rendered]:
+        if _record_json is None:
+            records = [r for r in decode_records(raw, h, pos, check_crc=False) if start <= r.offset < end]
+            if not records:
+                return []
+            return [Rendered(messages_json(out_messages(topic, topic_id, partition, records)), len(records),
+                             records[-1].offset)]
+        try:
+            data, count, last = _record_json.render(records_section(raw, h, pos), h.records_count, h.base_offset,
+                                                    h.first_timestamp, h.max_timestamp,
+                                                    bool(h.attributes & LOG_APPEND_TIME), start, end, head, id_prefix)
+        except ValueError as exc:  # a record that does not parse, a header name that is not UTF-8
+            raise RecordFormatError(f"record batch at byte {pos} (base offset {h.base_offset}): "
+                                    f"cannot decode records ({exc})") from None
+        return [Rendered(data, count, last)] if count else []
+
+    return take

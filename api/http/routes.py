@@ -15,7 +15,7 @@ from starlette.concurrency import run_in_threadpool
 from api.backend import Backend, InMessage, OutMessage
 from api.http.auth import require
 from api.http.errors import as_http, client_error
-from api.http.message_json import fetch_body
+from api.http.message_json import page_body, page_renderer
 from api.http.models import (
     CURSOR_PATTERN,
     MAX_INT,
@@ -181,8 +181,10 @@ async def fetch(request: Request, topic: TopicPath, partition: Annotated[int, Pa
     backend: Backend = request.app.state.backend
 
     def page() -> bytes:
-        # read and the FetchOut document built by orjson (api/http/message_json.py) in one worker call
-        return fetch_body(*backend.fetch(topic, partition, offset, max))
+        # read and the FetchOut document rendered from the stored batches (api/http/message_json.py) in one
+        # worker call
+        rendered, next_offset = backend.fetch_rendered(topic, partition, offset, max, page_renderer)
+        return page_body([r.data for r in rendered], next_offset)
 
     return Response(await off_loop(page), media_type="application/json")
 

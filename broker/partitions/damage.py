@@ -10,12 +10,12 @@ for bytes a client sent.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
 from broker.errors import ObjectFormatError, RecordFormatError
 from broker.objects.format import StreamRecord
-from broker.partitions.records import Record, parse_batches
+from broker.partitions.records import BatchHeader, Record, batch_slices, decode_records, verify_crc
 from broker.streams.stream_reader import StreamReader
 
 log = logging.getLogger("mqindex.broker.reads")
@@ -32,22 +32,40 @@ def damaged_batch(reader: StreamReader, stream_id: int, rec: StreamRecord, exc: 
     return ObjectFormatError(key, check, f"stream {stream_id} offsets [{rec.base_offset}, {rec.last_offset}): {exc}")
 
 
+#: what a reader makes of one CRC-checked batch with records in the range read: (header, batch bytes, byte position)
+BatchTaker = Callable[[BatchHeader, bytes, int], list[T]]
+
+
+def batch_lists(reader: StreamReader, stream_id: int, stream_records: Iterable[StreamRecord], start: int, end: int,
+                take: BatchTaker[T]) -> Iterator[list[T]]:
+    """What `take` makes of each batch holding records of [start, end), one list per stream record. Each of
+    those batches is CRC-checked first; one that fails, or that `take` cannot decode (RecordFormatError), is
+    store damage naming the object that holds it."""
+    for sr in stream_records:
+        out: list[T] = []
+        try:
+            for pos, h, raw in batch_slices(sr.payload):
+                if h.next_offset <= start or h.base_offset >= end:
+                    continue
+                verify_crc(raw, h, pos)
+                out.extend(take(h, raw, pos))
+        except RecordFormatError as exc:
+            raise damaged_batch(reader, stream_id, sr, exc) from exc
+        yield out
+
+
 def parsed_record_lists(reader: StreamReader, stream_id: int, stream_records: Iterable[StreamRecord],
                         start: int, end: int) -> Iterator[list[Record]]:
     """The Kafka records of [start, end) held by these stream records, one list per stream record, each batch
     CRC-checked (lists, not single records: a whole-record page is built with list operations)."""
-    for sr in stream_records:
-        try:
-            batches = list(parse_batches(sr.payload))
-        except RecordFormatError as exc:
-            raise damaged_batch(reader, stream_id, sr, exc) from exc
-        out: list[Record] = []
-        for b in batches:
-            if start <= b.header.base_offset and b.header.next_offset <= end:
-                out.extend(b.records)  # the whole batch is wanted: no per-record test
-            else:
-                out.extend(r for r in b.records if start <= r.offset < end)
-        yield out
+
+    def take(h: BatchHeader, raw: bytes, pos: int) -> list[Record]:
+        records = decode_records(raw, h, pos, check_crc=False)
+        if start <= h.base_offset and h.next_offset <= end:
+            return records  # the whole batch is wanted: no per-record test
+        return [r for r in records if start <= r.offset < end]
+
+    return batch_lists(reader, stream_id, stream_records, start, end, take)
 
 
 def parsed_records(reader: StreamReader, stream_id: int, stream_records: Iterable[StreamRecord],

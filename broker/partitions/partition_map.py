@@ -15,12 +15,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from broker.errors import InvalidField, NotLeader, NotOwner, OffsetOutOfRange
 from broker.metadata import MetadataClient
 from broker.metadata.image import OPENED
 from broker.partitions.client_messages import OutMessage
-from broker.partitions.damage import parsed_record_lists, parsed_records
+from broker.partitions.damage import BatchTaker, batch_lists, parsed_record_lists, parsed_records
 from broker.partitions.index_claims import IndexClaims
 from broker.partitions.partition import Partition
 from broker.partitions.partition_state import PartitionState
@@ -28,6 +29,8 @@ from broker.partitions.records import Record
 from broker.partitions.topic_errors import PartitionNotFound, TopicNotFound
 from broker.partitions.topics import TopicInfo, TopicRegistry, validate_topic_name
 from broker.streams import Stream, StreamStorage
+
+T = TypeVar("T")
 
 log = logging.getLogger("mqindex.broker.partitions")
 
@@ -356,5 +359,14 @@ class PartitionMap:
         try:
             yield from parsed_record_lists(self.storage.reader, p.data_stream,
                                            self.storage.read(p.data_stream, start, end), start, end)
+        except OffsetOutOfRange:
+            return  # trimmed by retention meanwhile
+
+    def batch_lists(self, p: Partition, start: int, end: int, take: BatchTaker[T]) -> Iterator[list[T]]:
+        """What `take` makes of each stored batch holding records of [start, end), in lists (one per stored
+        batch run); damage as for `records`."""
+        try:
+            yield from batch_lists(self.storage.reader, p.data_stream, self.storage.read(p.data_stream, start, end),
+                                   start, end, take)
         except OffsetOutOfRange:
             return  # trimmed by retention meanwhile

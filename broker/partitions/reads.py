@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 from broker.errors import InvalidField
 from broker.partitions.client_messages import OutMessage
-from broker.partitions.damage import served_lists_before_damage
+from broker.partitions.damage import BatchTaker, served_lists_before_damage
 from broker.partitions.message_id import decode_message_id, encode_message_id
+from broker.partitions.partition import Partition
 from broker.partitions.partition_map import PartitionMap, now_ms
 from broker.partitions.records import Record, index_keys
 from broker.partitions.topic_errors import TopicNotFound
@@ -39,9 +41,21 @@ def out_messages(topic: str, topic_id: int, partition: int, records: list[Record
             for off, ts, key, value, headers in records]
 
 
-def fetch(parts: PartitionMap, topic: str, partition: int, offset: int, max_count: int
-          ) -> tuple[list[OutMessage], int]:
-    """Up to `max_count` messages from `offset` on, and the offset to continue from."""
+class Rendered(NamedTuple):
+    """What a page renderer made of one stored batch: its messages' bytes, how many, the last one's offset."""
+
+    data: bytes
+    count: int
+    last_offset: int
+
+
+#: (topic, topic id, partition, start, end) -> what renders each batch's messages of [start, end)
+Renderer = Callable[[str, int, int, int, int], BatchTaker[Rendered]]
+
+
+def _page(parts: PartitionMap, topic: str, partition: int, offset: int, max_count: int
+          ) -> tuple[TopicInfo, Partition, int, int, int]:
+    """(topic, partition, first offset, end of the page, end of the partition) of a page read, checked."""
     info = parts.topic(topic)
     p = parts.partition(info, partition)
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
@@ -52,11 +66,31 @@ def fetch(parts: PartitionMap, topic: str, partition: int, offset: int, max_coun
     if not p.owned and offset >= end and parts.leader_elsewhere(p) is not None:
         raise parts.not_served(p)  # the fresh tail lives on the leader
     pos = max(offset, start)
+    return info, p, pos, min(end, pos + max_count), end
+
+
+def fetch(parts: PartitionMap, topic: str, partition: int, offset: int, max_count: int
+          ) -> tuple[list[OutMessage], int]:
+    """Up to `max_count` messages from `offset` on, and the offset to continue from."""
+    info, p, pos, stop, end = _page(parts, topic, partition, offset, max_count)
     out: list[OutMessage] = []
     if pos < end:
-        out = out_messages(info.name, info.topic_id, p.index,
-                           served_lists_before_damage(parts.record_lists(p, pos, min(end, pos + max_count))))
+        out = out_messages(info.name, info.topic_id, p.index, served_lists_before_damage(parts.record_lists(p, pos,
+                                                                                                             stop)))
     next_offset = out[-1].offset + 1 if out else (pos if offset < end else offset)
+    return out, next_offset
+
+
+def fetch_rendered(parts: PartitionMap, topic: str, partition: int, offset: int, max_count: int,
+                   renderer: Renderer) -> tuple[list[Rendered], int]:
+    """`fetch` with each stored batch's messages rendered by `renderer` (the HTTP layer's JSON) instead of
+    decoded into messages: the same messages, the same offset to continue from, the same damage rule."""
+    info, p, pos, stop, end = _page(parts, topic, partition, offset, max_count)
+    out: list[Rendered] = []
+    if pos < end:
+        take = renderer(info.name, info.topic_id, p.index, pos, stop)
+        out = [r for r in served_lists_before_damage(parts.batch_lists(p, pos, stop, take)) if r.count]
+    next_offset = out[-1].last_offset + 1 if out else (pos if offset < end else offset)
     return out, next_offset
 
 

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 
 import crc32c
 import zstandard
+from aiokafka import codec as codecs
 from aiokafka.errors import KafkaError as AioKafkaError
 from aiokafka.record.default_records import DefaultRecordBatch as CRecordBatch
 from cramjam import DecompressionError
@@ -38,6 +39,7 @@ _HEADER = DefaultRecordBatch.HEADER_STRUCT  # 61 bytes
 BATCH_HEADER_SIZE = _HEADER.size
 _MAX_BATCH = (1 << 31) - 1
 COMPRESSION = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+LOG_APPEND_TIME = 0x08  # batch attribute: every record's timestamp is the batch's max timestamp
 
 
 @dataclass(frozen=True)
@@ -256,22 +258,45 @@ def parse_batches(data: bytes | memoryview, check_crc: bool = True) -> Iterator[
 
 
 _new = tuple.__new__
+_CRC_START = 21  # the CRC-32C covers the batch from its attributes on
+# what each codec raises on damaged bytes: gzip (zlib.error, OSError, EOFError), snappy (cramjam), zstd
+# (zstandard), lz4 (RuntimeError), the record walker (aiokafka's CorruptRecordException)
+_DECODE_ERRORS = (AioKafkaError, KafkaError, struct.error, IndexError, ValueError, UnicodeDecodeError, OSError,
+                  EOFError, zlib.error, DecompressionError, zstandard.ZstdError, RuntimeError)
+_DECOMPRESS = {1: codecs.gzip_decode, 2: codecs.snappy_decode, 3: codecs.lz4_decode, 4: codecs.zstd_decode}
 
 
-def batch_records(raw: bytes, h: BatchHeader, pos: int = 0, check_crc: bool = True) -> list[Any]:
+def verify_crc(raw: bytes | memoryview, h: BatchHeader, pos: int = 0) -> None:
+    """RecordFormatError unless the batch's bytes match the CRC-32C in its header."""
+    if crc32c.crc32c(memoryview(raw)[_CRC_START:]) != h.crc:
+        raise RecordFormatError(f"record batch at byte {pos} (base offset {h.base_offset}): CRC mismatch")
+
+
+def records_section(raw: bytes, h: BatchHeader, pos: int = 0) -> bytes | memoryview:
+    """The bytes of a batch's records (what follows its header), decompressed with the codecs aiokafka's
+    reader uses; damage raises RecordFormatError naming the batch."""
+    body = memoryview(raw)[BATCH_HEADER_SIZE:]
+    codec = h.attributes & 0x07
+    if not codec:
+        return body
+    decompress = _DECOMPRESS.get(codec)
+    try:
+        if decompress is None:
+            raise ValueError(f"unknown codec {codec}")
+        return decompress(body.tobytes())  # type: ignore[no-any-return]
+    except _DECODE_ERRORS as exc:
+        raise RecordFormatError(f"record batch at byte {pos} (base offset {h.base_offset}): "
+                                f"cannot decode records ({type(exc).__name__}: {exc})") from None
+
+
+def batch_records(raw: bytes, h: BatchHeader, pos: int = 0, check: bool = True) -> list[Any]:
     """aiokafka's records of one batch (`raw`, whose header `h` is already parsed), CRC-checked, decompressed;
     damage raises RecordFormatError naming the batch."""
+    if check:
+        verify_crc(raw, h, pos)
     try:
-        batch = CRecordBatch(raw)
-        if check_crc and not batch.validate_crc():
-            raise RecordFormatError(f"record batch at byte {pos} (base offset {h.base_offset}): CRC mismatch")
-        recs = list(batch)
-    except RecordFormatError:
-        raise
-    except (AioKafkaError, KafkaError, struct.error, IndexError, ValueError, UnicodeDecodeError, OSError,
-            EOFError, zlib.error, DecompressionError, zstandard.ZstdError, RuntimeError) as exc:
-        # what each codec raises on damaged bytes: gzip (zlib.error, OSError, EOFError), snappy (cramjam),
-        # zstd (zstandard), lz4 (RuntimeError), the record walker (aiokafka's CorruptRecordException)
+        recs = list(CRecordBatch(raw))
+    except _DECODE_ERRORS as exc:
         raise RecordFormatError(f"record batch at byte {pos} (base offset {h.base_offset}): "
                                 f"cannot decode records ({type(exc).__name__}: {exc})") from None
     if len(recs) != h.records_count:

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import base64
 import json
+import struct
+from collections.abc import Callable
 
+import crc32c
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api.http.message_json import fetch_body, text_or_base64
+import api.http.message_json as message_json
+from api.http.message_json import messages_json, page_body, page_renderer, text_or_base64
 from api.http.models import FetchOut
 from api.http.routes import message_out
+from broker.errors import RecordFormatError
 from broker.partitions.client_messages import OutMessage
+from broker.partitions.records import COMPRESSION, LOG_APPEND_TIME, ProducerRecord, build_batch, parse_header
 
 messages = st.builds(
     OutMessage,
@@ -30,7 +37,7 @@ messages = st.builds(
 @settings(max_examples=150, deadline=None)
 @given(ms=st.lists(messages, max_size=6), next_offset=st.integers(0, 2**63 - 1))
 def test_fetch_body_is_the_fetch_out_document(ms: list[OutMessage], next_offset: int) -> None:
-    body = fetch_body(ms, next_offset)
+    body = page_body([messages_json(ms)] if ms else [], next_offset)
     model = FetchOut(messages=[message_out(m) for m in ms], next_offset=next_offset).model_dump(mode="json")
     assert json.loads(body) == model
     assert body == json.dumps(model, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
@@ -58,3 +65,89 @@ long_then_edges = st.tuples(st.text(min_size=20, max_size=80).map(str.encode), u
                       st.binary(min_size=60, max_size=200)))
 def test_text_or_base64_is_decode_else_base64(data: bytes) -> None:
     assert text_or_base64(data) == reference(data)
+
+
+def test_the_c_renderer_is_built() -> None:
+    """`pip install` (make test) builds api/http/_record_json; without it pages are rendered in Python."""
+    assert message_json._record_json is not None
+
+
+def _rendered(take: Callable[..., list], raw: bytes) -> object:
+    try:
+        return take(parse_header(raw), raw, 0)
+    except RecordFormatError as exc:
+        return RecordFormatError, str(exc).split(":")[0]  # which batch; the detail differs between the two
+
+
+def _python(topic: str, topic_id: int, partition: int, start: int, end: int, raw: bytes) -> object:
+    saved, message_json._record_json = message_json._record_json, None
+    try:
+        return _rendered(page_renderer(topic, topic_id, partition, start, end), raw)
+    finally:
+        message_json._record_json = saved
+
+
+def _set_header(raw: bytes, base: int, attributes_or: int) -> bytes:
+    b = bytearray(raw)
+    struct.pack_into(">q", b, 0, base)
+    b[22] |= attributes_or  # low byte of the int16 attributes
+    struct.pack_into(">I", b, 17, crc32c.crc32c(bytes(b[21:])))
+    return bytes(b)
+
+
+texts = st.one_of(st.binary(max_size=40), st.text(max_size=30).map(str.encode), utf8_edges,
+                  st.sampled_from([b'"\\/\x00\x1f\x7f', "\u2028\ufffd".encode(), b""]))
+page_records = st.lists(st.builds(
+    ProducerRecord,
+    value=st.one_of(st.none(), texts, st.binary(min_size=60, max_size=300)),
+    key=st.one_of(st.none(), texts),
+    headers=st.lists(st.tuples(st.sampled_from(["KEYS", "UNIQ_KEY", "h", "é\"x"]), st.one_of(st.none(), texts)),
+                     max_size=3),
+    timestamp_ms=st.integers(0, 2**45)), min_size=1, max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(records=page_records, codec=st.sampled_from(sorted(COMPRESSION)), base=st.integers(0, 2**40),
+       append_time=st.booleans(), window=st.tuples(st.integers(-2, 14), st.integers(0, 16)),
+       topic=st.from_regex(r"[a-z][a-z0-9._-]{0,20}", fullmatch=True), topic_id=st.integers(0, 2**32 - 1),
+       partition=st.integers(0, 2**31 - 1))
+def test_the_c_renderer_writes_what_python_writes(records: list[ProducerRecord], codec: str, base: int,
+                                                  append_time: bool, window: tuple[int, int], topic: str,
+                                                  topic_id: int, partition: int) -> None:
+    raw = _set_header(build_batch(records, compression=codec), base, LOG_APPEND_TIME if append_time else 0)
+    start, end = base + window[0], base + window[0] + window[1]
+    got = _rendered(page_renderer(topic, topic_id, partition, start, end), raw)
+    assert got == _python(topic, topic_id, partition, start, end, raw)
+    if got:  # and the page is the FetchOut document
+        (r,) = got
+        doc = json.loads(page_body([r.data], r.last_offset + 1))
+        assert FetchOut.model_validate(doc).model_dump(mode="json") == doc
+        assert [m["offset"] for m in doc["messages"]] == list(range(max(start, base), r.last_offset + 1))
+
+
+@settings(max_examples=400, deadline=None)
+@given(records=page_records, data=st.data())
+def test_damaged_records_under_a_good_crc_are_refused_as_python_refuses_them(records: list[ProducerRecord],
+                                                                            data: st.DataObject) -> None:
+    """Bytes changed or cut inside the records (the CRC recomputed, as a buggy client would send them): the
+    renderer refuses exactly what the decoder refuses (a RecordFormatError naming the batch), never crashes,
+    and renders the rest the same."""
+    good = bytearray(build_batch(records))
+    if data.draw(st.booleans(), "cut"):
+        cut = data.draw(st.integers(61, len(good) - 1), "at")
+        good = good[:cut]
+        struct.pack_into(">i", good, 8, len(good) - 12)
+    else:
+        at = data.draw(st.integers(61, len(good) - 1), "at")
+        good[at] = data.draw(st.integers(0, 255), "byte")
+    raw = _set_header(bytes(good), 0, 0)
+    got = _rendered(page_renderer("t", 1, 0, 0, 100), raw)
+    assert got == _python("t", 1, 0, 0, 100, raw)
+
+
+def test_a_record_that_does_not_parse_names_its_batch() -> None:
+    raw = bytearray(build_batch([ProducerRecord(b"v" * 20, b"key-1")]))
+    raw[65] = 0x7E  # key length 63: runs past the record
+    with pytest.raises(RecordFormatError, match=r"record batch at byte 0 \(base offset 0\): cannot decode records "
+                                                r"\(record 0: key length 63 does not fit the record\)"):
+        page_renderer("t", 1, 0, 0, 10)(parse_header(bytes(raw)), _set_header(bytes(raw), 0, 0), 0)
