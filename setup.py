@@ -1,10 +1,15 @@
-"""The package's one compiled module (everything else is in pyproject.toml): the C renderer of whole-record
-HTTP pages (api/http/_record_json.pyx), built by `pip install` with Cython and the system's C compiler. It is
-optional: without a compiler the install goes on and api/http/message_json.py renders pages in Python."""
+"""The package's compiled modules (everything else is in pyproject.toml), built by `pip install` with Cython and
+the system's C compiler: the renderer of whole-record HTTP pages (api/http/_record_json.pyx) and the index
+entries of stored batches (broker/partitions/_record_entries.pyx), both walking records with
+broker/partitions/record_walk.pxd. They are optional: without a compiler the install goes on and their callers
+(api/http/message_json.py, broker/partitions/client_batches.py) do the same work in Python."""
 
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-setup(ext_modules=cythonize([Extension("api.http._record_json", ["api/http/_record_json.pyx"],
-                                       extra_compile_args=["-O2"], optional=True)],
-                            compiler_directives={"language_level": "3"}))
+MODULES = {"api.http._record_json": "api/http/_record_json.pyx",
+           "broker.partitions._record_entries": "broker/partitions/_record_entries.pyx"}
+
+setup(ext_modules=cythonize([Extension(name, [path], extra_compile_args=["-O2"], optional=True)
+                             for name, path in MODULES.items()],
+                            include_path=["."], compiler_directives={"language_level": "3"}))

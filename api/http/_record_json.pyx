@@ -4,7 +4,7 @@
 Written here because no library turns Kafka records into this API's JSON: decoding each record into Python
 objects and serialising them again (aiokafka's reader, a dict per message, orjson) cost about 4 us per message,
 most of a page's time. This walks the records of one batch (already CRC-checked and, if compressed,
-decompressed by the caller) and writes each message's object exactly as `message_json.message_dict` + orjson
+decompressed by the caller; broker/partitions/record_walk.pxd) and writes each message's object exactly as `message_json.message_dict` + orjson
 would (the tests compare them byte for byte): UTF-8 values as JSON text, anything else base64, keys and
 header values decoded with U+FFFD for bad bytes, orjson's escapes. A record that does not parse raises
 ValueError naming the record; nothing is returned for the batch then.
@@ -16,6 +16,8 @@ from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy
 
 import orjson
+
+from broker.partitions.record_walk cimport RecordView, next_record, record_headers
 
 cdef const char* _HEX = b"0123456789abcdef"
 cdef const char* _B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
@@ -170,37 +172,6 @@ cdef int _replaced_text(Buf* b, const uint8_t* s, Py_ssize_t n) except -1:
     return _text(b, <const uint8_t*>PyBytes_AS_STRING(fixed), len(fixed))
 
 
-cdef inline int64_t _varint(const uint8_t* p, Py_ssize_t end, Py_ssize_t* pos, int record) except? -1:
-    """A zigzag varint (up to 64 bits) at p[pos[0]]; a truncated or overlong one raises ValueError."""
-    cdef uint64_t v = 0
-    cdef int shift = 0
-    cdef uint8_t c
-    while True:
-        if pos[0] >= end:
-            raise ValueError(f"record {record}: a varint runs past the record")
-        c = p[pos[0]]
-        pos[0] += 1
-        v |= <uint64_t>(c & 0x7F) << shift
-        if not (c & 0x80):
-            break
-        shift += 7
-        if shift > 63:
-            raise ValueError(f"record {record}: a varint longer than 10 bytes")
-    return <int64_t>(v >> 1) ^ -(<int64_t>(v & 1))
-
-
-cdef inline Py_ssize_t _field(const uint8_t* p, Py_ssize_t end, Py_ssize_t* pos, int record,
-                              str what) except -2:
-    """The length of a length-prefixed field (-1 for null: any negative length, as aiokafka's reader takes it),
-    checked to fit; pos moves past the length."""
-    cdef int64_t n = _varint(p, end, pos, record)
-    if n < 0:
-        return -1
-    if n > end - pos[0]:
-        raise ValueError(f"record {record}: {what} length {n} does not fit the record")
-    return <Py_ssize_t>n
-
-
 def render(const uint8_t[::1] records not None, int count, int64_t base_offset, int64_t first_timestamp,
            int64_t max_timestamp, bint log_append_time, int64_t start, int64_t end, bytes head not None,
            bytes id_prefix not None):
@@ -210,10 +181,10 @@ def render(const uint8_t[::1] records not None, int count, int64_t base_offset, 
     object starts with up to its offset (`{"topic":...,"partition":...,"offset":`); `id_prefix`: the first
     16 hex digits of the message ids (topic id and partition)."""
     cdef const uint8_t* p = &records[0] if records.shape[0] else NULL
-    cdef Py_ssize_t n = records.shape[0], pos = 0, rec_end, key_at, value_at
-    cdef Py_ssize_t key_len, value_len, hk_len, hv_len
-    cdef int64_t length, ts_delta, off_delta, offset, headers, h, last = -1
+    cdef Py_ssize_t n = records.shape[0], pos = 0
+    cdef int64_t offset, last = -1
     cdef int i, emitted = 0
+    cdef RecordView r
     cdef Buf b
     cdef const char* head_p = PyBytes_AS_STRING(head)
     cdef Py_ssize_t head_n = len(head)
@@ -226,43 +197,11 @@ def render(const uint8_t[::1] records not None, int count, int64_t base_offset, 
     b.cap = n + n // 2 + 4096
     try:
         for i in range(count):
-            length = _varint(p, n, &pos, i)
-            if length < 0 or length > n - pos:
-                raise ValueError(f"record {i}: length {length} runs past the batch")
-            rec_end = pos + <Py_ssize_t>length
-            _varint(p, rec_end, &pos, i)  # attributes, unused in v2 records (read as aiokafka's reader does)
-            ts_delta = _varint(p, rec_end, &pos, i)
-            off_delta = _varint(p, rec_end, &pos, i)
-            key_len = _field(p, rec_end, &pos, i, "key")
-            key_at = pos
-            if key_len > 0:
-                pos += key_len
-            value_len = _field(p, rec_end, &pos, i, "value")
-            value_at = pos
-            if value_len > 0:
-                pos += value_len
-            headers = _varint(p, rec_end, &pos, i)
-            if headers < 0 or headers > rec_end - pos:
-                raise ValueError(f"record {i}: {headers} headers do not fit the record")
+            next_record(p, n, &pos, i, &r)
             header_pairs = None
-            if headers:
-                header_pairs = {}
-                for h in range(headers):
-                    hk_len = _field(p, rec_end, &pos, i, "header key")
-                    if hk_len < 0:
-                        raise ValueError(f"record {i}: a null header key")
-                    name = PyBytes_FromStringAndSize(<const char*>p + pos, hk_len).decode("utf-8")
-                    pos += hk_len
-                    hv_len = _field(p, rec_end, &pos, i, "header value")
-                    if hv_len > 0:
-                        header_pairs[name] = PyBytes_FromStringAndSize(<const char*>p + pos, hv_len).decode(
-                            "utf-8", "replace")
-                        pos += hv_len
-                    else:
-                        header_pairs[name] = ""
-            if pos != rec_end:
-                raise ValueError(f"record {i}: {rec_end - pos} bytes left over after its fields")
-            offset = base_offset + off_delta
+            if r.header_count:  # {name: value as text}, as message_json.message_dict makes it
+                header_pairs = {k: (v or b"").decode("utf-8", "replace") for k, v in record_headers(p, &r, i)}
+            offset = base_offset + r.off_delta
             if offset < start or offset >= end:
                 continue
             if offset < 0:
@@ -275,10 +214,10 @@ def render(const uint8_t[::1] records not None, int count, int64_t base_offset, 
             _put(&b, PyBytes_AS_STRING(id_prefix), 16)
             _hex16(&b, <uint64_t>offset)
             _lit(&b, b'","key":')
-            if key_len < 0:
+            if r.key_len < 0:
                 _lit(&b, b"null")
             else:
-                _replaced_text(&b, p + key_at, key_len)
+                _replaced_text(&b, p + r.key_at, r.key_len)
             _lit(&b, b',"headers":')
             if header_pairs:
                 hj = orjson.dumps(header_pairs)
@@ -286,16 +225,16 @@ def render(const uint8_t[::1] records not None, int count, int64_t base_offset, 
             else:
                 _lit(&b, b"{}")
             _lit(&b, b',"value":')
-            if value_len < 0:
+            if r.value_len < 0:
                 _lit(&b, b'null,"encoding":"utf-8"')
-            elif _utf8(p + value_at, value_len):
-                _text(&b, p + value_at, value_len)
+            elif _utf8(p + r.value_at, r.value_len):
+                _text(&b, p + r.value_at, r.value_len)
                 _lit(&b, b',"encoding":"utf-8"')
             else:
-                _base64(&b, p + value_at, value_len)
+                _base64(&b, p + r.value_at, r.value_len)
                 _lit(&b, b',"encoding":"base64"')
             _lit(&b, b',"timestamp":')
-            _int(&b, max_timestamp if log_append_time else first_timestamp + ts_delta)
+            _int(&b, max_timestamp if log_append_time else first_timestamp + r.ts_delta)
             _lit(&b, b"}")
             emitted += 1
             last = offset

@@ -30,8 +30,21 @@ from broker.partitions import producer_state
 from broker.partitions.batch_check import CheckedBatch, check_batches, stored_copy
 from broker.partitions.partition import Partition
 from broker.partitions.partition_map import PartitionMap
-from broker.partitions.records import KafkaBatch, Record, index_keys, parse_batches, parse_header
+from broker.partitions.records import (
+    KafkaBatch,
+    Record,
+    batch_slices,
+    index_keys,
+    parse_batches,
+    parse_header,
+    records_section,
+)
 from index_file import IndexEntry
+
+try:
+    from broker.partitions import _record_entries
+except ImportError:  # not built: the records are decoded in Python (tests/broker checks CI builds it)
+    _record_entries = None
 
 log = logging.getLogger("mqindex.broker.client_batches")
 
@@ -94,8 +107,18 @@ def stored_entries(topic: str, partition: int, base: int, payload: bytes, now: i
     whose records cannot be decoded (its CRC and framing were checked, so the client built it so) is logged,
     naming the partition and offset, and indexes nothing; the dispatcher goes on."""
     try:
-        return [e for b in parse_batches(payload, check_crc=False)
-                for e in _entries(topic, partition, base, b.records, b.header.base_offset, now)]
+        if _record_entries is None:
+            return [e for b in parse_batches(payload, check_crc=False)
+                    for e in _entries(topic, partition, base, b.records, b.header.base_offset, now)]
+        out: list[IndexEntry] = []
+        for pos, h, raw in batch_slices(payload):
+            try:
+                out += _record_entries.record_entries(records_section(raw, h, pos), h.records_count, topic,
+                                                      partition, base, now)
+            except ValueError as exc:  # a record that does not parse, a header name that is not UTF-8
+                raise RecordFormatError(f"record batch at byte {pos} (base offset {h.base_offset}): "
+                                        f"cannot decode records ({exc})") from None
+        return out
     except RecordFormatError as exc:
         log.error("stored batch not indexed: its records do not decode",
                   extra={"topic": topic, "partition": partition, "offset": base, "error": str(exc)})

@@ -160,3 +160,55 @@ def test_stored_entries_index_each_record_under_its_keys(recs: list[ProducerReco
             want.append(("t", 2, base + i, size, 7, keys))
     got = [tuple(e[:5]) + (list(e.keys),) for e in stored_entries("t", 2, base, build_batch(recs), 7)]
     assert got == want
+
+
+def test_the_c_entries_reader_is_built() -> None:
+    """`pip install` (make test) builds broker/partitions/_record_entries; without it records are decoded."""
+    from broker.partitions import client_batches
+
+    assert client_batches._record_entries is not None
+
+
+def _both_ways(payload: bytes, base: int) -> tuple[list, list]:
+    from broker.partitions import client_batches
+
+    compiled = client_batches.stored_entries("t", 2, base, payload, 7)
+    saved, client_batches._record_entries = client_batches._record_entries, None
+    try:
+        return compiled, client_batches.stored_entries("t", 2, base, payload, 7)
+    finally:
+        client_batches._record_entries = saved
+
+
+header_records = st.lists(st.builds(
+    ProducerRecord, value=st.one_of(st.none(), st.binary(max_size=50)),
+    key=st.one_of(st.none(), st.binary(max_size=12), st.sampled_from([b"", b"\xff\xfe", "é".encode()])),
+    headers=st.lists(st.tuples(st.sampled_from(["KEYS", "UNIQ_KEY", "h", "é"]),
+                               st.one_of(st.none(), st.binary(max_size=12), st.sampled_from([b"a b", b" a  a "]))),
+                     max_size=3),
+    timestamp_ms=st.integers(0, 2**41)), min_size=1, max_size=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(header_records, st.sampled_from(["none", "none", "gzip", "lz4", "zstd", "snappy"]), st.integers(0, 2**40))
+def test_c_entries_are_the_decoded_entries(recs: list[ProducerRecord], codec: str, base: int) -> None:
+    compiled, decoded = _both_ways(build_batch(recs, compression=codec), base)
+    assert compiled == decoded
+    assert len(compiled) == sum(1 for r in recs if index_keys_of(r))
+
+
+def index_keys_of(r: ProducerRecord) -> list[str]:
+    from broker.partitions.records import index_keys
+
+    return index_keys(r)
+
+
+@settings(max_examples=400, deadline=None)
+@given(header_records, st.data())
+def test_damaged_records_index_nothing_either_way(recs: list[ProducerRecord], data: st.DataObject) -> None:
+    """Bytes changed inside the records under a recomputed CRC: the C reader indexes what the decoder indexes
+    (the whole batch, or nothing when it does not decode), never crashes."""
+    raw = bytearray(build_batch(recs))
+    raw[data.draw(st.integers(61, len(raw) - 1), "at")] = data.draw(st.integers(0, 255), "byte")
+    compiled, decoded = _both_ways(_recrc(raw), 0)
+    assert compiled == decoded
