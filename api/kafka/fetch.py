@@ -29,17 +29,20 @@ from broker.partitions.client_reads import stored_batches
 
 POLL_S = 0.01  # how often a waiting fetch looks for new records
 _BATCH_LENGTH = struct.Struct(">i")  # RecordBatch: base offset (8 bytes), then the length of the rest
+_FRAME = struct.Struct(">i")  # a Kafka frame: the length of the message that follows
 
 
 class EncodedResponse:
-    """A response already encoded with its header, as the listener's writer sends it: `with_header` checks
-    the correlation id it was encoded with, `encode` returns the bytes."""
+    """A response already encoded with its header and framed (the 4-byte length in front), as the listener's
+    writer sends it: `with_header` checks the correlation id it was encoded with, `framed` is the frame (a view
+    of the encoding buffer: the answer's bytes are copied once, into it), `encode` the response without the
+    length."""
 
-    __slots__ = ("correlation_id", "payload")
+    __slots__ = ("correlation_id", "framed")
 
-    def __init__(self, correlation_id: int, payload: bytes) -> None:
+    def __init__(self, correlation_id: int, framed: memoryview) -> None:
         self.correlation_id = correlation_id
-        self.payload = payload
+        self.framed = framed
 
     def with_header(self, correlation_id: int = 0, **_: Any) -> None:
         if correlation_id != self.correlation_id:
@@ -48,18 +51,20 @@ class EncodedResponse:
     def encode(self, header: bool = True, **_: Any) -> bytes:
         if not header:
             raise ValueError("an encoded response always carries its header")
-        return self.payload
+        return bytes(self.framed[4:])
 
 
 def encode_response(resp: Any, version: int, correlation_id: int, size_hint: int) -> EncodedResponse:
-    """`resp.encode(header=True)` into a buffer sized for the records (kafka-python's own thread-local buffer
-    would grow to the largest answer on every worker thread and keep that memory)."""
+    """`resp.encode(header=True)`, framed, into a buffer sized for the records (kafka-python's own thread-local
+    buffer would grow to the largest answer on every worker thread and keep that memory)."""
     resp.with_header(correlation_id=correlation_id)
     flexible = bool(resp.flexible_version_q(version))
     out = EncodeBuffer(size_hint + 65536)
+    out.pos = 4  # the frame's length, written once the size is known
     resp.encode_header_into(out, flexible=flexible)
     resp._struct.compiled_encode_into(version, compact=flexible, tagged=flexible)(resp, out)
-    return EncodedResponse(correlation_id, bytes(memoryview(out.buf)[:out.pos]))
+    _FRAME.pack_into(out.buf, 0, out.pos - 4)
+    return EncodedResponse(correlation_id, memoryview(out.buf)[:out.pos])
 
 
 def cut(data: bytes, limit: int) -> bytes:

@@ -250,7 +250,8 @@ class KafkaServer:
                         answer = None
                     else:
                         resp.with_header(correlation_id=item.correlation_id)
-                        answer = frame(resp.encode(header=True))
+                        answer = (resp.framed if isinstance(resp, fetch.EncodedResponse)
+                                  else frame(resp.encode(header=True)))
                 if answer is not None:
                     writer.write(answer)
                     await writer.drain()
