@@ -32,7 +32,7 @@ from broker.partitions import reads, topic_admin
 from broker.partitions.client_batches import ClientBatches
 from broker.partitions.client_messages import InMessage, OutMessage, Produced
 from broker.partitions.dispatcher import Dispatcher
-from broker.partitions.index_link import catch_up_ranges, open_index
+from broker.partitions.index_link import catch_up_ranges, keyless_ends, open_index
 from broker.partitions.partition_map import PartitionMap
 from broker.partitions.partition_map import now_ms as _now_ms
 from broker.partitions.produce import Producer
@@ -335,6 +335,8 @@ class BrokerNode:
         self.dispatcher.stop()
         owned = self.partitions.owned()
         try:
+            if self.dispatcher.error is None:  # every acknowledged record dispatched: mark the keyless ends
+                self.index.put_batch(keyless_ends(self.partitions, owned))
             self.index.flush()
         except Exception as exc:  # noqa: BLE001
             clean = False

@@ -46,12 +46,21 @@ class InOrder:
     done: Future[None]
 
 
+def progress_marker(topic: str, partition: int, offset: int) -> IndexEntry:
+    """An entry without keys: the index writes nothing for it, and its checkpoint of the partition moves to
+    `offset` (every record up to it dispatched). Partitions whose records have no keys reach their end this
+    way; without it their checkpoint never moves and every open would read them again from the start."""
+    return IndexEntry(topic, partition, offset, 0, 0, [])
+
+
 class Dispatcher:
     def __init__(self, put_batch: Callable[[Sequence[IndexEntry]], object],
-                 read_entries: Callable[[CatchUp], Iterator[list[IndexEntry]]], flush: Callable[[], None]) -> None:
+                 read_entries: Callable[[CatchUp], Iterator[list[IndexEntry]]], flush: Callable[[], None],
+                 mark: Callable[[Sequence[IndexEntry]], object] | None = None) -> None:
         self._put_batch = put_batch
         self._read_entries = read_entries
         self._flush = flush
+        self._mark = mark  # the index's put without claims, for progress markers (entries without keys)
         self._cond = threading.Condition()
         self._queue: deque[list[IndexEntry] | Callable[[], list[IndexEntry]] | CatchUp | InOrder] = deque()
         self._catch_up: list[CatchUp] = []
@@ -129,13 +138,19 @@ class Dispatcher:
 
     def _redispatch(self, c: CatchUp) -> None:
         n = 0
+        last = c.start - 1
         try:
             for entries in self._read_entries(c):
                 self._put_batch(entries)
                 n += len(entries)
+                last = entries[-1].offset
         except (TopicNotFound, StreamNotFound):
             log.info("re-dispatch skipped: the topic was deleted", extra={"topic": c.topic, "partition": c.partition})
             return
+        if self._mark is not None and last < c.end - 1:
+            # records without keys up to the range's end: a marker moves the index's checkpoint past them, so
+            # the next open does not read them again
+            self._mark([progress_marker(c.topic, c.partition, c.end - 1)])
         self.dispatched += n
         self.redispatched += n
         log.info("re-dispatched to the index", extra={"topic": c.topic, "partition": c.partition,

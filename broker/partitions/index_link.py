@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from broker.partitions import reads
-from broker.partitions.dispatcher import CatchUp, Dispatcher
+from broker.partitions.dispatcher import CatchUp, Dispatcher, progress_marker
 from broker.partitions.index_claims import IndexClaims
+from broker.partitions.partition import Partition
 from broker.partitions.partition_map import PartitionMap
 from broker.partitions.retention import data_is_live
+from index_file import IndexEntry
 
 
 def open_index(index_dir: Path, store_url: str, node_id: int, clock: Callable[[], int], parts: PartitionMap,
@@ -34,7 +36,7 @@ def open_index(index_dir: Path, store_url: str, node_id: int, clock: Callable[[]
     claims = IndexClaims(parts.meta, node_id)
     parts.index_claims = claims
     dispatcher = Dispatcher(claims.guard(index.put_batch), lambda c: reads.index_entries(
-        parts, c.topic, c.partition, c.start, c.end, clock), index.flush)
+        parts, c.topic, c.partition, c.start, c.end, clock), index.flush, mark=index.put_batch)
     parts.forget_index = lambda topic, partitions: dispatcher.in_order(lambda: index.forget_queues(topic, partitions))
     return index, dispatcher
 
@@ -46,4 +48,15 @@ def catch_up_ranges(parts: PartitionMap) -> list[CatchUp]:
         ck = parts.index_checkpoint(p)
         start = max(0 if ck is None else ck + 1, parts.start_offset(p))
         out.append(CatchUp(p.topic.name, p.index, start, p.acked_end))
+    return out
+
+
+def keyless_ends(parts: PartitionMap, owned: list[Partition]) -> list[IndexEntry]:
+    """Progress markers for the partitions whose index checkpoint stops short of their acknowledged end (their
+    last records have no keys), given at a clean close once every acknowledged record is dispatched."""
+    out = []
+    for p in owned:
+        ck = parts.checkpoint(p.topic.name, p.index)
+        if p.acked_end > 0 and (ck is None or ck < p.acked_end - 1):
+            out.append(progress_marker(p.topic.name, p.index, p.acked_end - 1))
     return out

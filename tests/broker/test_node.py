@@ -191,6 +191,25 @@ def test_clean_restart_continues_offsets_and_index(open_node: NodeFactory, urls:
         store.close()
 
 
+def test_a_keyless_partition_is_not_read_again_at_the_next_open(open_node: NodeFactory) -> None:
+    """Records without keys put nothing in the index, yet the index's checkpoint of their partition reaches
+    its end at a clean close: the next open has nothing to catch up (before, every open re-read the whole
+    partition from the store)."""
+    from broker.partitions.index_link import catch_up_ranges
+
+    node = open_node()
+    node.create_topic("nokeys", 1)
+    node.produce("nokeys", [InMessage(b"v%d" % i) for i in range(20)])
+    node.produce("nokeys", [InMessage(b"k", key=b"key")] + [InMessage(b"w%d" % i) for i in range(9)])
+    node.close()
+    node = open_node()
+    assert node.partition_info("nokeys", 0)["state"]["index_checkpoint"] == 29
+    assert [(c.start, c.end) for c in catch_up_ranges(node.partitions) if c.topic == "nokeys"] == [(30, 30)]
+    assert node.dispatcher.redispatched == 0
+    page, _ = node.find_by_key("nokeys", "key", 0, None, 10, None)
+    assert [m.offset for m in page] == [20]
+
+
 def test_retention_by_time_and_size_deletes_objects(open_node: NodeFactory, urls: dict[str, str]) -> None:
     node = open_node(retention_bytes=30_000, maintenance_interval_s=0)
     node.create_topic("ret", 1)
