@@ -10,6 +10,7 @@ header values decoded with U+FFFD for bad bytes, orjson's escapes. A record that
 ValueError naming the record; nothing is returned for the batch then.
 """
 
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
@@ -172,16 +173,18 @@ cdef int _replaced_text(Buf* b, const uint8_t* s, Py_ssize_t n) except -1:
     return _text(b, <const uint8_t*>PyBytes_AS_STRING(fixed), len(fixed))
 
 
-def render(const uint8_t[::1] records not None, int count, int64_t base_offset, int64_t first_timestamp,
-           int64_t max_timestamp, bint log_append_time, int64_t start, int64_t end, bytes head not None,
-           bytes id_prefix not None):
-    """(JSON of the messages with offsets in [start, end), comma-separated; how many; the last offset, or -1).
+def render(bytearray out not None, bint comma, const uint8_t[::1] records not None, int count,
+           int64_t base_offset, int64_t first_timestamp, int64_t max_timestamp, bint log_append_time, int64_t start,
+           int64_t end, bytes head not None, bytes id_prefix not None):
+    """Append to `out` the JSON of the messages with offsets in [start, end), comma-separated (with a comma
+    first when `comma` and there is a message); returns (how many, the last one's offset or -1). On an error
+    `out` is left as it was.
 
     `records`: the `count` records of a batch whose base offset is `base_offset`; `head`: what every message
     object starts with up to its offset (`{"topic":...,"partition":...,"offset":`); `id_prefix`: the first
     16 hex digits of the message ids (topic id and partition)."""
     cdef const uint8_t* p = &records[0] if records.shape[0] else NULL
-    cdef Py_ssize_t n = records.shape[0], pos = 0
+    cdef Py_ssize_t n = records.shape[0], pos = 0, at
     cdef int64_t offset, last = -1
     cdef int i, emitted = 0
     cdef RecordView r
@@ -206,7 +209,7 @@ def render(const uint8_t[::1] records not None, int count, int64_t base_offset, 
                 continue
             if offset < 0:
                 raise ValueError(f"record {i}: offset {offset} is negative")
-            if emitted:
+            if emitted or comma:
                 _lit(&b, b",")
             _put(&b, head_p, head_n)
             _int(&b, offset)
@@ -240,6 +243,9 @@ def render(const uint8_t[::1] records not None, int count, int64_t base_offset, 
             last = offset
         if pos != n:
             raise ValueError(f"{n - pos} bytes left over after {count} records")
-        return PyBytes_FromStringAndSize(b.data, b.size), emitted, last
+        at = PyByteArray_GET_SIZE(out)
+        PyByteArray_Resize(out, at + b.size)
+        memcpy(PyByteArray_AS_STRING(out) + at, b.data, b.size)
+        return emitted, last
     finally:
         free(b.data)

@@ -64,31 +64,48 @@ def messages_json(messages: list[OutMessage]) -> bytes:
     return b",".join([orjson.dumps(message_dict(m)) for m in messages])
 
 
-def page_body(parts: list[bytes], next_offset: int) -> bytes:
-    """The JSON of `FetchOut`: the messages' parts (`messages_json` or rendered) and the offset to go on from."""
-    return b"".join([b'{"messages":[', b",".join(parts), b'],"next_offset":', str(next_offset).encode(), b"}"])
+class Page:
+    """A whole-record page's JSON built in one buffer: each stored batch's messages appended as rendered,
+    `body` the document once the broker says which batches are served and the offset to go on from."""
 
+    PREFIX = b'{"messages":['
 
-def page_renderer(topic: str, topic_id: int, partition: int, start: int, end: int) -> BatchTaker[Rendered]:
-    """What renders the messages of [start, end) of each stored batch of a partition (`Backend.fetch_rendered`).
-    Records that do not decode raise RecordFormatError (the broker reports the object as damaged)."""
-    head = b"".join([b'{"topic":', orjson.dumps(topic), b',"partition":', str(partition).encode(), b',"offset":'])
-    id_prefix = encode_message_id(topic_id, partition, 0)[:16].encode()
+    def __init__(self) -> None:
+        self.out = bytearray(self.PREFIX)
 
-    def take(h: BatchHeader, raw: bytes, pos: int) -> list[Rendered]:
-        if _record_json is None:
-            records = [r for r in decode_records(raw, h, pos, check_crc=False) if start <= r.offset < end]
-            if not records:
-                return []
-            return [Rendered(messages_json(out_messages(topic, topic_id, partition, records)), len(records),
-                             records[-1].offset)]
-        try:
-            data, count, last = _record_json.render(records_section(raw, h, pos), h.records_count, h.base_offset,
-                                                    h.first_timestamp, h.max_timestamp,
-                                                    bool(h.attributes & LOG_APPEND_TIME), start, end, head, id_prefix)
-        except ValueError as exc:  # a record that does not parse, a header name that is not UTF-8
-            raise RecordFormatError(f"record batch at byte {pos} (base offset {h.base_offset}): "
-                                    f"cannot decode records ({exc})") from None
-        return [Rendered(data, count, last)] if count else []
+    def renderer(self, topic: str, topic_id: int, partition: int, start: int, end: int) -> BatchTaker[Rendered]:
+        """What renders the messages of [start, end) of each stored batch of a partition into this page
+        (`Backend.fetch_rendered`). Records that do not decode raise RecordFormatError (the broker reports the
+        object as damaged) and add nothing."""
+        out = self.out
+        head = b"".join([b'{"topic":', orjson.dumps(topic), b',"partition":', str(partition).encode(),
+                         b',"offset":'])
+        id_prefix = encode_message_id(topic_id, partition, 0)[:16].encode()
 
-    return take
+        def take(h: BatchHeader, raw: bytes, pos: int) -> list[Rendered]:
+            comma = len(out) > len(self.PREFIX)
+            if _record_json is None:
+                records = [r for r in decode_records(raw, h, pos, check_crc=False) if start <= r.offset < end]
+                if not records:
+                    return []
+                if comma:
+                    out.extend(b",")
+                out.extend(messages_json(out_messages(topic, topic_id, partition, records)))
+                return [Rendered(len(records), records[-1].offset, len(out))]
+            try:
+                count, last = _record_json.render(out, comma, records_section(raw, h, pos), h.records_count,
+                                                  h.base_offset, h.first_timestamp, h.max_timestamp,
+                                                  bool(h.attributes & LOG_APPEND_TIME), start, end, head, id_prefix)
+            except ValueError as exc:  # a record that does not parse, a header name that is not UTF-8
+                raise RecordFormatError(f"record batch at byte {pos} (base offset {h.base_offset}): "
+                                        f"cannot decode records ({exc})") from None
+            return [Rendered(count, last, len(out))] if count else []
+
+        return take
+
+    def body(self, served: list[Rendered], next_offset: int) -> bytearray:
+        """The JSON of `FetchOut`: the served batches' messages (anything rendered after them dropped) and the
+        offset to go on from."""
+        del self.out[served[-1].end if served else len(self.PREFIX):]
+        self.out += b'],"next_offset":%d}' % next_offset
+        return self.out

@@ -15,7 +15,7 @@ from starlette.concurrency import run_in_threadpool
 from api.backend import Backend, InMessage, OutMessage
 from api.http.auth import require
 from api.http.errors import as_http, client_error
-from api.http.message_json import page_body, page_renderer
+from api.http.message_json import Page
 from api.http.models import (
     CURSOR_PATTERN,
     MAX_INT,
@@ -180,11 +180,11 @@ async def fetch(request: Request, topic: TopicPath, partition: Annotated[int, Pa
                 max: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100) -> Response:
     backend: Backend = request.app.state.backend
 
-    def page() -> bytes:
+    def page() -> memoryview:
         # read and the FetchOut document rendered from the stored batches (api/http/message_json.py) in one
         # worker call
-        rendered, next_offset = backend.fetch_rendered(topic, partition, offset, max, page_renderer)
-        return page_body([r.data for r in rendered], next_offset)
+        built = Page()
+        return memoryview(built.body(*backend.fetch_rendered(topic, partition, offset, max, built.renderer)))
 
     return Response(await off_loop(page), media_type="application/json")
 

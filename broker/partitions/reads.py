@@ -42,11 +42,12 @@ def out_messages(topic: str, topic_id: int, partition: int, records: list[Record
 
 
 class Rendered(NamedTuple):
-    """What a page renderer made of one stored batch: its messages' bytes, how many, the last one's offset."""
+    """What a page renderer made of one stored batch: how many messages, the last one's offset, and where its
+    output of them ends (so a page cut before damage keeps exactly the output of the batches served)."""
 
-    data: bytes
     count: int
     last_offset: int
+    end: int
 
 
 #: (topic, topic id, partition, start, end) -> what renders each batch's messages of [start, end)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import json
 import struct
-from collections.abc import Callable
 
 import crc32c
 import pytest
@@ -13,11 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import api.http.message_json as message_json
-from api.http.message_json import messages_json, page_body, page_renderer, text_or_base64
+from api.http.message_json import Page, messages_json, text_or_base64
 from api.http.models import FetchOut
 from api.http.routes import message_out
 from broker.errors import RecordFormatError
 from broker.partitions.client_messages import OutMessage
+from broker.partitions.reads import Rendered
 from broker.partitions.records import COMPRESSION, LOG_APPEND_TIME, ProducerRecord, build_batch, parse_header
 
 messages = st.builds(
@@ -37,7 +37,9 @@ messages = st.builds(
 @settings(max_examples=150, deadline=None)
 @given(ms=st.lists(messages, max_size=6), next_offset=st.integers(0, 2**63 - 1))
 def test_fetch_body_is_the_fetch_out_document(ms: list[OutMessage], next_offset: int) -> None:
-    body = page_body([messages_json(ms)] if ms else [], next_offset)
+    page = Page()
+    page.out += messages_json(ms)
+    body = bytes(page.body([Rendered(len(ms), ms[-1].offset, len(page.out))] if ms else [], next_offset))
     model = FetchOut(messages=[message_out(m) for m in ms], next_offset=next_offset).model_dump(mode="json")
     assert json.loads(body) == model
     assert body == json.dumps(model, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
@@ -72,17 +74,21 @@ def test_the_c_renderer_is_built() -> None:
     assert message_json._record_json is not None
 
 
-def _rendered(take: Callable[..., list], raw: bytes) -> object:
+def _rendered(topic: str, topic_id: int, partition: int, start: int, end: int, raw: bytes) -> object:
+    """What a page's renderer makes of one batch: (its Rendered items, the page's bytes), or the error."""
+    page = Page()
+    page.out += b"{}"  # a message already in the page: the batch's messages follow a comma
     try:
-        return take(parse_header(raw), raw, 0)
+        return page.renderer(topic, topic_id, partition, start, end)(parse_header(raw), raw, 0), bytes(page.out)
     except RecordFormatError as exc:
+        assert bytes(page.out) == Page.PREFIX + b"{}"  # nothing of the batch was added
         return RecordFormatError, str(exc).split(":")[0]  # which batch; the detail differs between the two
 
 
 def _python(topic: str, topic_id: int, partition: int, start: int, end: int, raw: bytes) -> object:
     saved, message_json._record_json = message_json._record_json, None
     try:
-        return _rendered(page_renderer(topic, topic_id, partition, start, end), raw)
+        return _rendered(topic, topic_id, partition, start, end, raw)
     finally:
         message_json._record_json = saved
 
@@ -116,13 +122,13 @@ def test_the_c_renderer_writes_what_python_writes(records: list[ProducerRecord],
                                                   topic_id: int, partition: int) -> None:
     raw = _set_header(build_batch(records, compression=codec), base, LOG_APPEND_TIME if append_time else 0)
     start, end = base + window[0], base + window[0] + window[1]
-    got = _rendered(page_renderer(topic, topic_id, partition, start, end), raw)
+    got = _rendered(topic, topic_id, partition, start, end, raw)
     assert got == _python(topic, topic_id, partition, start, end, raw)
-    if got:  # and the page is the FetchOut document
-        (r,) = got
-        doc = json.loads(page_body([r.data], r.last_offset + 1))
-        assert FetchOut.model_validate(doc).model_dump(mode="json") == doc
-        assert [m["offset"] for m in doc["messages"]] == list(range(max(start, base), r.last_offset + 1))
+    page = Page()
+    served = page.renderer(topic, topic_id, partition, start, end)(parse_header(raw), raw, 0)
+    doc = json.loads(bytes(page.body(served, served[-1].last_offset + 1 if served else start)))
+    assert FetchOut.model_validate(doc).model_dump(mode="json") == doc  # the page is the FetchOut document
+    assert [m["offset"] for m in doc["messages"]] == list(range(max(start, base), min(end, base + len(records))))
 
 
 @settings(max_examples=400, deadline=None)
@@ -141,7 +147,7 @@ def test_damaged_records_under_a_good_crc_are_refused_as_python_refuses_them(rec
         at = data.draw(st.integers(61, len(good) - 1), "at")
         good[at] = data.draw(st.integers(0, 255), "byte")
     raw = _set_header(bytes(good), 0, 0)
-    got = _rendered(page_renderer("t", 1, 0, 0, 100), raw)
+    got = _rendered("t", 1, 0, 0, 100, raw)
     assert got == _python("t", 1, 0, 0, 100, raw)
 
 
@@ -150,4 +156,37 @@ def test_a_record_that_does_not_parse_names_its_batch() -> None:
     raw[65] = 0x7E  # key length 63: runs past the record
     with pytest.raises(RecordFormatError, match=r"record batch at byte 0 \(base offset 0\): cannot decode records "
                                                 r"\(record 0: key length 63 does not fit the record\)"):
-        page_renderer("t", 1, 0, 0, 10)(parse_header(bytes(raw)), _set_header(bytes(raw), 0, 0), 0)
+        Page().renderer("t", 1, 0, 0, 10)(parse_header(bytes(raw)), _set_header(bytes(raw), 0, 0), 0)
+
+
+def test_a_page_ends_before_a_damaged_object_as_the_decoded_read_does(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Two uploaded objects, the second damaged: the rendered page serves the first's messages and the offset
+    after them, exactly as the decoded read (`fetch`) does; the next page raises the damage naming the object."""
+    from broker.errors import ObjectFormatError
+    from broker.node import BrokerNode
+    from broker.partitions.client_messages import InMessage
+
+    node = BrokerNode.open(tmp_path / "node", f"file://{tmp_path}/store", f"sqlite:///{tmp_path}/meta.sqlite",
+                           upload_interval_s=3600.0, maintenance_interval_s=0)
+    try:
+        node.create_topic("t", 1)
+        for part in ("first", "second"):
+            node.produce("t", [InMessage(f"{part}-{i}".encode() * 50, key=b"k") for i in range(20)])
+            node.flush()
+        keys = [node.meta.object_key(o) for o in sorted(node.meta.committed_objects())]
+        assert len(keys) == 2
+        node.block_cache.__init__(node.block_cache.max_bytes)  # nothing cached: the page reads the store
+        path = tmp_path / "store" / keys[1]
+        raw = bytearray(path.read_bytes())
+        raw[len(raw) // 3] ^= 0xFF  # inside a record batch of the second object
+        path.write_bytes(bytes(raw))
+        messages, next_offset = node.fetch("t", 0, 0, 100)
+        page = Page()
+        doc = json.loads(bytes(page.body(*node.fetch_rendered("t", 0, 0, 100, page.renderer))))
+        assert doc["next_offset"] == next_offset == 20
+        assert [m["offset"] for m in doc["messages"]] == [m.offset for m in messages] == list(range(20))
+        with pytest.raises(ObjectFormatError) as err:
+            node.fetch_rendered("t", 0, 20, 100, Page().renderer)
+        assert err.value.key == keys[1]
+    finally:
+        node.close()
