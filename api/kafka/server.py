@@ -67,7 +67,7 @@ class Pending:
     """One request of a connection, in arrival order: its answer (encoded, or a task giving the response
     object, None when there is none to send) and the size of its frame."""
     correlation_id: int
-    answer: bytes | asyncio.Task[Any] | None
+    answer: bytes | memoryview | asyncio.Task[Any] | None
     size: int
     close_after: bool = False  # a failed SASL authentication: the connection closes once this is sent
 
@@ -93,6 +93,11 @@ class InFlight:
             self.requests -= 1
             self.bytes -= size
             self._changed.notify_all()
+
+
+def framed(resp: Any) -> bytes | memoryview:
+    """The frame of a response whose header is set: a fetch answer comes encoded and framed already."""
+    return resp.framed if isinstance(resp, fetch.EncodedResponse) else frame(resp.encode(header=True))
 
 
 def decode_request(data: bytes) -> tuple[Any, Any, int] | bytes:
@@ -230,8 +235,7 @@ class KafkaServer:
                 continue
             if resp is not None:
                 resp.with_header(correlation_id=correlation_id)
-            queue.put_nowait(Pending(correlation_id, None if resp is None else frame(resp.encode(header=True)),
-                                     size, session.failed))
+            queue.put_nowait(Pending(correlation_id, None if resp is None else framed(resp), size, session.failed))
             if session.failed:
                 return
 
@@ -250,8 +254,7 @@ class KafkaServer:
                         answer = None
                     else:
                         resp.with_header(correlation_id=item.correlation_id)
-                        answer = (resp.framed if isinstance(resp, fetch.EncodedResponse)
-                                  else frame(resp.encode(header=True)))
+                        answer = framed(resp)
                 if answer is not None:
                     writer.write(answer)
                     await writer.drain()
