@@ -18,11 +18,16 @@ import orjson
 import pybase64
 
 from api.backend import OutMessage
-from broker.errors import RecordFormatError
 from broker.partitions.damage import BatchTaker
 from broker.partitions.message_id import encode_message_id
 from broker.partitions.reads import Rendered, out_messages
-from broker.partitions.records import LOG_APPEND_TIME, BatchHeader, decode_records, records_section
+from broker.partitions.records import (
+    LOG_APPEND_TIME,
+    BatchHeader,
+    decode_records,
+    records_section,
+    undecodable,
+)
 
 try:
     from api.http import _record_json
@@ -97,8 +102,7 @@ class Page:
                                                   h.base_offset, h.first_timestamp, h.max_timestamp,
                                                   bool(h.attributes & LOG_APPEND_TIME), start, end, head, id_prefix)
             except ValueError as exc:  # a record that does not parse, a header name that is not UTF-8
-                raise RecordFormatError(f"record batch at byte {pos} (base offset {h.base_offset}): "
-                                        f"cannot decode records ({exc})") from None
+                raise undecodable(h, pos, exc, name=False) from None
             return [Rendered(count, last, len(out))] if count else []
 
         return take

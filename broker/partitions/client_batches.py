@@ -38,6 +38,7 @@ from broker.partitions.records import (
     parse_batches,
     parse_header,
     records_section,
+    undecodable,
 )
 from index_file import IndexEntry
 
@@ -116,8 +117,7 @@ def stored_entries(topic: str, partition: int, base: int, payload: bytes, now: i
                 out += _record_entries.record_entries(records_section(raw, h, pos), h.records_count, topic,
                                                       partition, base, now)
             except ValueError as exc:  # a record that does not parse, a header name that is not UTF-8
-                raise RecordFormatError(f"record batch at byte {pos} (base offset {h.base_offset}): "
-                                        f"cannot decode records ({exc})") from None
+                raise undecodable(h, pos, exc, name=False) from None
         return out
     except RecordFormatError as exc:
         log.error("stored batch not indexed: its records do not decode",

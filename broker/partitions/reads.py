@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
 from broker.errors import InvalidField
@@ -11,12 +11,24 @@ from broker.partitions.damage import BatchTaker, served_lists_before_damage
 from broker.partitions.message_id import decode_message_id, encode_message_id
 from broker.partitions.partition import Partition
 from broker.partitions.partition_map import PartitionMap, now_ms
-from broker.partitions.records import Record, index_keys
+from broker.partitions.records import (
+    LOG_APPEND_TIME,
+    BatchHeader,
+    Record,
+    index_keys,
+    records_section,
+    undecodable,
+)
 from broker.partitions.topic_errors import TopicNotFound
 from broker.partitions.topics import TopicInfo
 from index_file import IndexEntry
 
 CATCH_UP_BATCH = 4096
+
+try:
+    from broker.partitions import _record_entries
+except ImportError:  # not built: the records are decoded in Python (tests/broker checks CI builds it)
+    _record_entries = None
 
 
 def _headers(headers: list[tuple[str, bytes | None]]) -> list[tuple[str, bytes]]:
@@ -132,18 +144,41 @@ def get_by_id(parts: PartitionMap, msg_id: str) -> OutMessage | None:
 
 def index_entries(parts: PartitionMap, topic: str, partition: int, start: int, end: int,
                   clock: Callable[[], int] = now_ms) -> Iterator[list[IndexEntry]]:
-    """Index entries of [start, end) of one partition, read back from the stream (re-dispatch)."""
+    """Index entries of [start, end) of one partition, read back from the stream (re-dispatch), in lists of
+    CATCH_UP_BATCH. The append time is not stored with the record: a re-dispatched entry takes the record's
+    timestamp, never later than now (a future producer timestamp cannot push it ahead)."""
     p = parts.get(topic, partition)
-    batch: list[IndexEntry] = []
+    if _record_entries is None:
+        yield from _chunks(_decoded_entries(parts, p, topic, partition, start, end, clock))
+        return
+
+    def take(h: BatchHeader, raw: bytes, pos: int) -> list[IndexEntry]:
+        try:  # the entries read in C from the batch's record bytes (as the dispatcher reads a produced batch)
+            return _record_entries.catch_up_entries(  # type: ignore[no-any-return]
+                records_section(raw, h, pos), h.records_count, topic, partition, h.base_offset, h.first_timestamp,
+                h.max_timestamp, bool(h.attributes & LOG_APPEND_TIME), start, end, clock())
+        except ValueError as exc:  # a record that does not parse, a header name that is not UTF-8
+            raise undecodable(h, pos, exc, name=False) from None
+
+    yield from _chunks(e for entries in parts.batch_lists(p, start, end, take) for e in entries)
+
+
+def _decoded_entries(parts: PartitionMap, p: Partition, topic: str, partition: int, start: int, end: int,
+                     clock: Callable[[], int]) -> Iterator[IndexEntry]:
+    """`index_entries` from the records decoded in Python (where the C reader is not built)."""
     for r in parts.records(p, start, end):
         keys = index_keys(r)
         if keys:
             size = len(r.key or b"") + len(r.value or b"") + sum(len(k) + len(v or b"") for k, v in r.headers)
-            # the append time is not stored with the record: a re-dispatched entry takes the record's
-            # timestamp, never later than now (a future producer timestamp cannot push it ahead)
-            batch.append(IndexEntry(topic, partition, r.offset, size, min(r.timestamp_ms, clock()), keys))
-            if len(batch) >= CATCH_UP_BATCH:
-                yield batch
-                batch = []
+            yield IndexEntry(topic, partition, r.offset, size, min(r.timestamp_ms, clock()), keys)
+
+
+def _chunks(entries: Iterable[IndexEntry]) -> Iterator[list[IndexEntry]]:
+    batch: list[IndexEntry] = []
+    for e in entries:
+        batch.append(e)
+        if len(batch) >= CATCH_UP_BATCH:
+            yield batch
+            batch = []
     if batch:
         yield batch

@@ -266,6 +266,13 @@ _DECODE_ERRORS = (AioKafkaError, KafkaError, struct.error, IndexError, ValueErro
 _DECOMPRESS = {1: codecs.gzip_decode, 2: codecs.snappy_decode, 3: codecs.lz4_decode, 4: codecs.zstd_decode}
 
 
+def undecodable(h: BatchHeader, pos: int, exc: BaseException, name: bool = True) -> RecordFormatError:
+    """The error of a batch whose records do not decode (its header `h`, at byte `pos`), naming the batch."""
+    detail = f"{type(exc).__name__}: {exc}" if name else str(exc)
+    return RecordFormatError(f"record batch at byte {pos} (base offset {h.base_offset}): cannot decode records "
+                             f"({detail})")
+
+
 def verify_crc(raw: bytes | memoryview, h: BatchHeader, pos: int = 0) -> None:
     """RecordFormatError unless the batch's bytes match the CRC-32C in its header."""
     if crc32c.crc32c(memoryview(raw)[_CRC_START:]) != h.crc:
@@ -285,8 +292,7 @@ def records_section(raw: bytes, h: BatchHeader, pos: int = 0) -> bytes | memoryv
             raise ValueError(f"unknown codec {codec}")
         return decompress(body.tobytes())  # type: ignore[no-any-return]
     except _DECODE_ERRORS as exc:
-        raise RecordFormatError(f"record batch at byte {pos} (base offset {h.base_offset}): "
-                                f"cannot decode records ({type(exc).__name__}: {exc})") from None
+        raise undecodable(h, pos, exc) from None
 
 
 def batch_records(raw: bytes, h: BatchHeader, pos: int = 0, check: bool = True) -> list[Any]:
@@ -297,8 +303,7 @@ def batch_records(raw: bytes, h: BatchHeader, pos: int = 0, check: bool = True) 
     try:
         recs = list(CRecordBatch(raw))
     except _DECODE_ERRORS as exc:
-        raise RecordFormatError(f"record batch at byte {pos} (base offset {h.base_offset}): "
-                                f"cannot decode records ({type(exc).__name__}: {exc})") from None
+        raise undecodable(h, pos, exc) from None
     if len(recs) != h.records_count:
         raise RecordFormatError(f"record batch at byte {pos}: {len(recs)} records, header says {h.records_count}")
     return recs

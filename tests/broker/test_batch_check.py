@@ -212,3 +212,39 @@ def test_damaged_records_index_nothing_either_way(recs: list[ProducerRecord], da
     raw[data.draw(st.integers(61, len(raw) - 1), "at")] = data.draw(st.integers(0, 255), "byte")
     compiled, decoded = _both_ways(_recrc(raw), 0)
     assert compiled == decoded
+
+
+def test_catch_up_entries_read_in_c_are_the_decoded_ones(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The re-dispatch of a range (reads.index_entries) reads entries in C from the stored batches: the same
+    entries, times (the record's, never after now) and chunks as decoding the records in Python."""
+    from broker.node import BrokerNode
+    from broker.partitions import reads
+    from broker.partitions.client_messages import InMessage
+
+    node = BrokerNode.open(tmp_path / "node", f"file://{tmp_path}/store", f"sqlite:///{tmp_path}/meta.sqlite",
+                           upload_interval_s=3600.0, maintenance_interval_s=0)
+    try:
+        node.create_topic("t", 1)
+        for n in range(3):
+            node.produce("t", [InMessage(b"v" * i, key=None if i % 3 == 0 else f"k{n}-{i}".encode(),
+                                         headers=[("KEYS", b"a b")] if i % 5 == 0 else [],
+                                         timestamp=None if i % 2 else 10**12 + i, partition=0)
+                               for i in range(2000)])
+        node.flush()
+
+        def both(start: int, end: int) -> tuple[list, list]:
+            compiled = list(reads.index_entries(node.partitions, "t", 0, start, end, clock=lambda: 15 * 10**11))
+            saved, reads._record_entries = reads._record_entries, None
+            try:
+                return compiled, list(reads.index_entries(node.partitions, "t", 0, start, end,
+                                                          clock=lambda: 15 * 10**11))
+            finally:
+                reads._record_entries = saved
+
+        for start, end in [(0, 6000), (1, 5999), (1999, 4001), (3000, 3001), (6000, 6000)]:
+            compiled, decoded = both(start, end)
+            assert compiled == decoded
+            assert [len(c) for c in compiled] == [len(d) for d in decoded]
+        assert sum(map(len, both(0, 6000)[0])) > 4096  # more than one chunk
+    finally:
+        node.close()
