@@ -170,7 +170,9 @@ class Cluster:
         deadline = time.monotonic() + wait_s
         while True:
             s = self.meta.get_stream(p.data_stream)
-            if s.state == OPENED and s.owner == target and (s.epoch > before or old is None or old.node == target):
+            opened = s.state == OPENED and s.owner == target and (s.epoch > before or old is None or old.node == target)
+            # moved here: served once the previous leader's WAL is replayed, after the metadata says opened
+            if opened and (target != self.node_id or self.parts.get(info.name, partition).owned):
                 break
             if time.monotonic() > deadline:
                 raise StorageUnavailable("cluster", None, f"{p.name} not served by node {target} after {wait_s}s")

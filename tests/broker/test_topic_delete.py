@@ -53,7 +53,8 @@ def test_a_node_down_at_the_deletion_resets_its_stale_index_checkpoint(tmp_path:
     n0 = open_node(0)
     try:
         assert n0.index.checkpoint("t", 0) == 9  # the deleted topic's, kept while node 0 was down
-        n0.reassign("t", 0, 0)  # returns once node 0 opened the partition; it then resets the checkpoint
+        n0.reassign("t", 0, 0)  # returns once node 0 serves the partition; it then resets the checkpoint
+        assert n0.partition_info("t", 0)["owned"]
         deadline = time.monotonic() + 30
         while n0.index.checkpoint("t", 0) is not None:  # beyond the new partition's end (3)
             assert time.monotonic() < deadline, "the stale index checkpoint was not reset"
