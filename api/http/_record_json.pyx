@@ -173,7 +173,7 @@ cdef int _replaced_text(Buf* b, const uint8_t* s, Py_ssize_t n) except -1:
     return _text(b, <const uint8_t*>PyBytes_AS_STRING(fixed), len(fixed))
 
 
-def render(bytearray out not None, bint comma, const uint8_t[::1] records not None, int count,
+def render(const uint8_t[::1] records not None, int count, bytearray out not None, bint comma,
            int64_t base_offset, int64_t first_timestamp, int64_t max_timestamp, bint log_append_time, int64_t start,
            int64_t end, bytes head not None, bytes id_prefix not None):
     """Append to `out` the JSON of the messages with offsets in [start, end), comma-separated (with a comma

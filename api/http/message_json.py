@@ -25,8 +25,7 @@ from broker.partitions.records import (
     LOG_APPEND_TIME,
     BatchHeader,
     decode_records,
-    records_section,
-    undecodable,
+    walk_records,
 )
 
 try:
@@ -97,12 +96,9 @@ class Page:
                     out.extend(b",")
                 out.extend(messages_json(out_messages(topic, topic_id, partition, records)))
                 return [Rendered(len(records), records[-1].offset, len(out))]
-            try:
-                count, last = _record_json.render(out, comma, records_section(raw, h, pos), h.records_count,
-                                                  h.base_offset, h.first_timestamp, h.max_timestamp,
-                                                  bool(h.attributes & LOG_APPEND_TIME), start, end, head, id_prefix)
-            except ValueError as exc:  # a record that does not parse, a header name that is not UTF-8
-                raise undecodable(h, pos, exc, name=False) from None
+            count, last = walk_records(_record_json.render, raw, h, pos, out, comma, h.base_offset, h.first_timestamp,
+                                       h.max_timestamp, bool(h.attributes & LOG_APPEND_TIME), start, end, head,
+                                       id_prefix)
             return [Rendered(count, last, len(out))] if count else []
 
         return take

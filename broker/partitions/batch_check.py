@@ -24,7 +24,7 @@ from broker.errors import RecordFormatError
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte RecordBatch v2 header
 HEADER_SIZE = _HEADER.size
-_CRC_START = 21  # the CRC covers attributes .. end of the batch
+CRC_START = 21  # the CRC covers attributes .. end of the batch
 _MIN_RECORD = 6  # attributes, timestamp delta, offset delta, key length, value length, header count: 1 byte each
 _BASE = struct.Struct(">q")
 _EPOCH = struct.Struct(">i")
@@ -115,7 +115,7 @@ def check_batches(data: bytes | memoryview) -> list[CheckedBatch]:
             raise RecordFormatError(f"{where}: unknown compression codec {attributes & 0x07}")
         if attributes & 0x30:
             raise RecordFormatError("transactional and control batches are not supported")
-        if crc32c.crc32c(mv[pos + _CRC_START:pos + size]) != crc:
+        if crc32c.crc32c(mv[pos + CRC_START:pos + size]) != crc:
             raise RecordFormatError(f"{where}: CRC-32C mismatch")
         if attributes & 0x07 == 0:
             _walk_records(mv, pos + HEADER_SIZE, pos + size, count, where)

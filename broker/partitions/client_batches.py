@@ -37,8 +37,8 @@ from broker.partitions.records import (
     index_keys,
     parse_batches,
     parse_header,
-    records_section,
-    undecodable,
+    record_size,
+    walk_records,
 )
 from index_file import IndexEntry
 
@@ -95,11 +95,7 @@ def _entries(topic: str, partition: int, base: int, records: Sequence[Record], f
     for r in records:
         keys = index_keys(r)
         if keys:
-            _off, _ts, key, value, headers = r
-            size = len(key or b"") + len(value or b"")
-            if headers:
-                size += sum(len(k) + len(v or b"") for k, v in headers)
-            out.append(_entry(IndexEntry, (topic, partition, shift + _off, size, now, keys)))
+            out.append(_entry(IndexEntry, (topic, partition, shift + r.offset, record_size(r), now, keys)))
     return out
 
 
@@ -111,14 +107,8 @@ def stored_entries(topic: str, partition: int, base: int, payload: bytes, now: i
         if _record_entries is None:
             return [e for b in parse_batches(payload, check_crc=False)
                     for e in _entries(topic, partition, base, b.records, b.header.base_offset, now)]
-        out: list[IndexEntry] = []
-        for pos, h, raw in batch_slices(payload):
-            try:
-                out += _record_entries.record_entries(records_section(raw, h, pos), h.records_count, topic,
-                                                      partition, base, now)
-            except ValueError as exc:  # a record that does not parse, a header name that is not UTF-8
-                raise undecodable(h, pos, exc, name=False) from None
-        return out
+        return [e for pos, h, raw in batch_slices(payload)
+                for e in walk_records(_record_entries.record_entries, raw, h, pos, topic, partition, base, now)]
     except RecordFormatError as exc:
         log.error("stored batch not indexed: its records do not decode",
                   extra={"topic": topic, "partition": partition, "offset": base, "error": str(exc)})

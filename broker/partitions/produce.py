@@ -21,13 +21,9 @@ from broker.partitions.client_messages import InMessage, Produced
 from broker.partitions.message_id import encode_message_id
 from broker.partitions.partition_map import PartitionMap, now_ms
 from broker.partitions.partitioner import RoundRobin, partition_for_key
-from broker.partitions.records import ProducerRecord, build_batch, index_keys, with_base_offset
+from broker.partitions.records import ProducerRecord, build_batch, index_keys, record_size, with_base_offset
 from broker.partitions.topics import TopicInfo
 from index_file import IndexEntry
-
-
-def record_size(m: InMessage) -> int:
-    return len(m.key or b"") + len(m.value or b"") + sum(len(k) + len(v or b"") for k, v in m.headers)
 
 
 def validate_message(i: int, m: object) -> None:

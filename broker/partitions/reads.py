@@ -16,8 +16,8 @@ from broker.partitions.records import (
     BatchHeader,
     Record,
     index_keys,
-    records_section,
-    undecodable,
+    record_size,
+    walk_records,
 )
 from broker.partitions.topic_errors import TopicNotFound
 from broker.partitions.topics import TopicInfo
@@ -153,12 +153,10 @@ def index_entries(parts: PartitionMap, topic: str, partition: int, start: int, e
         return
 
     def take(h: BatchHeader, raw: bytes, pos: int) -> list[IndexEntry]:
-        try:  # the entries read in C from the batch's record bytes (as the dispatcher reads a produced batch)
-            return _record_entries.catch_up_entries(  # type: ignore[no-any-return]
-                records_section(raw, h, pos), h.records_count, topic, partition, h.base_offset, h.first_timestamp,
-                h.max_timestamp, bool(h.attributes & LOG_APPEND_TIME), start, end, clock())
-        except ValueError as exc:  # a record that does not parse, a header name that is not UTF-8
-            raise undecodable(h, pos, exc, name=False) from None
+        # the entries read in C from the batch's record bytes (as the dispatcher reads a produced batch)
+        return walk_records(_record_entries.catch_up_entries, raw, h, pos, topic, partition,  # type: ignore[no-any-return]
+                            h.base_offset, h.first_timestamp, h.max_timestamp, bool(h.attributes & LOG_APPEND_TIME),
+                            start, end, clock())
 
     yield from _chunks(e for entries in parts.batch_lists(p, start, end, take) for e in entries)
 
@@ -169,8 +167,7 @@ def _decoded_entries(parts: PartitionMap, p: Partition, topic: str, partition: i
     for r in parts.records(p, start, end):
         keys = index_keys(r)
         if keys:
-            size = len(r.key or b"") + len(r.value or b"") + sum(len(k) + len(v or b"") for k, v in r.headers)
-            yield IndexEntry(topic, partition, r.offset, size, min(r.timestamp_ms, clock()), keys)
+            yield IndexEntry(topic, partition, r.offset, record_size(r), min(r.timestamp_ms, clock()), keys)
 
 
 def _chunks(entries: Iterable[IndexEntry]) -> Iterator[list[IndexEntry]]:

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from broker.objects.reader import ObjectReader, RangeSource
-from broker.partitions.records import HEADER_KEYS, HEADER_UNIQ_KEY, Record, parse_batches
+from broker.partitions.records import HEADER_KEYS, HEADER_UNIQ_KEY, Record, parse_batches, record_size
 
 KIND_RECORD_KEY = "record-key"
 KIND_KEYS = "KEYS"
@@ -60,12 +60,6 @@ def record_keys(record: Record, kinds: tuple[str, ...] = ALL_KINDS) -> list[str]
             if name == HEADER_UNIQ_KEY:
                 add(value)
     return out
-
-
-def record_size(record: Record) -> int:
-    """The size the produce path indexes: key + value + every header name and value."""
-    return (len(record.key or b"") + len(record.value or b"")
-            + sum(len(k) + len(v or b"") for k, v in record.headers))
 
 
 class RecordEntry(NamedTuple):

@@ -31,6 +31,7 @@ from kafka.errors import KafkaError
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from broker.errors import RecordFormatError
+from broker.partitions.batch_check import CRC_START
 
 HEADER_KEYS = "KEYS"
 HEADER_UNIQ_KEY = "UNIQ_KEY"
@@ -258,12 +259,22 @@ def parse_batches(data: bytes | memoryview, check_crc: bool = True) -> Iterator[
 
 
 _new = tuple.__new__
-_CRC_START = 21  # the CRC-32C covers the batch from its attributes on
 # what each codec raises on damaged bytes: gzip (zlib.error, OSError, EOFError), snappy (cramjam), zstd
 # (zstandard), lz4 (RuntimeError), the record walker (aiokafka's CorruptRecordException)
 _DECODE_ERRORS = (AioKafkaError, KafkaError, struct.error, IndexError, ValueError, UnicodeDecodeError, OSError,
                   EOFError, zlib.error, DecompressionError, zstandard.ZstdError, RuntimeError)
 _DECOMPRESS = {1: codecs.gzip_decode, 2: codecs.snappy_decode, 3: codecs.lz4_decode, 4: codecs.zstd_decode}
+
+
+def walk_records(walk: Any, raw: bytes, h: BatchHeader, pos: int, *args: Any) -> Any:
+    """`walk(records, record count, *args)` over the batch's record bytes, decompressed: a C record walker
+    (api/http/_record_json, broker/partitions/_record_entries). A record it cannot parse (ValueError) is a
+    RecordFormatError naming the batch."""
+    records = records_section(raw, h, pos)
+    try:
+        return walk(records, h.records_count, *args)
+    except ValueError as exc:  # a record that does not parse, a header name that is not UTF-8
+        raise undecodable(h, pos, exc, name=False) from None
 
 
 def undecodable(h: BatchHeader, pos: int, exc: BaseException, name: bool = True) -> RecordFormatError:
@@ -275,7 +286,7 @@ def undecodable(h: BatchHeader, pos: int, exc: BaseException, name: bool = True)
 
 def verify_crc(raw: bytes | memoryview, h: BatchHeader, pos: int = 0) -> None:
     """RecordFormatError unless the batch's bytes match the CRC-32C in its header."""
-    if crc32c.crc32c(memoryview(raw)[_CRC_START:]) != h.crc:
+    if crc32c.crc32c(memoryview(raw)[CRC_START:]) != h.crc:
         raise RecordFormatError(f"record batch at byte {pos} (base offset {h.base_offset}): CRC mismatch")
 
 
@@ -314,6 +325,15 @@ def decode_records(raw: bytes, h: BatchHeader, pos: int = 0, check_crc: bool = T
     # tuple.__new__ directly: a named tuple's own __new__ is a Python function, one more frame per record
     return [_new(Record, (r.offset, r.timestamp, r.key, r.value, r.headers)) for r in batch_records(raw, h, pos,
                                                                                                       check_crc)]
+
+
+def record_size(record: Any) -> int:
+    """The size an index entry carries for a record (a Record, ProducerRecord or message): key + value + every
+    header name and value."""
+    size = len(record.key or b"") + len(record.value or b"")
+    if record.headers:
+        size += sum(len(k) + len(v or b"") for k, v in record.headers)
+    return size
 
 
 def index_keys(record: Record | ProducerRecord) -> list[str]:
