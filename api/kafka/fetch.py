@@ -34,9 +34,8 @@ _FRAME = struct.Struct(">i")  # a Kafka frame: the length of the message that fo
 
 class EncodedResponse:
     """A response already encoded with its header and framed (the 4-byte length in front), as the listener's
-    writer sends it: `with_header` checks the correlation id it was encoded with, `framed` is the frame (a view
-    of the encoding buffer: the answer's bytes are copied once, into it), `encode` the response without the
-    length."""
+    writer sends it (`server.framed`): `with_header` checks the correlation id it was encoded with, `framed` is
+    the frame (a view of the encoding buffer: the answer's bytes are copied once, into it)."""
 
     __slots__ = ("correlation_id", "framed")
 
@@ -47,11 +46,6 @@ class EncodedResponse:
     def with_header(self, correlation_id: int = 0, **_: Any) -> None:
         if correlation_id != self.correlation_id:
             raise ValueError(f"response encoded for correlation id {self.correlation_id}, not {correlation_id}")
-
-    def encode(self, header: bool = True, **_: Any) -> bytes:
-        if not header:
-            raise ValueError("an encoded response always carries its header")
-        return bytes(self.framed[4:])
 
 
 def encode_response(resp: Any, version: int, correlation_id: int, size_hint: int) -> EncodedResponse:
