@@ -1,7 +1,11 @@
 """A batch of index entries as columns: the topic and keys objects as lists, the four integer fields as
 int64 numpy arrays, and the 64-bit fingerprints of the keys as a uint64 array.
 
-The write path's cost is touching each entry's Python objects (the tuple, its ints, its key string):
+A batch of the common shape (tuples of a str topic, four ints and one str key) is read by the compiled
+index_file/_entry_columns.pyx, one pass in C; any other batch, or an install without the compiled module, takes
+the Python path below, which gives the same columns and raises the errors.
+
+The Python path's cost is touching each entry's Python objects (the tuple, its ints, its key string):
 entries arrive in dispatch order, scattered over the heap, so every pass over them is a run of cache
 misses. The columns are therefore built `SUB_ENTRIES` entries at a time, the passes of one part running
 while its objects are still in the CPU cache, with C-level zip/map/np.fromiter (no Python bytecode per
@@ -10,10 +14,12 @@ entry, no per-entry iterator objects that would wake the garbage collector over 
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import xxhash
@@ -22,6 +28,25 @@ SUB_ENTRIES = 512  # entries turned into columns at a time: their objects stay i
 
 _xxh3 = xxhash.xxh3_64_intdigest
 _FIRST = operator.itemgetter(0)
+
+
+def _xxh3_address() -> int:
+    """The address of XXH3_64bits in the xxhash package's own extension (it exports its C API), for the compiled
+    reader; 0 when that build does not export it (fingerprints are then taken in Python)."""
+    try:
+        from xxhash import _xxhash  # type: ignore[attr-defined]
+
+        return ctypes.cast(ctypes.CDLL(_xxhash.__file__).XXH3_64bits, ctypes.c_void_p).value or 0
+    except (ImportError, OSError, AttributeError):
+        return 0
+
+
+_compiled: Any
+try:
+    from index_file import _entry_columns as _compiled  # built by pip install (setup.py); optional
+    _compiled.use_hash(_xxh3_address())
+except ImportError:
+    _compiled = None
 
 
 @dataclass(frozen=True)
@@ -68,9 +93,17 @@ def entry_columns(entries: Sequence[Sequence[object]], with_fingerprints: bool =
     converted), OverflowError when it does not fit 64 bits."""
     n = len(entries)
     ints = [np.empty(n, dtype=np.int64) for _ in range(4)]
-    topics: list[object] = []
-    keys: list[object] = []
     fps = np.empty(n, dtype=np.uint64) if with_fingerprints else None
+    if _compiled is not None and type(entries) is list:
+        read = _compiled.columns(entries, *ints, fps)
+        if read is not None:
+            topics, keys, one_key = read
+            counts = None
+            if with_fingerprints and not one_key:
+                fps, counts = fingerprints(topics, keys)
+            return EntryColumns(topics, *ints, keys, fps, counts)
+    topics = []
+    keys = []
     fromiter = np.fromiter
     for a in range(0, n, SUB_ENTRIES):
         part = entries[a:a + SUB_ENTRIES]
@@ -134,4 +167,5 @@ def fingerprints(topics: Sequence[object], keys: Sequence[object]) -> tuple[np.n
                 seen.append(f)
         fps.extend(seen)
         counts.append(len(seen))
-    return np.array(fps, dtype=np.uint64), counts
+    one_each = len(fps) == len(counts) and set(counts) == {1}  # (one key each, in mixed shapes)
+    return np.array(fps, dtype=np.uint64), None if one_each else counts

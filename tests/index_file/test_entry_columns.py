@@ -82,3 +82,62 @@ def test_put_items_writes_the_file_put_batch_writes(tmp_path: Path) -> None:
         c.put_items(np.zeros(2, dtype="<u8"))
     assert c.item_count == 0
     c.close()
+
+
+def test_the_compiled_reader_is_built_and_hashes_with_xxhash() -> None:
+    """`pip install` (make test) builds index_file/_entry_columns, and it finds xxhash's C function."""
+    from index_file import entry_columns as module
+
+    assert module._compiled is not None and module._compiled.hash_ready()
+    cols = entry_columns([("orders", 0, 1, 2, BEGIN, ["é-key"])], with_fingerprints=True)
+    assert cols.fps is not None and cols.fps.tolist() == [fingerprint("orders", "é-key")]
+
+
+odd_int = st.one_of(st.integers(-2**63, 2**63 - 1), st.integers(2**63, 2**70), st.integers(-2**70, -2**63 - 1),
+                    st.booleans(), st.floats(allow_nan=False, allow_infinity=False), st.none())
+odd_key = st.one_of(texts, st.just("\ud800"), st.integers(), st.none())
+odd_keys = st.one_of(odd_key, st.lists(odd_key, max_size=3), st.tuples(odd_key), st.tuples(odd_key, odd_key))
+odd_topic = st.one_of(st.sampled_from(["orders", "pay-é", "t", "\udcff"]), st.integers(), st.none())
+
+
+@st.composite
+def odd_entry(draw: st.DrawFn) -> object:
+    fields = (draw(odd_topic), draw(odd_int), draw(odd_int), draw(odd_int), draw(odd_int), draw(odd_keys))
+    shape = draw(st.sampled_from(["tuple", "entry", "list", "short", "long", "scalar"]))
+    if shape == "entry":
+        return IndexEntry(*fields)  # type: ignore[arg-type]
+    if shape == "list":
+        return list(fields)
+    if shape == "short":
+        return fields[:5]
+    if shape == "long":
+        return (*fields, 0)
+    if shape == "scalar":
+        return 7
+    return fields
+
+
+def _outcome(entries: list[object], with_fingerprints: bool, strict: bool) -> object:
+    try:
+        c = entry_columns(entries, with_fingerprints=with_fingerprints, strict=strict)  # type: ignore[arg-type]
+    except Exception as exc:  # noqa: BLE001 - the error is part of what is compared
+        return type(exc).__name__, str(exc)
+    return (c.topics, c.keys, c.queue.tolist(), c.offset.tolist(), c.size.tolist(), c.time.tolist(),
+            None if c.fps is None else c.fps.tolist(), c.counts)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(entry, max_size=20), st.lists(odd_entry(), max_size=3), st.integers(0, 20), st.booleans(),
+       st.booleans())
+def test_the_compiled_reader_gives_what_the_python_path_gives(good: list[tuple], odd: list[object], at: int,
+                                                              with_fingerprints: bool, strict: bool) -> None:
+    """Any batch, of the common shape or not: the same columns, fingerprints and key counts, or the same error."""
+    from index_file import entry_columns as module
+
+    entries: list[object] = [*good[:at], *odd, *good[at:]]
+    compiled = _outcome(entries, with_fingerprints, strict)
+    saved, module._compiled = module._compiled, None
+    try:
+        assert _outcome(entries, with_fingerprints, strict) == compiled
+    finally:
+        module._compiled = saved
