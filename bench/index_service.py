@@ -135,7 +135,11 @@ def main(argv: list[str] | None = None) -> int:
                 db.close()
                 shutil.rmtree(work / "idx")
                 shutil.rmtree(work / "rocksdb")
-            svc = IndexService.open(work / "idx", store=store_url, **cfg)
+            # each run under its own remote prefix: a run's orphan sweep at start would otherwise delete the
+            # previous run's uploads inside the timed put (work the peer does not do, and no service in steady
+            # state meets)
+            prefix = f"index-run{rep}/"
+            svc = IndexService.open(work / "idx", store=store_url, remote_prefix=prefix, **cfg)
             rate, cpu_rate = put_through_service(svc, records, args.chunk)
             bg_busy = sum(1 for f in svc.files() if f.state is not FileState.WRITING)
             db, r_rate, r_cpu = rocksdb_put(work / "rocksdb", records, args.chunk)
@@ -168,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
                     ["RocksDB WriteBatch (rocksdict)", rocks_rate, 1.0]]))
 
         # 2. query latency per state; reopened with the background on demand so the states hold still
-        svc = IndexService.open(work / "idx", store=store_url, slots=args.slots, max_items=args.max_items,
+        svc = IndexService.open(work / "idx", store=store_url, remote_prefix=prefix, slots=args.slots,
+                                max_items=args.max_items,
                                 maintain_interval_s=0)
         store = svc.store
         base = n + n // 5

@@ -27,8 +27,9 @@ import mmap
 import os
 import struct
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import crc32c
 import numpy as np
@@ -39,6 +40,12 @@ from index_file.errors import FormatError, IndexStateError
 from index_file.model import AppendResult, IndexEntry, IndexHit, check_range, finish_hits
 from index_file.sorting import stable_order
 from index_file.source import ByteSource, open_source
+
+_chain: Any
+try:
+    from index_file import _item_chain as _chain  # built by pip install (setup.py); optional
+except ImportError:
+    _chain = None
 
 MAGIC = b"MQXU"
 VERSION = 1
@@ -478,6 +485,12 @@ class NativeIndexWriter:
         for c, what in ((cols.queue, "queue_id"), (cols.size, "size")):
             if c.min() < -(1 << 31) or c.max() >= 1 << 31:
                 raise ValueError(f"{what} out of the int32 range in this batch")
+        if _chain is not None and (counts is None or n == accepted):  # one item per entry: straight from columns
+            for i in range(0, n, CHUNK_ITEMS):  # at most CHUNK_ITEMS between checkpoints
+                j = min(n, i + CHUNK_ITEMS)
+                self._append_compiled(j - i, _chain.append_columns, fps[i:j], cols.queue[i:j], cols.offset[i:j],
+                                      cols.size[i:j], cols.time[i:j])
+            return accepted
         batch = np.empty(n, dtype=ITEM_DTYPE)
         batch["fp"] = fps[:n]
         if counts is not None and n != accepted:
@@ -510,7 +523,11 @@ class NativeIndexWriter:
 
     def _append_items(self, batch: np.ndarray) -> None:
         for i in range(0, len(batch), CHUNK_ITEMS):  # at most CHUNK_ITEMS between checkpoints
-            self._append(batch[i:i + CHUNK_ITEMS])
+            part = batch[i:i + CHUNK_ITEMS]
+            if _chain is None:
+                self._append(part)
+            else:
+                self._append_compiled(len(part), _chain.append_rows, np.ascontiguousarray(part).view(np.uint8))
 
     def _reserve(self, start: int, n: int) -> None:
         """Allocate the blocks the next items (and, once, the slots) will be written to. The file is sparse;
@@ -546,9 +563,27 @@ class NativeIndexWriter:
         self._items[start:start + n] = batch  # 1. the items
         self._slots[s_sorted[last]] = (start + order[last] + 1).astype(np.uint32)  # 2. the slot heads
         self._items_crc = crc32c.crc32c(batch.data, self._items_crc)
-        self._min_ms = min(self._min_ms, int(batch["time"].min()))
-        self._max_ms = max(self._max_ms, int(batch["time"].max()))
-        self._count = start + n  # 3. the count readers use (checkpointed below)
+        self._appended(n, int(batch["time"].min()), int(batch["time"].max()))
+
+    def _append_compiled(self, n: int, append: Callable[..., tuple[int, int]], *source: object) -> None:
+        """`_append` in C (index_file/_item_chain.pyx), the GIL released: `append` writes the n items from
+        `source` into the mapping, each item before its slot head."""
+        start = self._count
+        self._reserve(start, n)
+        at = self._items_off + start * ITEM_SIZE
+        with memoryview(self._mm) as mv:
+            dest = mv[at:at + n * ITEM_SIZE]
+            lo, hi = append(dest, mv[SLOTS_OFFSET:SLOTS_OFFSET + 4 * self.header.slot_count], start, *source)
+            self._items_crc = crc32c.crc32c(dest, self._items_crc)
+            dest.release()
+        self._appended(n, lo, hi)
+
+    def _appended(self, n: int, lo_ms: int, hi_ms: int) -> None:
+        """n items written after the count, with times in [lo_ms, hi_ms]: the count readers use moves
+        (checkpointed)."""
+        self._min_ms = min(self._min_ms, lo_ms)
+        self._max_ms = max(self._max_ms, hi_ms)
+        self._count += n  # 3. the count readers use (checkpointed below)
         self._write_checkpoint(STATE_WRITING)
         if self._count >= self.header.max_items:
             self.full = True

@@ -95,7 +95,7 @@ def _check_batch(records: Iterable[IndexEntry | Sequence[Any]], topics: set[str]
                  ) -> tuple[list[Record], EntryColumns | None]:
     """Validate a batch on the fast path (one tight loop; topics already seen are not re-checked);
     any record that fails it goes through _check_record, which raises or normalises it. Returns the records
-    and, when the column check passed, their columns (handed on so they are built once)."""
+    and, when the column check passes, their columns (handed on so they are built once)."""
     out: list[Record] = records if type(records) is list else list(records)  # type: ignore[assignment]
     if out and (cols := _clean_columns(out, topics)) is not None:
         return out, cols
@@ -120,7 +120,8 @@ def _check_batch(records: Iterable[IndexEntry | Sequence[Any]], topics: set[str]
         out = list(out)
         for i, rec in fixed:
             out[i] = rec
-    return out, None
+    return out, _clean_columns(out, topics)  # (the batch's topics are known now: a batch naming a new one gets
+    #                                           its columns too, so the writer need not build them)
 
 
 class IndexService:

@@ -319,12 +319,15 @@ class Writer:
                 n = w.put_batch(recs[i:] if i else recs, cols.slice(i) if i else cols)
             else:
                 n = w.put_batch(recs[i:] if i else recs)
+            whole = spans is not None and i == 0 and n == len(recs)
+            # the part before a roll is fresh as well: its own spans, for the file's ranges and the checkpoint
+            part = None if whole or spans is None or cols is None or not n else \
+                fresh_spans(recs[i:i + n], {}, cols.slice(i, i + n))
             if mf.ranges is not None:
-                if spans is not None and i == 0 and n == len(recs):
-                    widen(mf.ranges, spans)
-                elif spans is not None and cols is not None and n and (
-                        part := fresh_spans(recs[i:i + n], {}, cols.slice(i, i + n))) is not None:
-                    widen(mf.ranges, part)  # the part before a roll is fresh as well
+                if whole:
+                    widen(mf.ranges, spans)  # type: ignore[arg-type]
+                elif part is not None:
+                    widen(mf.ranges, part)
                 else:
                     ranges.extend(mf.ranges, recs[i:i + n])
             i += n
@@ -333,7 +336,7 @@ class Writer:
                     r = recs[i]
                     raise ValueError(f"record {r[0]}/{r[1]}@{r[2]} has more keys than a file holds "
                                      f"({self.config.max_items} items)")
-                self._roll("full", written=recs[:i])
+                self._roll("full", written=recs[:i], spans=part)
                 if cols is not None:
                     cols = cols.slice(i)
                 recs, i = recs[i:], 0
@@ -421,12 +424,14 @@ class Writer:
         log.info("new writing file", extra={"file": stem, "state": "WRITING", "begin_ms": begin})
         return mf
 
-    def _roll(self, reason: str, written: list[Record] | None = None) -> None:
+    def _roll(self, reason: str, written: list[Record] | None = None, spans: Spans | None = None) -> None:
+        """Seal the WRITING file and start the next; `written`: the records of the batch being written that the
+        full file took (with `spans`, their spans when fresh), noted in the checkpoint saved before sealing."""
         mf = self.current
         if mf is None or mf.form.item_count == 0:
             return
         if written:
-            self._commit(written)
+            self._commit(written, spans=spans)
         if self._dirty:
             self._save()  # the file is whole in the checkpoint before it is sealed: a crash leaves no tail in it
         mf.form.seal()
