@@ -8,7 +8,7 @@ result is the same record for record.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,11 +23,28 @@ Columns = EntryColumns
 _Q_BITS = 31  # queue ids are validated into [0, 2**31)
 
 
-def join_columns(parts: list[Columns] | None) -> Columns | None:
-    """The columns of batches submitted one after the other (None when any came without)."""
+def write_groups(records: list[Any], parts: list[Columns] | None, at_least: int
+                 ) -> Iterator[tuple[list[Any], Columns | None]]:
+    """The records of batches submitted one after the other, with their columns (`parts`, one per batch; None
+    when any came without), in groups of whole batches of at least `at_least` records where the batches allow:
+    a large batch is written with its own columns, small ones are joined (joining costs about as much per
+    record as writing, so large batches are not joined)."""
     if not parts:
-        return None
-    return EntryColumns.join(parts)
+        yield records, None
+        return
+    if len(parts) == 1:
+        yield records, parts[0]
+        return
+    at = 0
+    group: list[Columns] = []
+    size = 0
+    for i, p in enumerate(parts):
+        group.append(p)
+        size += len(p)
+        if size >= at_least or i == len(parts) - 1:
+            yield records[at:at + size], EntryColumns.join(group)
+            at += size
+            group, size = [], 0
 
 
 def queue_groups(topics: Sequence[str], q: np.ndarray) -> tuple[list[str], int, np.ndarray]:

@@ -3,11 +3,13 @@
 - `submit` (called by put/put_batch on any thread) appends to an in-memory list and returns; it only
   waits when `max_pending` records are buffered (back-pressure), never on compaction or upload.
 - The thread takes the whole buffer every `flush_interval_ms` (or sooner once `write_batch`
-  records wait), drops re-dispatched records (see checkpoint.py) and writes the rest with one
-  `NativeIndexWriter.put_batch` (queryable from then on). It syncs the file and saves the checkpoint
-  at most every `checkpoint_interval_ms` while writes go on, and at once when a `flush()` waits, a roll
-  or a forget is served, or the writer stops: a sync and two fsyncs per batch cost more than the batch
-  itself. `flush()` waits until everything submitted before it is written, synced and checkpointed.
+  records wait), drops re-dispatched records (see checkpoint.py) and writes the rest with
+  `NativeIndexWriter.put_batch` (queryable from then on), a submitted batch at a time with the columns
+  put_batch made of it (small batches joined into groups of `write_batch`: batch_spans.write_groups). It
+  syncs the file and saves the checkpoint at most every `checkpoint_interval_ms` while writes go on, and at
+  once when a `flush()` waits, a roll or a forget is served, or the writer stops: a sync and two fsyncs per
+  batch cost more than the batch itself. `flush()` waits until everything submitted before it is written,
+  synced and checkpointed.
 - Out of disk (ENOSPC, EDQUOT, EIO while writing the file, creating the next one or saving the checkpoint)
   does not stop the thread: what the file does not hold yet goes back to the front of the buffer, the
   thread retries every `OUT_OF_SPACE_RETRY_S` until the write goes through, `blocked` says why meanwhile,
@@ -30,7 +32,7 @@ import xxhash
 
 from index_file import NativeIndexWriter
 from index_service import ranges
-from index_service.batch_spans import Columns, Spans, fresh_spans, join_columns, widen
+from index_service.batch_spans import Columns, Spans, fresh_spans, widen, write_groups
 from index_service.checkpoint import CheckpointStore, QueueKey
 from index_service.config import ServiceConfig
 from index_service.file_map import FileMap
@@ -230,7 +232,8 @@ class Writer:
                 save_now = stopping or self._flushes_waiting > 0
             try:
                 if batch:
-                    self._write(batch, join_columns(cols))
+                    for records, columns in write_groups(batch, cols, self.config.write_batch):
+                        self._write(records, columns)
                 if roll is not None:
                     self._roll(roll)
                 if forget:
