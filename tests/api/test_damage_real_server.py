@@ -18,6 +18,12 @@ def _objects(data_dir: Path) -> list[Path]:
     return sorted(p for p in (data_dir / "objects").rglob("*") if p.is_file() and not p.name.startswith("."))
 
 
+def _committed(url: str) -> int:
+    """Objects the controller metadata lists as committed."""
+    objects = httpx.get(f"{url}/v1/console/objects").json()
+    return int(objects["stream_set_objects"]["count"]) + int(objects["stream_objects"]["count"])
+
+
 def test_damaged_object_is_a_502_and_the_connection_is_kept(tmp_path: Path) -> None:
     s = ServerProcess(tmp_path / "d", "--upload-interval-s", "0.2").start()
     try:
@@ -25,11 +31,11 @@ def test_damaged_object_is_a_502_and_the_connection_is_kept(tmp_path: Path) -> N
         first = httpx.post(f"{s.url}/v1/topics/t/messages",
                            json={"messages": [{"key": "a", "value": "x" * 2000} for _ in range(5)]}).json()
         deadline = time.monotonic() + 30
-        while not _objects(s.data_dir):
-            assert time.monotonic() < deadline, "no object uploaded"
+        while not _committed(s.url):  # the upload's commit follows the object's write
+            assert time.monotonic() < deadline, "no object uploaded and committed"
             time.sleep(0.05)
-        time.sleep(0.5)  # the upload's commit follows the object's write
         damaged = _objects(s.data_dir)
+        assert damaged
         assert httpx.post(f"{s.url}/v1/topics/t/messages",
                           json={"messages": [{"key": "b", "value": "fresh"}]}).status_code == 200
         for path in damaged:  # flip a byte in the middle of each object's payload
