@@ -93,8 +93,16 @@ def columns(list entries, int64_t[::1] queue, int64_t[::1] offset, int64_t[::1] 
     cdef const char* kp
     cdef object e, topic, keys, key, last_topic = None
     cdef _Buffer buf = _Buffer()
+    cdef int64_t* ints[4]
+    cdef int f
     if fps is not None and _hash == NULL:
         return None
+    if n == 0:
+        return [], [], fps is not None
+    if min(queue.shape[0], offset.shape[0], size.shape[0], time.shape[0]) < n or (fps is not None and
+                                                                                  fps.shape[0] < n):
+        raise ValueError("a column is shorter than the entries")
+    ints[0], ints[1], ints[2], ints[3] = &queue[0], &offset[0], &size[0], &time[0]
     topics = PyList_New(n)
     key_list = PyList_New(n)
     # the lists own a reference to each item set so far; the rest stay NULL, which a list frees safely
@@ -106,18 +114,10 @@ def columns(list entries, int64_t[::1] queue, int64_t[::1] offset, int64_t[::1] 
         keys = <object>PyTuple_GET_ITEM(e, 5)
         if not PyUnicode_CheckExact(topic):
             return None
-        if not _int_field(<object>PyTuple_GET_ITEM(e, 1), &v):
-            return None
-        queue[i] = v
-        if not _int_field(<object>PyTuple_GET_ITEM(e, 2), &v):
-            return None
-        offset[i] = v
-        if not _int_field(<object>PyTuple_GET_ITEM(e, 3), &v):
-            return None
-        size[i] = v
-        if not _int_field(<object>PyTuple_GET_ITEM(e, 4), &v):
-            return None
-        time[i] = v
+        for f in range(4):
+            if not _int_field(<object>PyTuple_GET_ITEM(e, f + 1), &v):
+                return None
+            ints[f][i] = v
         Py_INCREF(topic)
         PyList_SET_ITEM(topics, i, topic)
         Py_INCREF(keys)

@@ -49,13 +49,40 @@ cdef inline uint32_t _check(const Item* it, uint64_t index) noexcept nogil:
     return <uint32_t>(h & 0xFFFFFFFFULL)
 
 
-cdef inline void _append(Item* dest, uint32_t* slots, uint64_t slot_count, uint32_t start, Py_ssize_t i,
-                         Item* it) noexcept nogil:
-    cdef uint64_t s = it.fp % slot_count
-    it.next = slots[s]
-    it.check = _check(it, start + i)
-    dest[i] = it[0]
-    store_release(&slots[s], start + <uint32_t>i + 1)
+cdef struct Target:
+    Item* out
+    uint32_t* heads
+    uint64_t slot_count
+    uint32_t start
+    int64_t lo
+    int64_t hi
+
+
+cdef Target _target(unsigned char[::1] dest, unsigned char[::1] slots, uint32_t start, Py_ssize_t n) except *:
+    """Where n items go: the items region (checked to hold them) and the slots; times not seen yet."""
+    cdef Target t
+    if dest.shape[0] < n * <Py_ssize_t>sizeof(Item):
+        raise ValueError("the items region is too small for the batch")
+    t.out = <Item*>&dest[0]
+    t.heads = <uint32_t*>&slots[0]
+    t.slot_count = slots.shape[0] // 4
+    t.start = start
+    t.lo = 0x7FFFFFFFFFFFFFFF
+    t.hi = -0x7FFFFFFFFFFFFFFF - 1
+    return t
+
+
+cdef inline void _append(Target* t, Py_ssize_t i, Item* it) noexcept nogil:
+    """Item i written whole (next: its slot's head; its check word), then its slot pointed at it."""
+    cdef uint64_t s = it.fp % t.slot_count
+    it.next = t.heads[s]
+    it.check = _check(it, t.start + i)
+    t.out[i] = it[0]
+    store_release(&t.heads[s], t.start + <uint32_t>i + 1)
+    if it.time < t.lo:
+        t.lo = it.time
+    if it.time > t.hi:
+        t.hi = it.time
 
 
 def append_columns(unsigned char[::1] dest not None, unsigned char[::1] slots not None, uint32_t start,
@@ -64,20 +91,14 @@ def append_columns(unsigned char[::1] dest not None, unsigned char[::1] slots no
                    const int64_t[::1] time not None):
     """Write one item per entry (fingerprint i with entry i's fields) at item `start` of the items region `dest`,
     each chained to its slot in `slots` (the u4 slot array's bytes). The caller checked that queue and size fit
-    32 bits and that the items fit the region. Returns the (lowest, highest) time written."""
+    32 bits. Returns the (lowest, highest) time written, None for no entries."""
     cdef Py_ssize_t n = fps.shape[0], i
     cdef Item it
-    cdef Item* out = <Item*>&dest[0]
-    cdef uint32_t* heads = <uint32_t*>&slots[0]
-    cdef uint64_t slot_count = slots.shape[0] // 4
-    cdef int64_t lo = 0, hi = 0
     if n == 0:
         return None
     if queue.shape[0] < n or offset.shape[0] < n or size.shape[0] < n or time.shape[0] < n:
         raise ValueError("a column is shorter than the fingerprints")
-    if dest.shape[0] < n * <Py_ssize_t>sizeof(Item):
-        raise ValueError("the items region is too small for the batch")
-    lo = hi = time[0]
+    cdef Target t = _target(dest, slots, start, n)
     with nogil:
         for i in range(n):
             it.fp = fps[i]
@@ -85,12 +106,8 @@ def append_columns(unsigned char[::1] dest not None, unsigned char[::1] slots no
             it.time = time[i]
             it.queue = <int32_t>queue[i]
             it.size = <int32_t>size[i]
-            _append(out, heads, slot_count, start, i, &it)
-            if it.time < lo:
-                lo = it.time
-            elif it.time > hi:
-                hi = it.time
-    return lo, hi
+            _append(&t, i, &it)
+    return t.lo, t.hi
 
 
 def append_rows(unsigned char[::1] dest not None, unsigned char[::1] slots not None, uint32_t start,
@@ -98,22 +115,12 @@ def append_rows(unsigned char[::1] dest not None, unsigned char[::1] slots not N
     """`append_columns` for items already made as ITEM_DTYPE rows (their next and check fields are replaced)."""
     cdef Py_ssize_t n = rows.shape[0] // sizeof(Item), i
     cdef Item it
-    cdef const Item* src = <const Item*>&rows[0] if n else NULL
-    cdef Item* out = <Item*>&dest[0]
-    cdef uint32_t* heads = <uint32_t*>&slots[0]
-    cdef uint64_t slot_count = slots.shape[0] // 4
-    cdef int64_t lo = 0, hi = 0
     if n == 0:
         return None
-    if dest.shape[0] < n * <Py_ssize_t>sizeof(Item):
-        raise ValueError("the items region is too small for the batch")
-    lo = hi = src[0].time
+    cdef const Item* src = <const Item*>&rows[0]
+    cdef Target t = _target(dest, slots, start, n)
     with nogil:
         for i in range(n):
             it = src[i]
-            _append(out, heads, slot_count, start, i, &it)
-            if it.time < lo:
-                lo = it.time
-            elif it.time > hi:
-                hi = it.time
-    return lo, hi
+            _append(&t, i, &it)
+    return t.lo, t.hi
