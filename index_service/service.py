@@ -120,8 +120,9 @@ def _check_batch(records: Iterable[IndexEntry | Sequence[Any]], topics: set[str]
         out = list(out)
         for i, rec in fixed:
             out[i] = rec
-    return out, _clean_columns(out, topics)  # (the batch's topics are known now: a batch naming a new one gets
-    #                                           its columns too, so the writer need not build them)
+    # the batch's topics are known now: a batch naming a new one gets its columns too (the writer need not build
+    # them)
+    return out, _clean_columns(out, topics) if out else None
 
 
 class IndexService:

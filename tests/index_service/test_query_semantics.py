@@ -193,6 +193,21 @@ def test_flush_makes_puts_queryable_and_checkpointed(tmp_path: Path, clock: Manu
         svc.close()
 
 
+def test_an_empty_batch_and_a_first_batch_of_a_new_topic(tmp_path: Path) -> None:
+    """An empty put_batch buffers nothing and is no error; the batch that names a topic first is written with
+    the columns its check made (the writer's fast path), and its keys are found."""
+    svc = open_service(tmp_path / "idx", None)
+    try:
+        assert svc.put_batch([]) == 0
+        assert svc.put_batch([("new", q, o, 1, 1_000 + o, [f"k{q}-{o}"]) for q in range(3) for o in range(50)]) == 150
+        assert svc.put_batch([]) == 0
+        svc.flush()
+        assert [(h.queue_id, h.offset) for h in svc.query("new", "k2-49", 5)] == [(2, 49)]
+        assert [svc.checkpoint("new", q) for q in range(3)] == [49, 49, 49]
+    finally:
+        svc.close()
+
+
 @pytest.mark.parametrize("record", [
     ("t#x", 0, 0, 1, 1, ["k"]), ("", 0, 0, 1, 1, ["k"]), ("t", -1, 0, 1, 1, ["k"]), ("t", 0, -5, 1, 1, ["k"]),
     ("t", 0, 0, 1, 1.5, ["k"]), ("t", 0, 0, 1, 1, [3]), ("t", 0, 0, 1, 1), ("t", "0", 0, 1, 1, ["k"]),
