@@ -46,6 +46,9 @@ from api.http.models import (
 from api.http.produce_json import produce_messages
 
 T = TypeVar("T")
+
+#: the page's next offset as a response header, readable before the body (a client pipelines pages with it)
+NEXT_OFFSET_HEADER = "X-Next-Offset"
 TopicPath = Annotated[str, Path(pattern=TOPIC_PATTERN, description="topic name")]
 ERRORS: dict[int | str, dict[str, Any]] = {
     **{s: {"model": ErrorOut} for s in (400, 401, 403, 404, 405, 409, 413, 421, 500, 503, 507)},
@@ -174,19 +177,26 @@ def _produce_messages(raw: bytes) -> list[InMessage]:
 
 
 @router.get("/v1/topics/{topic}/partitions/{partition}/messages", response_model=FetchOut,
-            dependencies=[Depends(require("read"))])
+            dependencies=[Depends(require("read"))],
+            responses={200: {"headers": {NEXT_OFFSET_HEADER: {
+                "description": "the body's next_offset, to ask for the next page before parsing this one",
+                "schema": {"type": "integer"}}}}})
 async def fetch(request: Request, topic: TopicPath, partition: Annotated[int, Path(ge=0)],
                 offset: Annotated[int, Query(ge=0, le=MAX_INT)] = 0,
                 max: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100) -> Response:
+    """A page of whole messages from `offset`. The body's `next_offset` is also in the `X-Next-Offset` header, which a
+    client reads before the body: it can ask for the next page while it parses this one."""
     backend: Backend = request.app.state.backend
 
-    def page() -> memoryview:
+    def page() -> tuple[memoryview, int]:
         # read and the FetchOut document rendered from the stored batches (api/http/message_json.py) in one
         # worker call
         built = Page()
-        return memoryview(built.body(*backend.fetch_rendered(topic, partition, offset, max, built.renderer)))
+        served, next_offset = backend.fetch_rendered(topic, partition, offset, max, built.renderer)
+        return memoryview(built.body(served, next_offset)), next_offset
 
-    return Response(await off_loop(page), media_type="application/json")
+    body, next_offset = await off_loop(page)
+    return Response(body, media_type="application/json", headers={NEXT_OFFSET_HEADER: str(next_offset)})
 
 
 @router.get("/v1/messages", response_model=LookupOut, dependencies=[Depends(require("read"))])
