@@ -46,6 +46,7 @@ class Settings:
     tls_key: str = ""  # its PEM private key
     tls_client_ca: str = ""  # PEM CA bundle: clients must present a certificate it signed
     metrics_auth: bool = False  # /metrics requires a token with the read scope
+    access_log: bool = False  # a log line per HTTP request (uvicorn's); /metrics counts requests per route anyway
     # -- Kafka listener (api/kafka/, docs/KAFKA.md) --
     kafka_listener: str = "127.0.0.1:9092"  # HOST:PORT of the Kafka listener; empty: no Kafka listener
     kafka_advertised: str = ""  # HOST:PORT Kafka clients are told to connect to (NAT, proxy); default the listener
@@ -71,6 +72,7 @@ class Settings:
             min_free_bytes=self.min_free_bytes,
             users=dict(self.users), allow_anonymous=self.allow_anonymous, tls_cert=self.tls_cert,
             tls_key=self.tls_key, tls_client_ca=self.tls_client_ca, metrics_auth=self.metrics_auth,
+            access_log=self.access_log,
             kafka_listener=self.kafka_listener, kafka_advertised=self.kafka_advertised,
             kafka_tls_cert=self.kafka_tls_cert, kafka_tls_key=self.kafka_tls_key,
             kafka_tls_client_ca=self.kafka_tls_client_ca,
@@ -89,6 +91,7 @@ def shown_settings(settings: Settings) -> dict[str, Any]:
         "tokens": len(settings.tokens), "users": sorted(settings.users), "cluster_token": bool(settings.cluster_token),
         "allow_anonymous": settings.allow_anonymous, "tls": bool(settings.tls_cert),
         "tls_client_ca": settings.tls_client_ca or None, "metrics_auth": settings.metrics_auth,
+        "access_log": settings.access_log,
         "kafka_listener": settings.kafka_listener or None, "kafka_advertised": settings.kafka_advertised or None,
         "kafka_tls": bool(settings.kafka_tls_cert),
         "kafka_tls_client_ca": settings.kafka_tls_client_ca or None,
@@ -97,7 +100,7 @@ def shown_settings(settings: Settings) -> dict[str, Any]:
 
 _NAMES = {f.name for f in fields(Settings)} - {"node"}
 SCOPES = {"read", "produce", "admin"}
-_BOOLS = {"allow_anonymous", "metrics_auth"}
+_BOOLS = {"allow_anonymous", "metrics_auth", "access_log"}
 
 
 def _coerce(name: str, value: Any) -> Any:

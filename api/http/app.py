@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fastapi import Depends, FastAPI, Request, Response
+from fastapi import Depends, FastAPI, Response
 from fastapi.responses import HTMLResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -22,6 +21,7 @@ from api.http.health import Readiness
 from api.http.index_admin_routes import router as index_admin_router
 from api.http.metrics import Metrics
 from api.http.models import MAX_REQUEST_BYTES
+from api.http.request_metrics import RequestMetrics
 from api.http.routes import router
 from api.http.topic_routes import router as topic_router
 from broker.node import BrokerNode
@@ -45,22 +45,13 @@ def create_app(settings: Settings, backend: Backend, stores: Mapping[str, BlobSt
     app.state.readiness = readiness
     errors.install(app)
     app.add_middleware(BodyLimit, limit=MAX_REQUEST_BYTES)
+    app.add_middleware(RequestMetrics, metrics=metrics)  # outside BodyLimit: its 413 answers are counted too
     app.include_router(router)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     app.include_router(topic_router)
     app.include_router(health.router)
     app.include_router(console_router)
     app.include_router(index_admin_router)
-
-    @app.middleware("http")
-    async def measure(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        started = time.perf_counter()
-        response = await call_next(request)
-        route = request.scope.get("route")
-        path = getattr(route, "path", "unmatched")
-        metrics.http_requests.labels(path, str(response.status_code)).inc()
-        metrics.http_latency.labels(path).observe(time.perf_counter() - started)
-        return response
 
     # --metrics-auth: /metrics asks for a token with the read scope, like the data it describes
     metrics_guard = [Depends(require("read"))] if getattr(settings, "metrics_auth", False) else []
