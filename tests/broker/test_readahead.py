@@ -155,3 +155,24 @@ def second_id(meta: MetadataClient, sid: int) -> int:
     """The object id holding the stream's offsets from 40 * PER on."""
     (ref,) = meta.get_objects(sid, 40 * PER, 40 * PER + 1, limit=1).objects
     return ref.object_id
+
+
+def test_a_paging_reader_tops_the_window_up_a_whole_get_at_a_time(stream) -> None:  # type: ignore[no-untyped-def]
+    """Pages of about one block slide the read-ahead window a block at a time; the read-ahead waits until a whole
+    GET's worth is uncovered, so it asks the store in GETs of about `readahead_get_bytes`, not one per page."""
+    store, meta, sid, written, key = stream
+    blocks = ObjectReader(store, key).index
+    get_bytes = 2 * max(e.size for e in blocks)  # two blocks a GET, a window of two blocks
+    reader = StreamReader(store, meta, LogCache(), block_cache=BlockCache(64 << 20),
+                          readahead_bytes=get_bytes, readahead_get_bytes=get_bytes)
+    before = store.meter.snapshot()
+    try:
+        got = sequential(reader, sid, 90 * PER)
+    finally:
+        reader.close()
+    d = store.meter.snapshot() - before
+    assert [(r.base_offset, r.payload) for r in got] == [(r.base_offset, r.payload) for r in written]
+    assert d.bytes_out <= store.size(key) + (64 << 10)
+    # the footer, the first page's block, then runs of two blocks (a GET a block: 7 read-ahead GETs for 9 blocks)
+    assert reader.readahead_gets <= (len(blocks) + 1) // 2
+    assert d["GET"] <= 2 + (len(blocks) + 1) // 2
