@@ -18,10 +18,11 @@ def _objects(data_dir: Path) -> list[Path]:
     return sorted(p for p in (data_dir / "objects").rglob("*") if p.is_file() and not p.name.startswith("."))
 
 
-def _committed(url: str) -> int:
-    """Objects the controller metadata lists as committed."""
+def _uploaded(url: str) -> bool:
+    """The records are in a committed object and no longer in the node's cache (reads go to the object)."""
     objects = httpx.get(f"{url}/v1/console/objects").json()
-    return int(objects["stream_set_objects"]["count"]) + int(objects["stream_objects"]["count"])
+    committed = int(objects["stream_set_objects"]["count"]) + int(objects["stream_objects"]["count"])
+    return committed > 0 and httpx.get(f"{url}/v1/console/node").json()["wal_bytes_not_uploaded"] == 0
 
 
 def test_damaged_object_is_a_502_and_the_connection_is_kept(tmp_path: Path) -> None:
@@ -31,8 +32,8 @@ def test_damaged_object_is_a_502_and_the_connection_is_kept(tmp_path: Path) -> N
         first = httpx.post(f"{s.url}/v1/topics/t/messages",
                            json={"messages": [{"key": "a", "value": "x" * 2000} for _ in range(5)]}).json()
         deadline = time.monotonic() + 30
-        while not _committed(s.url):  # the upload's commit follows the object's write
-            assert time.monotonic() < deadline, "no object uploaded and committed"
+        while not _uploaded(s.url):  # the upload's commit follows the object's write, the cache's release the commit
+            assert time.monotonic() < deadline, "no object uploaded, committed and released from the cache"
             time.sleep(0.05)
         damaged = _objects(s.data_dir)
         assert damaged
