@@ -26,6 +26,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -46,6 +47,8 @@ try:
     from index_file import _item_chain as _chain  # built by pip install (setup.py); optional
 except ImportError:
     _chain = None
+if sys.byteorder != "little":
+    _chain = None  # it writes ITEM_DTYPE's little-endian fields as native integers
 
 MAGIC = b"MQXU"
 VERSION = 1
@@ -486,10 +489,10 @@ class NativeIndexWriter:
             if c.min() < -(1 << 31) or c.max() >= 1 << 31:
                 raise ValueError(f"{what} out of the int32 range in this batch")
         if _chain is not None and (counts is None or n == accepted):  # one item per entry: straight from columns
+            columns = [np.ascontiguousarray(c) for c in (fps[:n], cols.queue, cols.offset, cols.size, cols.time)]
             for i in range(0, n, CHUNK_ITEMS):  # at most CHUNK_ITEMS between checkpoints
                 j = min(n, i + CHUNK_ITEMS)
-                self._append_compiled(j - i, _chain.append_columns, fps[i:j], cols.queue[i:j], cols.offset[i:j],
-                                      cols.size[i:j], cols.time[i:j])
+                self._append_compiled(j - i, _chain.append_columns, *(c[i:j] for c in columns))
             return accepted
         batch = np.empty(n, dtype=ITEM_DTYPE)
         batch["fp"] = fps[:n]
