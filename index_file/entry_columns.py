@@ -167,5 +167,4 @@ def fingerprints(topics: Sequence[object], keys: Sequence[object]) -> tuple[np.n
                 seen.append(f)
         fps.extend(seen)
         counts.append(len(seen))
-    one_each = len(fps) == len(counts) and set(counts) == {1}  # (one key each, in mixed shapes)
-    return np.array(fps, dtype=np.uint64), None if one_each else counts
+    return np.array(fps, dtype=np.uint64), None if set(counts) == {1} else counts  # one key each, in mixed shapes

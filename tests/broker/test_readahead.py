@@ -58,19 +58,26 @@ def sequential(reader: StreamReader, sid: int, end: int) -> list[StreamRecord]:
     return out
 
 
-def test_sequential_read_ahead_reads_each_block_once(stream) -> None:  # type: ignore[no-untyped-def]
-    store, meta, sid, written, key = stream
-    blocks = ObjectReader(store, key).index
-    assert len(blocks) >= 6
+def read_through(stream, readahead_bytes: int, get_bytes: int):  # type: ignore[no-untyped-def]
+    """A sequential read of the whole stream with this read-ahead: the reader (closed) and the store's meter
+    difference; the records read are the ones written."""
+    store, meta, sid, written, _key = stream
     reader = StreamReader(store, meta, LogCache(), block_cache=BlockCache(64 << 20),
-                          readahead_bytes=4 << 20, readahead_get_bytes=1 << 20)
+                          readahead_bytes=readahead_bytes, readahead_get_bytes=get_bytes)
     before = store.meter.snapshot()
     try:
         got = sequential(reader, sid, 90 * PER)
     finally:
         reader.close()
-    d = store.meter.snapshot() - before
     assert [(r.base_offset, r.payload) for r in got] == [(r.base_offset, r.payload) for r in written]
+    return reader, store.meter.snapshot() - before
+
+
+def test_sequential_read_ahead_reads_each_block_once(stream) -> None:  # type: ignore[no-untyped-def]
+    store, meta, sid, written, key = stream
+    blocks = ObjectReader(store, key).index
+    assert len(blocks) >= 6
+    reader, d = read_through(stream, 4 << 20, 1 << 20)
     assert reader.readahead_gets > 0
     # the footer read, then each block at most once (read ahead or on demand, never both)
     object_size = store.size(key)
@@ -163,15 +170,7 @@ def test_a_paging_reader_tops_the_window_up_a_whole_get_at_a_time(stream) -> Non
     store, meta, sid, written, key = stream
     blocks = ObjectReader(store, key).index
     get_bytes = 2 * max(e.size for e in blocks)  # two blocks a GET, a window of two blocks
-    reader = StreamReader(store, meta, LogCache(), block_cache=BlockCache(64 << 20),
-                          readahead_bytes=get_bytes, readahead_get_bytes=get_bytes)
-    before = store.meter.snapshot()
-    try:
-        got = sequential(reader, sid, 90 * PER)
-    finally:
-        reader.close()
-    d = store.meter.snapshot() - before
-    assert [(r.base_offset, r.payload) for r in got] == [(r.base_offset, r.payload) for r in written]
+    reader, d = read_through(stream, get_bytes, get_bytes)
     assert d.bytes_out <= store.size(key) + (64 << 10)
     # the footer, the first page's block, then runs of two blocks (a GET a block: 7 read-ahead GETs for 9 blocks)
     assert reader.readahead_gets <= (len(blocks) + 1) // 2
