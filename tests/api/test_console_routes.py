@@ -42,6 +42,7 @@ def test_views_follow_produce_upload_and_compaction(client: TestClient) -> None:
     after = client.get("/v1/console/objects").json()["compaction"]
     assert after["runs"] == 1 and after["last"]["objects_in"] == ran["objects_in"]
 
+    node.sync_index()  # the index is fed after the acknowledgement, on its own thread
     files = client.get("/v1/console/index").json()["files"]
     assert sum(f["items"] for f in files) >= 9
     assert all(f["upload_lag_ms"] >= 0 for f in files)
