@@ -10,8 +10,9 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -28,10 +29,75 @@ def percentile(samples: Sequence[float], p: float) -> float:
     return s[k]
 
 
+def _stat(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after the command name (field 3 onwards: index 0 is the state)."""
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+
+
+def _cpu_s(fields: list[str]) -> float:
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def process_cpu_s(pid: int) -> float:
     """CPU seconds (user + system, all threads) a process has used so far, from /proc/PID/stat."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return _cpu_s(_stat(pid))
+
+
+class TreeCPU:
+    """CPU seconds of this process and every process it started (directly or not), by role: a thread reads
+    /proc every `interval` s and keeps each process's last reading, so a process that exits between two
+    readings loses at most one interval. `role(cmdline)` names a process's group, once per process ("this
+    process" is this one)."""
+
+    def __init__(self, role: Callable[[str], str], interval: float = 0.25) -> None:
+        self.role = role
+        self.interval = interval
+        self.seen: dict[tuple[int, str], tuple[str, float]] = {}  # (pid, start time) -> (role, CPU s)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tree-cpu", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        stats: dict[int, list[str]] = {}
+        children: dict[int, list[int]] = {}
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    stats[int(name)] = _stat(int(name))
+                except OSError:
+                    continue
+                children.setdefault(int(stats[int(name)][1]), []).append(int(name))
+        todo = [os.getpid()]
+        while todo:  # this process and its descendants
+            pid = todo.pop()
+            todo += children.get(pid, [])
+            key = (pid, stats[pid][19]) if pid in stats else None
+            if key is None:
+                continue
+            role = self.seen[key][0] if key in self.seen else "this process" if pid == os.getpid() else None
+            if role is None:
+                try:
+                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                except OSError:
+                    continue
+                role = self.role(cmd)
+            self.seen[key] = (role, _cpu_s(stats[pid]))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._read()
+
+    def snapshot(self) -> dict[str, float]:
+        """CPU seconds by role so far."""
+        self._read()
+        out: dict[str, float] = {}
+        for role, cpu in list(self.seen.values()):
+            out[role] = out.get(role, 0.0) + cpu
+        return out
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 class Timer:

@@ -19,6 +19,8 @@ from typing import Any
 PYTHON_CONF = "spark.pyspark.python"
 DRIVER_PYTHON_CONF = "spark.pyspark.driver.python"
 CONSOLE_PROGRESS_CONF = "spark.ui.showConsoleProgress"
+DAEMON_CONF = "spark.python.daemon.module"
+EXECUTOR_DAEMON = "jobs.spark_daemon"  # PySpark's daemon with the build's code imported before it forks
 
 
 @dataclass
@@ -35,7 +37,10 @@ def is_local(master: str) -> bool:
 def session_setup(master: str, spark_conf: Mapping[str, str], environ: Mapping[str, str] | None = None,
                   executable: str | None = None, ships_code: bool = False) -> SessionSetup:
     """The conf and environment of the builder's session. The console progress bar is off unless asked
-    for (its carriage-return lines would interleave with the builder's progress lines on stderr)."""
+    for (its carriage-return lines would interleave with the builder's progress lines on stderr). Local
+    executors run this interpreter, so they get the daemon that imports the build's code once before it
+    forks its workers (jobs/spark_daemon.py); a cluster's executors keep PySpark's daemon unless the conf
+    names one (they may not have mqindex installed: `ships_code`)."""
     environ = os.environ if environ is None else environ
     executable = executable or sys.executable
     conf = dict(spark_conf)
@@ -50,6 +55,8 @@ def session_setup(master: str, spark_conf: Mapping[str, str], environ: Mapping[s
             notes.append(f"the driver runs in this process ({executable}); {DRIVER_PYTHON_CONF}="
                          f"{conf[DRIVER_PYTHON_CONF]} applies to Python the driver starts, not to the driver itself")
     if is_local(master):
+        if not ships_code:
+            conf.setdefault(DAEMON_CONF, EXECUTOR_DAEMON)
         if "PYSPARK_PYTHON" not in env and not environ.get("PYSPARK_PYTHON"):
             env["PYSPARK_PYTHON"] = executable  # local workers run this interpreter (and this mqindex)
     elif not conf.get(PYTHON_CONF) and not conf.get(DRIVER_PYTHON_CONF):
@@ -91,5 +98,6 @@ def describe_session(sc: Any) -> str:
     """One line read back from the running SparkContext: its master, app id, the executors' Python and
     whether Spark's console progress bar is on."""
     progress = sc.getConf().get(CONSOLE_PROGRESS_CONF, "false")
-    return (f"spark {sc.master} app {sc.applicationId}: executors run {sc.pythonExec}; console progress bar "
-            f"{'on' if progress == 'true' else 'off'}")
+    daemon = sc.getConf().get(DAEMON_CONF, "pyspark.daemon")
+    return (f"spark {sc.master} app {sc.applicationId}: executors run {sc.pythonExec} (daemon {daemon}); console "
+            f"progress bar {'on' if progress == 'true' else 'off'}")

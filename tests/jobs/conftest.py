@@ -29,8 +29,12 @@ def spark() -> Iterator[Any]:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
+    from jobs.spark_session import DAEMON_CONF, EXECUTOR_DAEMON
+
+    # the daemon `mqindex spark-build` gives local executors (jobs/spark_session.py)
     s = (SparkSession.builder.master("local[2]").appName("mqindex-tests")
-         .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+         .config("spark.ui.enabled", "false").config(DAEMON_CONF, EXECUTOR_DAEMON)
+         .config("spark.sql.shuffle.partitions", "2")
          .config("spark.default.parallelism", "2").config("spark.driver.memory", "1g").getOrCreate())
     s.sparkContext.setLogLevel("ERROR")
     yield s

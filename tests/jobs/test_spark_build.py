@@ -61,6 +61,22 @@ def test_data_set_spans_partitions_windows_and_both_object_kinds(produced: Produ
     assert produced.object_kinds == {"SO", "SSO"}
 
 
+def test_local_workers_fork_with_the_build_code_loaded(spark: Any) -> None:
+    # jobs/spark_daemon.py imports the executor code and freezes the heap before PySpark's daemon forks
+
+    def worker_start(_: int) -> tuple[str, bool, int]:  # pickled by value: imports nothing of the project
+        import gc
+        import sys
+
+        main = sys.modules["__main__"]
+        return main.__spec__.name if main.__spec__ else "", "jobs.spark_build" in sys.modules, gc.get_freeze_count()
+
+    got = spark.sparkContext.parallelize(range(2), 2).map(worker_start).collect()
+    assert len(got) == 2
+    for name, loaded, frozen in got:
+        assert name == "jobs.spark_daemon" and loaded and frozen > 10_000, got
+
+
 def test_bad_arguments_fail_before_spark_starts(produced: Produced, tmp_path: Path) -> None:
     # an unparseable master proves Spark was never reached: creating a session would fail differently
     cases = [({"topic": "nope"}, "unknown topic 'nope'"),

@@ -16,7 +16,7 @@ import pytest
 
 from index_service import IndexService
 from jobs.code_zip import write_code_zip
-from jobs.spark_session import CONSOLE_PROGRESS_CONF, session_setup
+from jobs.spark_session import CONSOLE_PROGRESS_CONF, DAEMON_CONF, EXECUTOR_DAEMON, session_setup
 from tests.jobs.conftest import TOPIC, Produced
 from tests.jobs.standalone import Standalone, free_port, standalone_cluster
 from tests.jobs.test_spark_build import expected, sample_keys
@@ -79,7 +79,7 @@ def test_cluster_build_with_the_documented_python_conf(produced: Produced, clust
     work.mkdir()
     r = spark_build(produced, cluster, tmp_path / "idx", work, "--conf", f"spark.pyspark.python={sys.executable}")
     assert r.returncode == 0, r.stderr[-4000:] + cluster.logs()
-    assert f"executors run {sys.executable}; console progress bar off" in r.stderr
+    assert f"executors run {sys.executable} (daemon pyspark.daemon); console progress bar off" in r.stderr
     assert "[spark-build] note:" not in r.stderr  # the python was given: nothing to explain
     assert_progress_lines_alone(r.stderr)
     assert "served" in r.stdout and f"from {len(produced.records):,} records" in r.stdout
@@ -100,7 +100,7 @@ def test_worker_python_without_mqindex_gets_the_code_shipped(produced: Produced,
                     "--conf", f"spark.pyspark.python={bare_python}")
     assert r.returncode == 0, r.stderr[-4000:] + cluster.logs()
     assert "shipping the project's packages to the executors as" in r.stderr
-    assert f"executors run {bare_python};" in r.stderr
+    assert f"executors run {bare_python} (daemon pyspark.daemon);" in r.stderr
     assert_progress_lines_alone(r.stderr)
     assert_answers_like_online(produced, tmp_path / "idx")
 
@@ -121,6 +121,12 @@ def test_session_setup_translates_the_python_conf_and_says_what_workers_need() -
     s = session_setup("local[2]", {CONSOLE_PROGRESS_CONF: "true"}, environ={}, executable=sys.executable)
     assert s.env == {"PYSPARK_PYTHON": sys.executable} and s.notes == [] and s.conf[CONSOLE_PROGRESS_CONF] == "true"
     assert session_setup("local[*]", {}, environ={"PYSPARK_PYTHON": py}).env == {}
+    # local executors fork from the daemon that has the build's code imported; not a cluster's, not shipped
+    # code's (the daemon starts before the zip reaches the workers), and a daemon named in the conf wins
+    assert s.conf[DAEMON_CONF] == EXECUTOR_DAEMON
+    assert DAEMON_CONF not in session_setup("local[2]", {}, environ={}, ships_code=True).conf
+    assert DAEMON_CONF not in session_setup("spark://h:7077", {}, environ={}).conf
+    assert session_setup("local[2]", {DAEMON_CONF: "pyspark.daemon"}, environ={}).conf[DAEMON_CONF] == "pyspark.daemon"
     # a driver python other than this process: said, since the driver is this process
     s = session_setup("local[1]", {"spark.pyspark.driver.python": py}, environ={}, executable=sys.executable)
     assert len(s.notes) == 1 and "the driver runs in this process" in s.notes[0]
