@@ -56,6 +56,9 @@ class Background:
         self._stop = threading.Event()
         self._swept = False
         self._thread: threading.Thread | None = None
+        #: cycles the background thread has finished (failed ones included); tests wait on it to know that
+        #: cycles ran, rather than sleeping for an interval
+        self.runs = 0
 
     def start(self) -> None:
         if self.config.maintain_interval_s <= 0:
@@ -83,6 +86,8 @@ class Background:
                 self.cycle(ignore_backoff=False)
             except Exception:  # noqa: BLE001 - the thread must survive; every step logs its own failure
                 log.exception("maintenance cycle failed")
+            finally:
+                self.runs += 1
 
     def cycle(self, ignore_backoff: bool = True) -> CycleReport:
         with self._cycle_lock:

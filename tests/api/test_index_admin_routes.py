@@ -19,6 +19,13 @@ def states(files: list[dict[str, object]]) -> list[str]:
     return [str(f["state"]) for f in files if f["items"]]
 
 
+def wait_until(what: str, done: Callable[[], bool], timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout_s} s"
+        time.sleep(0.05)
+
+
 def found(c: TestClient, key: str) -> bool:
     r = c.get("/v1/messages", params={"topic": "t", "key": key}, headers=bearer("reader"))
     assert r.status_code == 200, r.text
@@ -44,7 +51,9 @@ def test_roll_holds_the_compacted_file_until_maintain(make_client: Callable[...,
     assert out["rolled"] and states(out["files"]) == ["COMPACTED"]
     rolled = next(f for f in out["files"] if f["name"] == out["rolled"])
     assert rolled["items"] == 20 and rolled["size_bytes"] > 0
-    time.sleep(1.5)  # background cycles (every second) leave the held file alone
+    background = c.app.state.backend.index.background  # type: ignore[attr-defined]
+    ran = background.runs
+    wait_until("two background cycles", lambda: background.runs >= ran + 2)  # they leave the held file alone
     files = c.post("/v1/admin/index/roll", headers=bearer("root")).json()  # nothing new: the WRITING file is empty
     assert files["rolled"] is None and states(files["files"]) == ["COMPACTED"]
     assert found(c, "k7") and found(c, "k18")
@@ -61,8 +70,6 @@ def test_roll_without_hold_uploads_in_the_background(make_client: Callable[..., 
     assert c.post("/v1/topics", json={"name": "t", "partitions": 1}).status_code == 201
     assert c.post("/v1/topics/t/messages", json={"messages": [{"key": "a", "value": "v"}]}).status_code == 200
     assert c.post("/v1/admin/index/roll").json()["rolled"]
-    deadline = time.monotonic() + 30
-    while states(c.get("/v1/index/files").json()["files"]) != ["UPLOADED"]:
-        assert time.monotonic() < deadline, "the rolled file was not uploaded by the background"
-        time.sleep(0.1)
+    wait_until("the background uploads the rolled file",
+               lambda: states(c.get("/v1/index/files").json()["files"]) == ["UPLOADED"])
     assert found(c, "a")

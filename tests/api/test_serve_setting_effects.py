@@ -14,7 +14,7 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -268,16 +268,20 @@ def test_metadata_snapshot_every_records_and_kept(servers: dict[str, ServerProce
 def test_metadata_snapshot_interval_s_and_kept(servers: dict[str, ServerProcess]) -> None:
     # a snapshot every 0.5 s (far fewer than 10,000 records), three kept, the log truncated below the oldest
     s = servers["threshold"]
-    deadline = time.monotonic() + 30
-    i = 0
-    while len(snapshot_rows(s)[0]) < 3:
-        assert time.monotonic() < deadline, f"snapshots after 30 s: {snapshot_rows(s)}"
-        produce(s.url, "t", f"more{i}")  # new records for the next snapshot (one upload each)
-        i += 1
-        time.sleep(0.3)
-    for _ in range(3):
-        produce(s.url, "t", f"after{_}")
-        time.sleep(0.6)
+
+    def produce_until(what: str, done: Callable[[list[int]], bool]) -> None:
+        deadline = time.monotonic() + 30
+        i = 0
+        while not done(snapshot_rows(s)[0]):
+            assert time.monotonic() < deadline, f"{what} after 30 s: {snapshot_rows(s)}"
+            produce(s.url, "t", f"more{i}")  # new records for the next snapshot (one upload each)
+            i += 1
+            time.sleep(0.3)  # paces the records; the loop ends on the condition, bounded by the deadline
+
+    produce_until("three snapshots", lambda snaps: len(snaps) >= 3)
+    three = snapshot_rows(s)[0]
+    produce_until("two snapshots newer than the three", lambda snaps: len(set(snaps) - set(three)) >= 2)
     snaps, first = snapshot_rows(s)
-    assert len(snaps) == 3, snaps
+    assert len(snaps) == 3, snaps  # the older ones deleted as newer ones came
+    assert min(snaps) > min(three)
     assert first == snaps[0]

@@ -90,6 +90,14 @@ class Producer(threading.Thread):
                     return  # anything else is a failure the test reports
                 i += 1
 
+    def wait_acked(self, n: int, timeout_s: float = 120) -> None:
+        """Until n messages are acknowledged or the producer has stopped; a failure past the bound."""
+        deadline = time.monotonic() + timeout_s
+        while len(self.acked) < n and self.is_alive():
+            assert time.monotonic() < deadline, f"{len(self.acked)} of {n} acknowledged after {timeout_s} s: " \
+                                                f"{self.statuses}"
+            time.sleep(0.01)
+
 
 def all_by_key(base: str, key: str) -> list[dict[str, Any]]:
     out, cursor = [], None

@@ -8,7 +8,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -38,8 +37,7 @@ def test_partitions_spread_move_under_a_producer_and_every_key_is_found_from_eve
     seconds = []
     try:
         for move in range(20):
-            while len(producer.acked) < 10 * (move + 1) and producer.is_alive():
-                time.sleep(0.01)
+            producer.wait_acked(10 * (move + 1))
             part = move % 6
             current = {p: n for n, ps in c.leaders().items() for p in ps}[f"{TOPIC}-{part}"]
             target = (current + 1) % 3
@@ -78,11 +76,9 @@ def test_a_stopping_node_hands_its_partitions_over_and_rebalance_evens_them_out(
     assert httpx.post(f"{c.url(0)}/v1/topics", json={"name": TOPIC, "partitions": 6}, timeout=60).status_code == 201
     producer = Producer(c)
     producer.start()
-    while len(producer.acked) < 150 and producer.is_alive():
-        time.sleep(0.01)
+    producer.wait_acked(150)
     assert c.nodes[2].stop(signal.SIGTERM) == 0  # graceful: its partitions move to nodes 0 and 1
-    while len(producer.acked) < 250 and producer.is_alive():
-        time.sleep(0.01)
+    producer.wait_acked(250)
     producer.stop_flag.set()
     producer.join(60)
     assert set(producer.statuses) <= {0, 200, 421, 503}, producer.statuses
