@@ -97,14 +97,15 @@ class Profile:
     """py-spy sampling a server process for one phase (--profile DIR): raw collapsed stacks, then the top
     frames by samples (own and inclusive), idle threads left out."""
 
-    def __init__(self, directory: Path | None, server: Server, phase: str, gil: bool = False) -> None:
+    def __init__(self, directory: Path | None, server: Server, phase: str, gil: bool = False,
+                 rate: int = 50) -> None:
         self.path = directory / f"{phase}.txt" if directory else None
         self.gil = gil
         self.proc: subprocess.Popen[bytes] | None = None
         if self.path is not None and server.proc is not None:
             spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
             # --gil: only the samples of the thread holding the GIL, i.e. where the server's Python CPU goes
-            self.proc = subprocess.Popen([spy, "record", "--pid", str(server.proc.pid), "--rate", "50", "--format",
+            self.proc = subprocess.Popen([spy, "record", "--pid", str(server.proc.pid), "--rate", str(rate), "--format",
                                           "raw", "--output", str(self.path), "--nonblocking"]
                                          + (["--gil"] if gil else []),
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -313,6 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--store", help="S3 URL prefix of an existing store (default: start SeaweedFS for the run)")
     ap.add_argument("--dir", help="work directory (default: a temporary one, removed after)")
     ap.add_argument("--profile", help="directory for py-spy profiles of the server in each phase (needs py-spy)")
+    ap.add_argument("--profile-rate", type=int, default=50, help="py-spy samples per second (--profile)")
     ap.add_argument("--profile-gil", action="store_true",
                     help="profile only the thread holding the GIL (where the server's Python CPU goes)")
     args = ap.parse_args(argv)
@@ -331,14 +333,14 @@ def main(argv: list[str] | None = None) -> int:
         servers.append(ks)
         ks.create_topic("bench-k", args.partitions)
         print("[bench] kafka produce", file=sys.stderr, flush=True)
-        prof = Profile(profile_dir, ks, "kafka-produce", args.profile_gil)
+        prof = Profile(profile_dir, ks, "kafka-produce", args.profile_gil, args.profile_rate)
         kr = kafka_produce(ks, "bench-k", total, args.batch_kb)
         profiles = [prof.stop()]
         hs = Server(work, "http-node", hstore).start()
         servers.append(hs)
         hs.create_topic("bench-h", args.partitions)
         print("[bench] http produce", file=sys.stderr, flush=True)
-        prof = Profile(profile_dir, hs, "http-produce", args.profile_gil)
+        prof = Profile(profile_dir, hs, "http-produce", args.profile_gil, args.profile_rate)
         hr = http_produce(hs, "bench-h", args.partitions, total, args.http_records, args.http_threads)
         profiles.append(prof.stop())
         hs.stop()
@@ -353,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
         print("[bench] cold consume: restarting the server with empty caches", file=sys.stderr, flush=True)
         ks.stop()  # uploads what is cached
         ks.start()
-        prof = Profile(profile_dir, ks, "cold-consume", args.profile_gil)
+        prof = Profile(profile_dir, ks, "cold-consume", args.profile_gil, args.profile_rate)
         cr = cold_consume(ks, "bench-k", args.partitions, kr["records"])
         profiles.append(prof.stop())
         ks.stop()

@@ -115,8 +115,10 @@ def run(args: argparse.Namespace) -> int:
     stopped_by: list[int] = []
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: stopped_by.append(signum))
+    # uvloop's loop and httptools' parser (both C) rather than asyncio's loop and h11 (pure Python): named
+    # here, so the server does not depend on what else happens to be installed
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info",
-                            access_log=settings.access_log,
+                            access_log=settings.access_log, loop="uvloop", http="httptools",
                             **(tls.uvicorn_options() if tls else {}))
     install_log_redaction()  # again: uvicorn's own handlers exist now
     uvicorn.Server(config).run()
