@@ -11,10 +11,11 @@ time; the window is topped up only once a whole GET's worth of it is uncovered (
 4 MiB GETs took a third of the CPU per MiB of 1 MiB ones through boto3). The blocks land in the block cache; a
 read that needs a block still in flight waits for it instead of asking the store again. Memory is bounded by
 `max_inflight_bytes` (no new read-ahead above it) and by the block cache. When the window reaches past the
-object's end, the read-ahead goes on into the stream's next object (its footer and index read on a pool
-thread too), so a consumer crossing from one object to the next does not wait for a cold GET. A read-ahead
-GET that fails is dropped: the block is then read by the caller, which sees the damage or the store error as
-before. Key lookups (one offset) never read ahead.
+object's end, the read-ahead goes on into the stream's next object (looked up, and its footer and index read,
+on a pool thread too, also when the read itself ends inside this object, as a page does), so a consumer
+crossing from one object to the next does not wait for a cold GET. A read-ahead GET that fails is dropped: the
+block is then read by the caller, which sees the damage or the store error as before. Key lookups (one offset)
+never read ahead.
 """
 
 from __future__ import annotations
@@ -119,6 +120,9 @@ class StreamReader:
                                     self.readahead_bytes)
             if left > 0 and after is not None:
                 self._submit(self._read_ahead_into, after, stream_id, left)
+            elif left > 0 and ahead_end is not None:
+                # a read that ends inside this object (a page) did not look up the next one: found on the pool
+                self._submit(self._read_ahead_next, stream_id, ahead_end, left)
         for e, records in reader.read_blocks(missing):
             self.block_cache.put(object_id, e.position, records)
             blocks[e.position] = records
@@ -157,6 +161,19 @@ class StreamReader:
             log.debug("read-ahead failed; the blocks are read on demand", extra={"error": str(exc)})
             return
         self._read_ahead(reader, ref.object_id, stream_id, ref.start, ref.end, budget)
+
+    def _read_ahead_next(self, stream_id: int, offset: int, budget: int) -> None:
+        """The read-ahead's continuation into the object holding `offset` (the end of the one read), found in
+        the metadata image as it is (no refresh: an object it does not hold yet is read on demand)."""
+        try:
+            lookup = self.meta.get_objects(stream_id, offset, offset + 1, limit=1, refresh=False)
+        except Exception as exc:  # noqa: BLE001 - the caller looks the object up itself and meets the error there
+            log.debug("read-ahead failed; the blocks are read on demand", extra={"stream": stream_id,
+                                                                                 "error": str(exc)})
+            return
+        for ref in lookup.objects:
+            if ref.start <= offset < ref.end:
+                self._read_ahead_into(ref, stream_id, budget)
 
     def _read_ahead(self, reader: ObjectReader, object_id: int, stream_id: int, start: int, end: int,
                     budget: int) -> int:

@@ -119,7 +119,9 @@ def test_damage_is_reported_where_a_plain_read_reports_it(stream) -> None:  # ty
     assert read_until_damage(4 << 20) == read_until_damage(0) == (bad.start_offset, key)
 
 
-def test_read_ahead_goes_on_into_the_next_object(seaweedfs, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("read_end", [80 * PER, 38 * PER], ids=["read-asks-past-the-object", "page-ends-inside"])
+def test_read_ahead_goes_on_into_the_next_object(seaweedfs, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                 read_end: int) -> None:
     store = open_store(seaweedfs.store_url("mqindex", f"readahead-{uuid.uuid4().hex[:8]}"))
     meta = MetadataClient(f"sqlite:///{tmp_path}/meta.sqlite", 0, namespace="_kafka_ra")
     meta.register_node()
@@ -142,9 +144,10 @@ def test_read_ahead_goes_on_into_the_next_object(seaweedfs, tmp_path: Path) -> N
     reader = StreamReader(store, meta, LogCache(), block_cache=BlockCache(64 << 20),
                           readahead_bytes=4 << 20, readahead_get_bytes=1 << 20)
     try:
-        # the last three records of the first object: the read-ahead window reaches into the second one
-        got = reader.read(sid, 37 * PER, 80 * PER, 250_000)
-        assert got[-1].last_offset == 40 * PER
+        # from the first object's last three records: the read-ahead window reaches into the second object,
+        # whether the read asks past the first object or, as a page does, ends inside it
+        got = reader.read(sid, 37 * PER, read_end, 250_000)
+        assert got[-1].last_offset == min(read_end, 40 * PER)
         first_block = second.index[0]
         deadline = time.monotonic() + 30
         while not reader.block_cache.contains(second_id(meta, sid), first_block.position):  # type: ignore[union-attr]
