@@ -21,7 +21,7 @@ from broker.partitions.client_messages import InMessage, Produced
 from broker.partitions.message_id import encode_message_id
 from broker.partitions.partition_map import PartitionMap, now_ms
 from broker.partitions.partitioner import RoundRobin, partition_for_key
-from broker.partitions.records import ProducerRecord, build_batch, index_keys, record_size, with_base_offset
+from broker.partitions.records import encode_batch, index_keys, record_size, with_base_offset
 from broker.partitions.topics import TopicInfo
 from index_file import IndexEntry
 
@@ -79,19 +79,17 @@ class Producer:
         built = []
         for pi, idxs in groups.items():
             msgs = [messages[i] for i in idxs]
-            records = [ProducerRecord(m.value, m.key, list(m.headers), now if m.timestamp is None else m.timestamp)
-                       for m in msgs]
-            batch = build_batch(records)
+            batch = encode_batch(msgs, now, "timestamp")  # a message without a timestamp gets the append time
             if len(batch) + RECORD_HEADER_SIZE > self.max_body:
                 raise InvalidField("messages", f"{len(batch)} bytes for partition {pi} in one request exceed "
                                                f"the {self.max_body}-byte limit")
-            built.append((pi, idxs, msgs, records, batch))
+            built.append((pi, idxs, msgs, batch))
         # the whole request against the free-space floor before any partition's batch is queued
-        self.parts.storage.check_room(sum(len(b[4]) + RECORD_HEADER_SIZE for b in built), len(built))
+        self.parts.storage.check_room(sum(len(b[3]) + RECORD_HEADER_SIZE for b in built), len(built))
         pending = []
-        for pi, idxs, msgs, records, batch in built:
+        for pi, idxs, msgs, batch in built:
             part = self.parts.get(info.name, pi)
-            keys = [index_keys(r) for r in records]
+            keys = [index_keys(m) for m in msgs]
             with part.lock:
                 data = part.data
                 if not part.owned or data is None:

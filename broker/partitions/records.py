@@ -33,6 +33,12 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from broker.errors import RecordFormatError
 from broker.partitions.batch_check import CRC_START
 
+_record_build: Any
+try:
+    from broker.partitions import _record_build  # built by pip install (setup.py); optional
+except ImportError:  # not built: batches are encoded in Python (tests/broker checks CI builds it)
+    _record_build = None
+
 HEADER_KEYS = "KEYS"
 HEADER_UNIQ_KEY = "UNIQ_KEY"
 
@@ -137,13 +143,26 @@ def _varint(n: int) -> bytes:
     return _VARINT[n] if 0 <= n < _SMALL else _zigzag_varint(n)
 
 
-def _encode_uncompressed(records: Sequence[ProducerRecord]) -> bytes:
+def encode_batch(records: Sequence[Any], now: int | None = None, ts_field: str = "timestamp_ms") -> bytes:
+    """The uncompressed RecordBatch v2 (base offset 0) of `records`: objects with `key`, `value`, `headers` and
+    a timestamp in attribute `ts_field` (a ProducerRecord's `timestamp_ms`, an InMessage's `timestamp`); a
+    record without one gets `now` (default: the build time, as kafka-python does). Built in C where
+    broker/partitions/_record_build is compiled, else in Python; both give the same bytes."""
+    if not records:
+        raise RecordFormatError("a record batch needs at least one record")
+    if now is None:
+        now = int(time.time() * 1000)
+    if _record_build is not None:
+        return _record_build.encode(list(records), now, ts_field)  # type: ignore[no-any-return]
+    return _encode_uncompressed(records, now, ts_field)
+
+
+def _encode_uncompressed(records: Sequence[Any], now: int, ts_field: str) -> bytes:
     """The bytes kafka-python's DefaultRecordBatchBuilder makes for an uncompressed batch, in one pass.
 
     Written by hand because the builder costs several Python calls per field of every record (the produce
     path's largest cost); `tests/broker/test_records.py` checks both give the same bytes."""
-    now = int(time.time() * 1000)  # a record without a timestamp gets the build time, as kafka-python does
-    first = records[0].timestamp_ms
+    first = getattr(records[0], ts_field)
     if first is None:
         first = now
     if not isinstance(first, int):
@@ -153,11 +172,13 @@ def _encode_uncompressed(records: Sequence[ProducerRecord]) -> bytes:
     add = parts.append
     varints, small, null = _VARINT, _SMALL, _NULL
     for i, r in enumerate(records):
-        key, value, ts = r.key, r.value, r.timestamp_ms
+        key, value, ts = r.key, r.value, getattr(r, ts_field)
         if ts is None:
             ts = now
         if not isinstance(ts, int):
             raise RecordFormatError(f"record {i}: timestamp must be an int")
+        if not -(1 << 63) <= ts < 1 << 63:
+            raise RecordFormatError(f"record {i}: timestamp {ts} out of range")
         if ts > max_ts:
             max_ts = ts
         if not (key is None or isinstance(key, bytes)) or not (value is None or isinstance(value, bytes)):
@@ -201,7 +222,8 @@ def build_batch(records: Sequence[ProducerRecord], base_offset: int = 0, compres
     if compression not in COMPRESSION:
         raise RecordFormatError(f"unknown compression {compression!r}; use one of {sorted(COMPRESSION)}")
     if compression == "none":
-        return with_base_offset(_encode_uncompressed(records), base_offset)
+        batch = encode_batch(records)
+        return batch if base_offset == 0 else with_base_offset(batch, base_offset)
     b = DefaultRecordBatchBuilder(magic=2, compression_type=COMPRESSION[compression], is_transactional=False,
                                   producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=_MAX_BATCH)
     for i, r in enumerate(records):
@@ -336,8 +358,9 @@ def record_size(record: Any) -> int:
     return size
 
 
-def index_keys(record: Record | ProducerRecord) -> list[str]:
-    """Keys the record is indexed under, de-duplicated in order: key, each of header KEYS, header UNIQ_KEY."""
+def index_keys(record: Any) -> list[str]:
+    """Keys the record (a Record, ProducerRecord or message: anything with `key` and `headers`) is indexed under,
+    de-duplicated in order: key, each of header KEYS, header UNIQ_KEY."""
     if not record.headers:  # most records: the key alone (a non-empty key decodes to a non-empty text)
         return [record.key.decode("utf-8", errors="replace")] if record.key else []
     out: list[str] = []

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.memory_records import MemoryRecords
 
 from broker.errors import MessageIdError, RecordFormatError
+from broker.partitions import records as records_module
+from broker.partitions.client_messages import InMessage
 from broker.partitions.message_id import MessageId, decode_message_id, encode_message_id
 from broker.partitions.records import (
     ProducerRecord,
     build_batch,
+    encode_batch,
     index_keys,
     parse_batches,
     with_base_offset,
@@ -145,3 +151,51 @@ def test_bad_record_fields_are_a_record_format_error() -> None:
                 ProducerRecord(b"v", None, [("name", "v")], 1)):  # type: ignore[list-item]
         with pytest.raises(RecordFormatError):
             build_batch([bad])
+
+
+def test_the_c_batch_builder_is_built() -> None:
+    """`pip install` (make test) builds broker/partitions/_record_build; without it batches are built in Python."""
+    assert records_module._record_build is not None
+
+
+def _python_built(recs: list[Any], now: int, ts_field: str) -> bytes:
+    saved, records_module._record_build = records_module._record_build, None
+    try:
+        return encode_batch(recs, now, ts_field)
+    finally:
+        records_module._record_build = saved
+
+
+@settings(max_examples=150, deadline=None)
+@given(recs=st.lists(producer_records, min_size=1, max_size=30), now=st.integers(0, 2**41))
+def test_the_c_and_python_batch_builders_give_the_same_bytes(recs: list[ProducerRecord], now: int) -> None:
+    recs = [r if i % 3 else ProducerRecord(r.value, r.key, r.headers, None) for i, r in enumerate(recs)]
+    compiled = encode_batch(recs, now)
+    assert compiled == _python_built(recs, now, "timestamp_ms")
+    (batch,) = parse_batches(compiled)
+    assert [(r.offset, r.key, r.value, r.timestamp_ms) for r in batch.records] == \
+        [(i, r.key, r.value, now if r.timestamp_ms is None else r.timestamp_ms) for i, r in enumerate(recs)]
+
+
+@settings(max_examples=80, deadline=None)
+@given(messages=st.lists(st.builds(InMessage, value=st.none() | st.binary(max_size=50),
+                                   key=st.none() | st.binary(max_size=10),
+                                   headers=st.lists(st.tuples(st.text(max_size=5), st.binary(max_size=5)), max_size=2),
+                                   timestamp=st.none() | st.integers(0, 2**41)), min_size=1, max_size=10))
+def test_messages_are_built_by_their_timestamp_field(messages: list[InMessage]) -> None:
+    assert encode_batch(messages, 7, "timestamp") == _python_built(messages, 7, "timestamp")
+
+
+@pytest.mark.parametrize("bad, why", [
+    (ProducerRecord("text", None, [], 1), "record 1: key and value must be bytes or None"),
+    (ProducerRecord(b"v", "key", [], 1), "record 1: key and value must be bytes or None"),
+    (ProducerRecord(b"v", None, [(b"name", b"v")], 1), "record 1: header names must be str"),
+    (ProducerRecord(b"v", None, [("name", "v")], 1), "record 1: header names must be str"),
+    (ProducerRecord(b"v", None, [], 1.5), "record 1: timestamp must be an int"),
+    (ProducerRecord(b"v", None, [], 2**63), "record 1: timestamp 9223372036854775808 out of range"),
+])
+def test_both_builders_name_the_bad_record(bad: ProducerRecord, why: str) -> None:
+    recs = [ProducerRecord(b"ok", None, [], 1), bad]
+    for build in (lambda: encode_batch(recs, 0), lambda: _python_built(recs, 0, "timestamp_ms")):
+        with pytest.raises(RecordFormatError, match=re.escape(why)):
+            build()
