@@ -6,7 +6,8 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test lint bench clean
 
-$(STAMP): pyproject.toml setup.py api/http/_record_json.pyx broker/partitions/_record_entries.pyx \
+$(STAMP): pyproject.toml setup.py api/http/_record_json.pyx api/http/_produce_json.pyx \
+          broker/partitions/_record_entries.pyx \
           broker/partitions/record_walk.pxd broker/partitions/_record_build.pyx \
           index_file/_entry_columns.pyx index_file/_item_chain.pyx
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (Python 3.11)"; exit 1; }

@@ -1,16 +1,18 @@
 """The package's compiled modules (everything else is in pyproject.toml), built by `pip install` with Cython and
-the system's C compiler: the renderer of whole-record HTTP pages (api/http/_record_json.pyx) and the index
-entries of stored batches (broker/partitions/_record_entries.pyx), both walking records with
-broker/partitions/record_walk.pxd; the uncompressed batch of produced messages (broker/partitions/_record_build.pyx);
-the columns of a batch of index entries (index_file/_entry_columns.pyx) and the append of items to a WRITING index
-file (index_file/_item_chain.pyx). They are optional: without a compiler the install goes on and their callers
-(api/http/message_json.py, broker/partitions/client_batches.py, broker/partitions/records.py,
+the system's C compiler: the renderer of whole-record HTTP pages (api/http/_record_json.pyx), the messages of a
+plain produce body (api/http/_produce_json.pyx), the index entries of stored batches
+(broker/partitions/_record_entries.pyx), both walking records with broker/partitions/record_walk.pxd; the
+uncompressed batch of produced messages (broker/partitions/_record_build.pyx); the columns of a batch of index
+entries (index_file/_entry_columns.pyx) and the append of items to a WRITING index file (index_file/_item_chain.pyx).
+They are optional: without a compiler the install goes on and their callers (api/http/message_json.py,
+api/http/produce_json.py, broker/partitions/client_batches.py, broker/partitions/records.py,
 index_file/entry_columns.py, index_file/native_unsealed.py) do the same work in Python."""
 
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
 MODULES = {"api.http._record_json": "api/http/_record_json.pyx",
+           "api.http._produce_json": "api/http/_produce_json.pyx",
            "broker.partitions._record_entries": "broker/partitions/_record_entries.pyx",
            "broker.partitions._record_build": "broker/partitions/_record_build.pyx",
            "index_file._entry_columns": "index_file/_entry_columns.pyx",

@@ -25,6 +25,8 @@ from broker.partitions.records import encode_batch, index_keys, record_size, wit
 from broker.partitions.topics import TopicInfo
 from index_file import IndexEntry
 
+_new = tuple.__new__  # a named tuple made without its Python-level __new__ (one per produced message)
+
 
 def validate_message(i: int, m: object) -> None:
     if not isinstance(m, InMessage):
@@ -53,7 +55,10 @@ class Producer:
         """Partition -> indexes of its messages: explicit partition, else murmur2 of the key, else round robin."""
         groups: dict[int, list[int]] = {}
         for i, m in enumerate(messages):
-            validate_message(i, m)
+            # the common message (bytes or null value and key, no headers, no timestamp) passes on one line
+            if type(m) is not InMessage or m.headers or m.timestamp is not None or not (
+                    (m.value is None or type(m.value) is bytes) and (m.key is None or type(m.key) is bytes)):
+                validate_message(i, m)
             if m.partition is not None:
                 p = m.partition
                 if type(p) is not int or p not in groups:  # each explicit partition checked once
@@ -89,14 +94,14 @@ class Producer:
         pending = []
         for pi, idxs, msgs, batch in built:
             part = self.parts.get(info.name, pi)
-            keys = [index_keys(m) for m in msgs]
+            # (position, message, index keys) of the messages with keys (a message without key and headers has none)
+            keyed = [(j, m, k) for j, m in enumerate(msgs) if (m.key or m.headers) and (k := index_keys(m))]
             with part.lock:
                 data = part.data
                 if not part.owned or data is None:
                     raise self.parts.not_served(part)
                 base = data.next_offset
-                entries = [IndexEntry(info.name, pi, base + j, record_size(m), now, k)
-                           for j, (m, k) in enumerate(zip(msgs, keys, strict=True)) if k]
+                entries = [IndexEntry(info.name, pi, base + j, record_size(m), now, k) for j, m, k in keyed]
                 try:
                     fut = data.append(with_base_offset(batch, base), len(msgs), base,
                                       (lambda rec, e=entries: self.dispatch(e)) if entries else None)
@@ -110,6 +115,6 @@ class Producer:
             prefix = encode_message_id(info.topic_id, pi, base + len(idxs) - 1)[:16]
             for j, i in enumerate(idxs):
                 t = messages[i].timestamp
-                results[i] = Produced(pi, base + j, f"{prefix}{base + j:016x}", now if t is None else t)
+                results[i] = _new(Produced, (pi, base + j, f"{prefix}{base + j:016x}", now if t is None else t))
         self.parts.storage.check_usable()
         return results  # type: ignore[return-value]

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from api.http import produce_json
 from api.http.models import MAX_MESSAGES_PER_REQUEST, MAX_VALUE_BYTES, ProduceIn, decode_value
 from api.http.produce_json import produce_messages
 from broker.partitions.client_messages import InMessage
@@ -66,3 +67,34 @@ def test_limits_are_left_to_pydantic() -> None:
     big = json.dumps({"messages": [{"value": "x" * (MAX_VALUE_BYTES + 1)}]}).encode()
     assert produce_messages(big) is None
     assert produce_messages(json.dumps({"messages": [{"value": "x" * MAX_VALUE_BYTES}]}).encode()) is not None
+
+
+def test_the_c_message_reader_is_built() -> None:
+    """`pip install` (make test) builds api/http/_produce_json; without it the messages are read in Python."""
+    assert produce_json._compiled is not None
+
+
+def _in_python(raw: bytes) -> list[InMessage] | None:
+    saved, produce_json._compiled = produce_json._compiled, None
+    try:
+        return produce_messages(raw)
+    finally:
+        produce_json._compiled = saved
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.floats(allow_nan=False)
+                           | text, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
+                           max_leaves=6)
+loose_message = st.one_of(
+    json_values,
+    st.dictionaries(st.sampled_from(["key", "value", "headers", "partition", "encoding", "other"]),
+                    json_values | text | st.dictionaries(text, text | json_values, max_size=3)
+                    | st.integers(-1, 2**31) | st.sampled_from(["utf-8", "base64"]), max_size=5),
+    message)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(loose_message, min_size=1, max_size=8))
+def test_the_c_and_python_readers_agree_on_any_json(messages: list[Any]) -> None:
+    raw = json.dumps({"messages": messages}).encode()
+    assert produce_messages(raw) == _in_python(raw)
