@@ -16,10 +16,6 @@ from broker.partitions.client_messages import InMessage
 _new = tuple.__new__
 
 
-cdef inline bint _text_or_null(object v):
-    return v is None or type(v) is str
-
-
 def messages(list msgs, Py_ssize_t max_value_bytes, object max_partition):
     """[InMessage] of `msgs`, or None when one of them is not plain (produce_json's rules)."""
     cdef Py_ssize_t i, n = PyList_GET_SIZE(msgs), present

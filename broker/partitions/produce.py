@@ -29,6 +29,9 @@ _new = tuple.__new__  # a named tuple made without its Python-level __new__ (one
 
 
 def validate_message(i: int, m: object) -> None:
+    if type(m) is InMessage and not m.headers and m.timestamp is None and (m.value is None or type(m.value) is bytes) \
+            and (m.key is None or type(m.key) is bytes):
+        return  # the common message (bytes or null value and key, no headers, no timestamp), checked at once
     if not isinstance(m, InMessage):
         raise InvalidField(f"messages.{i}", f"must be an InMessage, got {type(m).__name__}")
     for name, v in (("value", m.value), ("key", m.key)):
@@ -55,10 +58,7 @@ class Producer:
         """Partition -> indexes of its messages: explicit partition, else murmur2 of the key, else round robin."""
         groups: dict[int, list[int]] = {}
         for i, m in enumerate(messages):
-            # the common message (bytes or null value and key, no headers, no timestamp) passes on one line
-            if type(m) is not InMessage or m.headers or m.timestamp is not None or not (
-                    (m.value is None or type(m.value) is bytes) and (m.key is None or type(m.key) is bytes)):
-                validate_message(i, m)
+            validate_message(i, m)
             if m.partition is not None:
                 p = m.partition
                 if type(p) is not int or p not in groups:  # each explicit partition checked once
@@ -94,8 +94,7 @@ class Producer:
         pending = []
         for pi, idxs, msgs, batch in built:
             part = self.parts.get(info.name, pi)
-            # (position, message, index keys) of the messages with keys (a message without key and headers has none)
-            keyed = [(j, m, k) for j, m in enumerate(msgs) if (m.key or m.headers) and (k := index_keys(m))]
+            keyed = [(j, m, k) for j, m in enumerate(msgs) if (k := index_keys(m))]  # (position, message, keys)
             with part.lock:
                 data = part.data
                 if not part.owned or data is None:
