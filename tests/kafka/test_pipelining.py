@@ -12,6 +12,7 @@ from confluent_kafka import Producer
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from api.kafka.schemas import APIS, build
+from api.kafka.server import MAX_IN_FLIGHT
 from tests.kafka.conftest import KafkaServerProcess
 from tests.kafka.test_confluent import create, read
 
@@ -67,6 +68,22 @@ def test_pipelined_requests_answered_in_order(kafka_server: KafkaServerProcess) 
     assert [(p.error_code, p.base_offset) for p in produced] == [(0, 0), (0, 5), (0, 12)]
     stored = read(kafka_server.bootstrap, topic, 1, 15)
     assert [(m.offset(), m.value()) for m in stored] == [(i, b"value-%d" % i) for i in range(15)]
+
+
+def test_more_requests_than_the_in_flight_limit_all_answered_in_order(kafka_server: KafkaServerProcess) -> None:
+    """Three times MAX_IN_FLIGHT produce requests sent at once: the reader waits for room, the writer sends the
+    answers a group commit makes ready together in one write, and every answer comes once, in request order."""
+    topic = "pipelined-many"
+    create(kafka_server.bootstrap, topic, 1)
+    n = 3 * MAX_IN_FLIGHT
+    with socket.create_connection(("127.0.0.1", kafka_server.kafka_port), timeout=30) as s:
+        s.sendall(b"".join(_produce(topic, 700 + i, 3 * i, 3) for i in range(n)))
+        answers = [_response(s, 0, 3) for _ in range(n)]
+    assert [c for c, _ in answers] == [700 + i for i in range(n)]
+    assert [(r.responses[0].partition_responses[0].error_code, r.responses[0].partition_responses[0].base_offset)
+            for _, r in answers] == [(0, 3 * i) for i in range(n)]
+    stored = read(kafka_server.bootstrap, topic, 1, 3 * n)
+    assert [(m.offset(), m.value()) for m in stored] == [(i, b"value-%d" % i) for i in range(3 * n)]
 
 
 def test_idempotent_producer_with_five_in_flight_keeps_order(kafka_server: KafkaServerProcess) -> None:
