@@ -26,19 +26,19 @@ that end, and lets appends in again. Any other write error fails the WAL for goo
 
 from __future__ import annotations
 
-import binascii
 import contextlib
 import os
 import re
 import struct
 import threading
 import time
-import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
+
+from isal import isal_zlib
 
 from broker.errors import OutOfDisk, WalError
 from storage_tier.disk_space import is_out_of_space
@@ -57,15 +57,12 @@ DEFAULT_MAX_BATCH = 4 << 20
 assert HEADER_SIZE == 24
 
 
-# zlib.crc32 lets other threads run while it sums over 5 KiB, and the WAL thread then waits to take the GIL back
-# (up to the 5 ms switch interval behind a busy listener) once per record of a group commit; binascii.crc32 is
-# the same CRC-32 (zlib's code) and keeps the GIL: about 4 us for a 16 KiB record. From NO_GIL_CRC up the sum
-# is long enough to be worth letting the other threads run.
-NO_GIL_CRC = 1 << 20
-
-
 def _crc(data: bytes | memoryview) -> int:
-    return (binascii.crc32(data) if len(data) < NO_GIL_CRC else zlib.crc32(data)) & 0xFFFFFFFF
+    """The CRC-32 (zlib's polynomial) of a record's body or header, by ISA-L: 0.4 us for 16 KiB and 18 us for
+    1 MiB against zlib's 4 and 250. zlib.crc32 also lets other threads run while it sums over 5 KiB, and the
+    WAL thread then waited to take the GIL back (behind a busy listener) once per record of a group commit;
+    ISA-L's keeps the GIL, which at these speeds costs the other threads less than the wait did."""
+    return isal_zlib.crc32(data) & 0xFFFFFFFF
 
 
 def encode_header(offset: int, body: bytes) -> bytes:
