@@ -1,7 +1,8 @@
 """Disk-space guard benchmark: what the free-space floor costs on the write path, next to its peer.
 
 1. WAL appends of 1 KiB from 1 and from 16 threads (each acknowledged after the group commit's fsync), with
-   the free-space check every append makes (`DiskSpace.check_write`, one statvfs) vs without it;
+   the free-space check every append makes (`DiskSpace.check_write`: far above the floor a statvfs reading at
+   most 20 ms old, less the writes checked since; near it one statvfs a write) vs without it;
 2. one `check_write` vs one raw `os.statvfs` of the same folder.
 
 Run: `mqindex bench disk_space [--appends 3000] [--dir DIR]` (DIR: the filesystem to measure, default a temp
