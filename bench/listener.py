@@ -106,40 +106,43 @@ def one_round(work: Path, count: int, batch_kb: int, partitions: int) -> dict[st
 
     node = BrokerNode.open(work / "node", f"file://{work}/store", f"sqlite:///{work}/meta.sqlite",
                            upload_interval_s=3600.0, maintenance_interval_s=0)
-    server = None
     try:
         node.create_topic("bench", partitions)
         gc.freeze()  # as `mqindex serve` does once its node is open
         server = KafkaServer(node, "127.0.0.1", 0)
         server.start()
-        listener = next(t for t in threading.enumerate() if t.name == "kafka-listener")
-        assert listener.native_id is not None
-        proc = subprocess.Popen([sys.executable, "-m", "bench.listener", "--client", str(server.port), str(count),
-                                 str(batch_kb), str(partitions)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                text=True)
         try:
-            assert proc.stdin is not None and proc.stdout is not None
-            if proc.stdout.readline().strip() != "ready":
-                raise RuntimeError("the benchmark's client did not start")
-            loop0, cpu0, fsyncs0 = _thread_cpu_s(listener.native_id), time.process_time(), node.wal.fsyncs
-            print(f"[bench] listener: {count} produce requests of {batch_kb} KiB", file=sys.stderr, flush=True)
-            proc.stdin.write("go\n")
-            proc.stdin.flush()
-            line = proc.stdout.readline()
-            loop, cpu = _thread_cpu_s(listener.native_id) - loop0, time.process_time() - cpu0
-            fsyncs = node.wal.fsyncs - fsyncs0
-            if proc.wait(120) != 0 or not line:
-                raise RuntimeError("the benchmark's client failed (its error is above)")
+            listener = next(t for t in threading.enumerate() if t.name == "kafka-listener")
+            assert listener.native_id is not None
+            with subprocess.Popen([sys.executable, "-m", "bench.listener", "--client", str(server.port), str(count),
+                                   str(batch_kb), str(partitions)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  text=True) as proc:
+                try:
+                    assert proc.stdin is not None and proc.stdout is not None
+                    if proc.stdout.readline().strip() != "ready":
+                        raise RuntimeError("the benchmark's client did not start")
+                    loop0, cpu0, fsyncs0 = _thread_cpu_s(listener.native_id), time.process_time(), node.wal.fsyncs
+                    print(f"[bench] listener: {count} produce requests of {batch_kb} KiB", file=sys.stderr,
+                          flush=True)
+                    proc.stdin.write("go\n")
+                    proc.stdin.flush()
+                    line = proc.stdout.readline()
+                    loop, cpu = _thread_cpu_s(listener.native_id) - loop0, time.process_time() - cpu0
+                    fsyncs = node.wal.fsyncs - fsyncs0
+                    if proc.wait(120) != 0 or not line:
+                        raise RuntimeError("the benchmark's client failed (its error is above)")
+                finally:
+                    if proc.poll() is None:
+                        proc.kill()
+                        proc.wait()
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            server.stop()
         secs, nbytes = float(line.split()[0]), int(line.split()[1])
     finally:
-        if server is not None:
-            server.stop()
-        node.close()
-        gc.unfreeze()
+        try:
+            node.close()
+        finally:
+            gc.unfreeze()
     return {"requests": count, "seconds": secs, "requests_s": count / secs, "mb_s": nbytes / MiB / secs,
             "listener_us": 1e6 * loop / count, "process_us": 1e6 * cpu / count, "fsyncs": fsyncs,
             "bytes_per_fsync": nbytes / max(fsyncs, 1), "request_bytes": nbytes / count}

@@ -130,11 +130,16 @@ class Answers:
         return self.items.popleft()
 
     def ready(self) -> Pending | None:
-        """The next answer if it can be sent now (not the end, not an answer still being made), taken off."""
+        """The next answer if it can be sent now, taken off: not the end, not an answer still being made, and
+        not one whose making failed or was cancelled (that one comes next from `get`, after what is at hand is
+        sent)."""
         if not self.items:
             return None
         item = self.items[0]
-        if item is None or (isinstance(item.answer, asyncio.Task) and not item.answer.done()):
+        if item is None:
+            return None
+        task = item.answer
+        if isinstance(task, asyncio.Task) and (not task.done() or task.cancelled() or task.exception() is not None):
             return None
         return self.items.popleft()
 

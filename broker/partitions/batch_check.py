@@ -115,7 +115,7 @@ def check_batches(data: bytes | memoryview) -> list[CheckedBatch]:
             raise RecordFormatError(f"{where}: unknown compression codec {attributes & 0x07}")
         if attributes & 0x30:
             raise RecordFormatError("transactional and control batches are not supported")
-        # the GIL kept (40 us a MiB): released, the listener's loop would wait to take it back
+        # the GIL kept (40 us a MiB): released, the listener's loop would then wait to take it back
         if crc32c.crc32c(mv[pos + CRC_START:pos + size], gil_release_mode=0) != crc:
             raise RecordFormatError(f"{where}: CRC-32C mismatch")
         if attributes & 0x07 == 0:

@@ -75,6 +75,7 @@ class DiskSpace:
         self._paths: dict[str, tuple[Path, int]] = {}  # name -> (path, floor)
         # name -> (time.monotonic() of the reading, its free bytes less every write checked since)
         self._readings: dict[str, tuple[float, int]] = {}
+        self._reading_lock = threading.Lock()
         self._lock = threading.Lock()
         self._episode: Episode | None = None
         self.episodes = 0  # episodes begun (metrics, tests)
@@ -125,13 +126,15 @@ class DiskSpace:
             return
         p, floor = entry
         now = time.monotonic()
-        reading = self._readings.get(name)
-        if reading is not None and now - reading[0] < READING_FRESH_S and \
-                reading[1] - nbytes >= floor + READING_MARGIN:
-            self._readings[name] = (reading[0], reading[1] - nbytes)
-            return
-        free = free_bytes(p)
-        self._readings[name] = (now, free - nbytes)
+        with self._reading_lock:  # several threads check: each write is taken off the reading once
+            reading = self._readings.get(name)
+            if reading is not None and now - reading[0] < READING_FRESH_S and \
+                    reading[1] - nbytes >= floor + READING_MARGIN:
+                self._readings[name] = (reading[0], reading[1] - nbytes)
+                return
+        free = free_bytes(p)  # outside the lock: it lets other threads run
+        with self._reading_lock:
+            self._readings[name] = (now, free - nbytes)
         if free - nbytes < floor:
             ep = self.enter(name, str(p), f"{free} bytes free, a write of {nbytes} bytes would cross the "
                                           f"free-space floor of {floor} bytes", needed=nbytes)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from broker.errors import WalError
-from broker.streams.wal import HEADER_SIZE, MAGIC, Wal, _segments, encode_record, scan
+from broker.streams.wal import HEADER_SIZE, ISAL_GIL_FREE, MAGIC, WHOLE_CRC_FROM, Wal, _segments, encode_record, scan
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,10 +32,11 @@ def test_header_layout() -> None:
     assert int.from_bytes(rec[20:24], "big") == zlib.crc32(rec[:20])
 
 
-@pytest.mark.parametrize("size", [0, 5, 16 << 10, (1 << 20) + 7, 16 << 20])
+@pytest.mark.parametrize("size", [0, 5, ISAL_GIL_FREE, ISAL_GIL_FREE + 1, 16 << 10, WHOLE_CRC_FROM - 1,
+                                  WHOLE_CRC_FROM, (1 << 20) + 7, 16 << 20])
 def test_body_crc_is_zlibs_crc32_at_every_size(tmp_path: Path, size: int) -> None:
-    """The WAL sums with ISA-L: the same CRC-32 on disk as zlib's, and a record of each size reads back after
-    a restart."""
+    """The WAL sums with ISA-L, in 5 KiB pieces below WHOLE_CRC_FROM and whole from it: the same CRC-32 on disk
+    as zlib's at every size, and a record of each size reads back after a restart."""
     import zlib
     body = os.urandom(size)
     rec = encode_record(7, body)
@@ -232,3 +233,44 @@ def test_sigkill_loses_nothing_acknowledged(tmp_path: Path) -> None:
         for t in range(4):
             nums = sorted(int(k.split("/")[2]) for k in recovered if k.startswith(f"k{rnd}/{t}/"))
             assert nums == list(range(len(nums)))
+
+
+def test_record_crc_keeps_the_gil_below_whole_crc_size() -> None:
+    """Below WHOLE_CRC_FROM the WAL's CRC never lets another thread run (so the WAL thread does not wait to
+    take the GIL back for each record): with a one-second switch interval, a spinning thread makes no progress
+    while 200 records of just under WHOLE_CRC_FROM are summed; the same sums, each in one ISA-L call, let it
+    run (the control, showing the measure can see a release)."""
+    from isal import isal_zlib
+
+    from broker.streams.wal import _crc
+    body = os.urandom(WHOLE_CRC_FROM - 1)
+    count = [0]
+    running, stop = threading.Event(), threading.Event()
+
+    def spin() -> None:
+        running.set()
+        while not stop.is_set():
+            count[0] += 1
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1.0)
+    spinner = threading.Thread(target=spin)
+    try:
+        spinner.start()
+        assert running.wait(10)
+        before = count[0]  # this thread holds the GIL again: the spinner waits unless we let it go
+        for _ in range(200):
+            _crc(body)
+        kept = count[0] - before
+        before = count[0]
+        for _ in range(5000):  # until the spinner got in (at most about 0.1 s of sums)
+            isal_zlib.crc32(body)
+            if count[0] != before:
+                break
+        let_go = count[0] - before
+    finally:
+        stop.set()
+        sys.setswitchinterval(old)
+        spinner.join(10)
+    assert kept == 0
+    assert let_go > 0
