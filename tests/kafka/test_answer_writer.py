@@ -80,3 +80,36 @@ def test_a_failed_sasl_answer_is_the_last_sent() -> None:
     assert error is None
     assert writer.writes == [[b"one", b"sasl-refused"]]
     assert in_flight.requests == 1
+
+
+def test_the_reader_waits_for_room_beyond_the_in_flight_limits() -> None:
+    """At the request limit, or when a request's bytes would pass the byte limit, acquire waits until enough
+    is released; a single request larger than the byte limit still goes through when nothing is in flight."""
+    async def main() -> None:
+        counted = InFlight(max_requests=3, max_bytes=1 << 30)
+        for _ in range(3):
+            await counted.acquire(10)
+        fourth = asyncio.ensure_future(counted.acquire(10))
+        await asyncio.sleep(0)
+        assert not fourth.done() and counted.requests == 3
+        counted.release(10)
+        await asyncio.wait_for(fourth, 5)
+        assert counted.requests == 3 and counted.bytes == 30
+
+        sized = InFlight(max_requests=10, max_bytes=100)
+        for _ in range(3):
+            await sized.acquire(10)
+        big = asyncio.ensure_future(sized.acquire(90))  # 30 + 90 bytes: over the byte limit
+        await asyncio.sleep(0)
+        sized.release(10)  # 20 + 90: still over
+        await asyncio.sleep(0)
+        assert not big.done()
+        sized.release(10)  # 10 + 90: fits
+        await asyncio.wait_for(big, 5)
+        assert sized.requests == 2 and sized.bytes == 100
+        sized.release(10)
+        sized.release(90)
+        await sized.acquire(500)  # alone, a frame over the byte limit is let through
+        assert sized.requests == 1 and sized.bytes == 500
+
+    asyncio.run(main())
