@@ -29,7 +29,7 @@ def percentile(samples: Sequence[float], p: float) -> float:
     return s[k]
 
 
-def _stat(pid: int) -> list[str]:
+def _stat(pid: int | str) -> list[str]:
     """The fields of /proc/PID/stat after the command name (field 3 onwards: index 0 is the state)."""
     return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
 
@@ -41,6 +41,11 @@ def _cpu_s(fields: list[str]) -> float:
 def process_cpu_s(pid: int) -> float:
     """CPU seconds (user + system, all threads) a process has used so far, from /proc/PID/stat."""
     return _cpu_s(_stat(pid))
+
+
+def thread_cpu_s(native_id: int) -> float:
+    """CPU seconds (user + system) one thread of this process has used so far, from its /proc task stat."""
+    return _cpu_s(_stat(f"self/task/{native_id}"))
 
 
 class TreeCPU:

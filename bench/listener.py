@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.broker import MiB, raw_append_fsync
-from bench.common import emit, save_results, table
+from bench.common import emit, save_results, table, thread_cpu_s
 
 RECORD = 1024
 
@@ -37,6 +37,7 @@ def _frames(count: int, batch_kb: int, partitions: int) -> tuple[bytes, int]:
     """`count` framed ProduceRequests v7 (topic "bench", partitions in turn) and the records in each batch."""
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
+    from api.kafka.framing import frame
     from api.kafka.schemas import APIS, build
 
     per_batch = max(1, batch_kb * 1024 // (RECORD + 24))
@@ -50,8 +51,7 @@ def _frames(count: int, batch_kb: int, partitions: int) -> tuple[bytes, int]:
         req = build(APIS[0].request, 7, transactional_id=None, acks=-1, timeout_ms=30_000,
                     topic_data=[dict(name="bench", partition_data=[dict(index=i % partitions, records=records)])])
         req.with_header(correlation_id=i, client_id="bench-listener")
-        body = bytes(req.encode(header=True))
-        out += struct.pack(">i", len(body)) + body
+        out += frame(req.encode(header=True))
     return bytes(out), per_batch
 
 
@@ -95,11 +95,6 @@ def client(port: int, count: int, batch_kb: int, partitions: int) -> int:
     return 0
 
 
-def _thread_cpu_s(native_id: int) -> float:
-    fields = Path(f"/proc/self/task/{native_id}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def one_round(work: Path, count: int, batch_kb: int, partitions: int) -> dict[str, Any]:
     from api.kafka.server import KafkaServer
     from broker.node import BrokerNode
@@ -121,13 +116,13 @@ def one_round(work: Path, count: int, batch_kb: int, partitions: int) -> dict[st
                     assert proc.stdin is not None and proc.stdout is not None
                     if proc.stdout.readline().strip() != "ready":
                         raise RuntimeError("the benchmark's client did not start")
-                    loop0, cpu0, fsyncs0 = _thread_cpu_s(listener.native_id), time.process_time(), node.wal.fsyncs
+                    loop0, cpu0, fsyncs0 = thread_cpu_s(listener.native_id), time.process_time(), node.wal.fsyncs
                     print(f"[bench] listener: {count} produce requests of {batch_kb} KiB", file=sys.stderr,
                           flush=True)
                     proc.stdin.write("go\n")
                     proc.stdin.flush()
                     line = proc.stdout.readline()
-                    loop, cpu = _thread_cpu_s(listener.native_id) - loop0, time.process_time() - cpu0
+                    loop, cpu = thread_cpu_s(listener.native_id) - loop0, time.process_time() - cpu0
                     fsyncs = node.wal.fsyncs - fsyncs0
                     if proc.wait(120) != 0 or not line:
                         raise RuntimeError("the benchmark's client failed (its error is above)")

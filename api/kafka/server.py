@@ -77,56 +77,48 @@ class Pending:
 
 class InFlight:
     """The requests and bytes of one connection between reading and answering; the reader waits for room.
-    Counters rather than an asyncio.Condition: only the connection's reader ever waits, and taking a lock twice
-    per request was a visible share of the listener's loop under small produce requests."""
+    Counters and an Event rather than an asyncio.Condition: only the connection's reader ever waits, and taking
+    a lock twice per request was a visible share of the listener's loop under small produce requests."""
 
     def __init__(self, max_requests: int = MAX_IN_FLIGHT, max_bytes: int = MAX_IN_FLIGHT_BYTES) -> None:
         self.max_requests, self.max_bytes = max_requests, max_bytes
         self.requests = 0
         self.bytes = 0
-        self._room: asyncio.Future[None] | None = None  # the reader's wait for room, when it waits
+        self._released = asyncio.Event()
 
     def _fits(self, size: int) -> bool:
         return self.requests == 0 or (self.requests < self.max_requests and self.bytes + size <= self.max_bytes)
 
     async def acquire(self, size: int) -> None:
         while not self._fits(size):
-            self._room = asyncio.get_running_loop().create_future()
-            try:
-                await self._room
-            finally:
-                self._room = None
+            self._released.clear()
+            await self._released.wait()
         self.requests += 1
         self.bytes += size
 
     def release(self, size: int) -> None:
         self.requests -= 1
         self.bytes -= size
-        if self._room is not None and not self._room.done():
-            self._room.set_result(None)
+        self._released.set()
 
 
 class Answers:
     """A connection's answers in request order, from its reader to its writer (None: the reader's end). A deque
-    and one waiter instead of an asyncio.Queue, so the writer can see which answers are ready behind the one it
+    and an Event instead of an asyncio.Queue, so the writer can see which answers are ready behind the one it
     sends and send them in the same write."""
 
     def __init__(self) -> None:
         self.items: deque[Pending | None] = deque()
-        self._waiter: asyncio.Future[None] | None = None
+        self._added = asyncio.Event()
 
     def put(self, item: Pending | None) -> None:
         self.items.append(item)
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
+        self._added.set()
 
     async def get(self) -> Pending | None:
         while not self.items:
-            self._waiter = asyncio.get_running_loop().create_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
+            self._added.clear()
+            await self._added.wait()
         return self.items.popleft()
 
     def ready(self) -> Pending | None:
@@ -322,12 +314,10 @@ class KafkaServer:
                         sent.append(item)
                         _add_frame(frames, item, item.answer.result() if isinstance(item.answer, asyncio.Task)
                                    else item.answer)
-                except Exception:  # the answers before the failed one are sent, then the connection closes
+                finally:  # what was gathered is sent, also when an answer failed (then the connection closes)
                     if frames:
                         writer.writelines(frames)
-                    raise
                 if frames:
-                    writer.writelines(frames)
                     await writer.drain()
             finally:
                 for done in sent:
