@@ -21,6 +21,7 @@ from api.http.health import Readiness
 from api.http.index_admin_routes import router as index_admin_router
 from api.http.metrics import Metrics
 from api.http.models import MAX_REQUEST_BYTES
+from api.http.produce_lane import ProduceLane
 from api.http.request_metrics import RequestMetrics
 from api.http.routes import router
 from api.http.topic_routes import router as topic_router
@@ -44,6 +45,7 @@ def create_app(settings: Settings, backend: Backend, stores: Mapping[str, BlobSt
     app.state.metrics = metrics
     app.state.readiness = readiness
     errors.install(app)
+    app.add_middleware(ProduceLane)  # innermost of the three: inside the body limit and the metrics
     app.add_middleware(BodyLimit, limit=MAX_REQUEST_BYTES)
     app.add_middleware(RequestMetrics, metrics=metrics)  # outside BodyLimit: its 413 answers are counted too
     app.include_router(router)

@@ -110,7 +110,7 @@ def _inline_schema(model: type[BaseModel]) -> dict[str, Any]:
     return inline(schema)  # type: ignore[no-any-return]
 
 
-def _is_json(content_type: str | None) -> bool:
+def is_json(content_type: str | None) -> bool:
     """A JSON media type (application/json, application/*+json), as FastAPI requires for a JSON body."""
     media = (content_type or "").split(";")[0].strip().lower()
     main, _, sub = media.partition("/")
@@ -130,7 +130,11 @@ def _produce_body_slow(raw: bytes, errors: list[Any]) -> ProduceIn:
         raise RequestValidationError(exc.errors(include_url=False)) from None
 
 
-@router.post("/v1/topics/{topic}/messages", response_model=ProduceOut, dependencies=[Depends(require("produce"))],
+#: the produce route's path (api/http/produce_lane.py answers its plain requests)
+PRODUCE_PATH = "/v1/topics/{topic}/messages"
+
+
+@router.post(PRODUCE_PATH, response_model=ProduceOut, dependencies=[Depends(require("produce"))],
              openapi_extra={"requestBody": {"required": True, "content": {
                  "application/json": {"schema": _inline_schema(ProduceIn)}}}})
 async def produce(topic: TopicPath, request: Request) -> Response:
@@ -140,7 +144,7 @@ async def produce(topic: TopicPath, request: Request) -> Response:
     raw = await request.body()
     if not raw:
         raise RequestValidationError([{"type": "missing", "loc": ("body",), "msg": "Field required", "input": None}])
-    if not _is_json(request.headers.get("content-type")):
+    if not is_json(request.headers.get("content-type")):
         raise RequestValidationError([{"type": "model_attributes_type", "loc": ("body",), "input": None,
                                        "msg": "Input should be a valid dictionary or object to extract fields from"}])
     fast = produce_messages(raw)

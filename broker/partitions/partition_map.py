@@ -288,7 +288,7 @@ class PartitionMap:
         if isinstance(partition, bool) or not isinstance(partition, int):
             raise InvalidField(field_name, f"must be an integer, got {partition!r}")
         if not 0 <= partition < info.partitions:
-            raise PartitionNotFound(info.name, partition, info.partitions)
+            raise PartitionNotFound(info.name, partition, info.partitions, field_name)
         p = self._partitions.get((info.name, partition))
         if p is None or p.topic.topic_id != info.topic_id:
             raise TopicNotFound(info.name)  # deleted while the request was under way

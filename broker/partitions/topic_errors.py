@@ -28,9 +28,9 @@ class InvalidTopicName(InvalidRequest):
 
 
 class PartitionNotFound(BrokerError, KeyError):
-    def __init__(self, topic: str, partition: int, partitions: int) -> None:
+    def __init__(self, topic: str, partition: int, partitions: int, field: str = "partition") -> None:
         super().__init__(f"topic {topic!r} has partitions 0..{partitions - 1}, not {partition}")
-        self.field = "partition"
+        self.field = field  # the request's field at fault (a produce request's messages.N.partition)
 
     def __str__(self) -> str:
         return str(self.args[0])

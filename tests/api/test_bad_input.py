@@ -49,7 +49,7 @@ def test_produce_bad_input_stores_nothing(client: TestClient) -> None:
         ({"messages": [ok, {"value": "%%%", "encoding": "base64"}]}, 400, "messages.1.value"),
         ({"messages": [ok, {"value": "x", "encoding": "rot13"}]}, 400, "messages.1.encoding"),
         ({"messages": [ok, {"value": "x", "partition": -1}]}, 400, "messages.1.partition"),
-        ({"messages": [ok, {"value": "x", "partition": 7}]}, 404, "partition"),
+        ({"messages": [ok, {"value": "x", "partition": 7}]}, 404, "messages.1.partition"),
         ({"messages": []}, 400, "messages"),
         ({"messages": [ok, {"value": "x", "headers": {"h": 1}}]}, 400, "messages.1.headers.h"),
         ({"messages": [ok, {"value": base64.b64encode(b"x" * (MAX_VALUE_BYTES + 1)).decode(),
