@@ -55,3 +55,12 @@ class RoundRobin:
         with self._lock:
             c = self._counters.setdefault(topic, itertools.count())
             return next(c) % partitions
+
+    def take(self, topic: str, n: int) -> int:
+        """The first of n consecutive counters of `topic`, taken at once (the caller takes each modulo the
+        partitions): the messages of one request go round robin without others' in between."""
+        with self._lock:
+            c = self._counters.setdefault(topic, itertools.count())
+            first = next(c)
+            self._counters[topic] = itertools.count(first + n)
+            return first

@@ -14,6 +14,7 @@ every partition of the request.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from broker.errors import Fenced, InvalidField
 from broker.objects.format import RECORD_HEADER_SIZE
@@ -26,6 +27,12 @@ from broker.partitions.topics import TopicInfo
 from index_file import IndexEntry
 
 _new = tuple.__new__  # a named tuple made without its Python-level __new__ (one per produced message)
+
+_compiled: Any
+try:
+    from broker.partitions import _produce_route as _compiled  # built by pip install (setup.py); optional
+except ImportError:  # not built: every message goes the Python way (tests/broker checks CI builds it)
+    _compiled = None
 
 
 def validate_message(i: int, m: object) -> None:
@@ -54,8 +61,21 @@ class Producer:
         self.dispatch = dispatch
         self.round_robin = RoundRobin()
 
-    def route(self, info: TopicInfo, messages: list[InMessage]) -> dict[int, list[int]]:
-        """Partition -> indexes of its messages: explicit partition, else murmur2 of the key, else round robin."""
+    def route(self, info: TopicInfo, messages: list[InMessage]) -> tuple[dict[int, list[int]], bool]:
+        """(partition -> indexes of its messages, whether any message may have index keys): explicit partition,
+        else murmur2 of the key, else round robin."""
+        counts = _compiled.plain_counts(messages) if _compiled is not None else None
+        if counts is not None:  # plain messages: routed in C (the same partitions)
+            first = self.round_robin.take(info.name, counts[0]) if counts[0] else 0
+            routed = _compiled.groups(messages, info.partitions, first)
+            if routed is not None:
+                for p, idxs in routed.items():  # each explicit partition checked once, as below
+                    if messages[idxs[0]].partition is not None:
+                        self.parts.partition(info, p, f"messages.{idxs[0]}.partition")
+                return routed, counts[1] > 0  # a plain message's only index key is its key
+        return self._route(info, messages), True
+
+    def _route(self, info: TopicInfo, messages: list[InMessage]) -> dict[int, list[int]]:
         groups: dict[int, list[int]] = {}
         for i, m in enumerate(messages):
             validate_message(i, m)
@@ -74,7 +94,7 @@ class Producer:
         """Append every message; returns once all are fsynced in the WAL."""
         if not isinstance(messages, list) or not messages:
             raise InvalidField("messages", "must be a non-empty list")
-        groups = self.route(info, messages)
+        groups, keys = self.route(info, messages)
         for pi in groups:
             part = self.parts.get(info.name, pi)
             if not part.owned:
@@ -94,7 +114,8 @@ class Producer:
         pending = []
         for pi, idxs, msgs, batch in built:
             part = self.parts.get(info.name, pi)
-            keyed = [(j, m, k) for j, m in enumerate(msgs) if (k := index_keys(m))]  # (position, message, keys)
+            # (position, message, keys) of the messages with index keys
+            keyed = [(j, m, k) for j, m in enumerate(msgs) if (k := index_keys(m))] if keys else []
             with part.lock:
                 data = part.data
                 if not part.owned or data is None:
@@ -112,6 +133,9 @@ class Producer:
             fut.result()
             # the id's topic and partition half encoded (and the last offset range-checked) once per partition
             prefix = encode_message_id(info.topic_id, pi, base + len(idxs) - 1)[:16]
+            if _compiled is not None:
+                _compiled.fill_produced(results, idxs, pi, base, prefix, messages, now)
+                continue
             for j, i in enumerate(idxs):
                 t = messages[i].timestamp
                 results[i] = _new(Produced, (pi, base + j, f"{prefix}{base + j:016x}", now if t is None else t))
