@@ -25,7 +25,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench.common import emit, save_results, table
+from bench.common import emit, save_results, served_collector, table
 from bench.serve_process import ServeProcess
 from broker.node import BrokerNode
 from broker.partitions.client_messages import InMessage
@@ -233,8 +233,6 @@ def _kafka_fetch(server: ServeProcess, end: int) -> tuple[float, int]:
 
 
 def bench_cold_read(work: Path, store_url: str, mb: int) -> dict[str, Any]:
-    import gc
-
     node = _open(work, "cold", store_url, upload_threshold=16 * MiB)
     try:
         node.create_topic("c", 1)
@@ -246,30 +244,29 @@ def bench_cold_read(work: Path, store_url: str, mb: int) -> dict[str, Any]:
         node.close()
     raw_before_s, raw = raw_ranged_gets(store_url, keys)
     node = _open(work, "cold", store_url)  # fresh caches: every byte comes from the store
-    gc.freeze()  # as `mqindex serve` does once its node is open
-    try:
-        before = node.store.meter.snapshot()
-        t0 = time.perf_counter()
-        pos, got = 0, 0
-        while pos < end:
-            msgs, pos = node.fetch("c", 0, pos, 1000)
-            got += sum(len(m.value or b"") for m in msgs)
-        fetch_s = time.perf_counter() - t0
-        d = node.store.meter.snapshot() - before
-        # the stream level (objects -> stream records, no Kafka record parsing)
-        node.block_cache.__init__(node.block_cache.max_bytes)
-        sid = node.partition_info("c", 0)["data_stream"]
-        node.reader._readers.clear()
-        t0 = time.perf_counter()
-        pos, stream_bytes = 0, 0
-        while pos < end:
-            recs = node.reader.read(sid, pos, end, 4 * MiB)
-            stream_bytes += sum(len(r.payload) for r in recs)
-            pos = recs[-1].last_offset
-        stream_s = time.perf_counter() - t0
-    finally:
-        node.close()
-        gc.unfreeze()
+    with served_collector():  # as `mqindex serve` sets it once its node is open
+        try:
+            before = node.store.meter.snapshot()
+            t0 = time.perf_counter()
+            pos, got = 0, 0
+            while pos < end:
+                msgs, pos = node.fetch("c", 0, pos, 1000)
+                got += sum(len(m.value or b"") for m in msgs)
+            fetch_s = time.perf_counter() - t0
+            d = node.store.meter.snapshot() - before
+            # the stream level (objects -> stream records, no Kafka record parsing)
+            node.block_cache.__init__(node.block_cache.max_bytes)
+            sid = node.partition_info("c", 0)["data_stream"]
+            node.reader._readers.clear()
+            t0 = time.perf_counter()
+            pos, stream_bytes = 0, 0
+            while pos < end:
+                recs = node.reader.read(sid, pos, end, 4 * MiB)
+                stream_bytes += sum(len(r.payload) for r in recs)
+                pos = recs[-1].last_offset
+            stream_s = time.perf_counter() - t0
+        finally:
+            node.close()
     server = _serve_process(work, "cold", store_url)  # a fresh process: empty caches
     try:
         http_s, http_bytes = _http_fetch(server, end)

@@ -6,18 +6,34 @@ they run on are shared and noisy.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 log = logging.getLogger("mqindex.bench")
+
+
+@contextmanager
+def served_collector() -> Iterator[None]:
+    """The garbage collector as `mqindex serve` sets it once its node is open (api.cli.serve.settle_collector),
+    for a benchmark that runs a node in process; as it was, after."""
+    from api.cli.serve import settle_collector
+
+    threshold = gc.get_threshold()
+    settle_collector()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
 
 
 def percentile(samples: Sequence[float], p: float) -> float:

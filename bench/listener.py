@@ -1,7 +1,7 @@
 """Kafka listener benchmark: the cost of one produce request on the listener, in process, beside raw append+fsync.
 
-A broker node on a local-disk store and its Kafka listener run in this process (with the garbage collector's
-heap frozen once the node is open, as `mqindex serve` does); a client in another process sends `--requests`
+A broker node on a local-disk store and its Kafka listener run in this process (with the garbage collector set
+as `mqindex serve` sets it once its node is open); a client in another process sends `--requests`
 produce requests of one `--batch-kb` RecordBatch each (1 KiB keyed records, acks=all, partitions in turn) all
 at once on one connection and reads the answers. Printed: requests and MB per second, the listener thread's
 CPU per request (read from /proc, so the other threads' share and the client's are apart), the whole server
@@ -15,7 +15,6 @@ Run: `mqindex bench listener` or `python -m bench.listener [--requests 8000] [--
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import shutil
 import struct
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.broker import MiB, raw_append_fsync
-from bench.common import emit, save_results, table, thread_cpu_s
+from bench.common import emit, save_results, served_collector, table, thread_cpu_s
 
 RECORD = 1024
 
@@ -103,41 +102,39 @@ def one_round(work: Path, count: int, batch_kb: int, partitions: int) -> dict[st
                            upload_interval_s=3600.0, maintenance_interval_s=0)
     try:
         node.create_topic("bench", partitions)
-        gc.freeze()  # as `mqindex serve` does once its node is open
-        server = KafkaServer(node, "127.0.0.1", 0)
-        server.start()
-        try:
-            listener = next(t for t in threading.enumerate() if t.name == "kafka-listener")
-            assert listener.native_id is not None
-            with subprocess.Popen([sys.executable, "-m", "bench.listener", "--client", str(server.port), str(count),
-                                   str(batch_kb), str(partitions)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  text=True) as proc:
-                try:
-                    assert proc.stdin is not None and proc.stdout is not None
-                    if proc.stdout.readline().strip() != "ready":
-                        raise RuntimeError("the benchmark's client did not start")
-                    loop0, cpu0, fsyncs0 = thread_cpu_s(listener.native_id), time.process_time(), node.wal.fsyncs
-                    print(f"[bench] listener: {count} produce requests of {batch_kb} KiB", file=sys.stderr,
-                          flush=True)
-                    proc.stdin.write("go\n")
-                    proc.stdin.flush()
-                    line = proc.stdout.readline()
-                    loop, cpu = thread_cpu_s(listener.native_id) - loop0, time.process_time() - cpu0
-                    fsyncs = node.wal.fsyncs - fsyncs0
-                    if proc.wait(120) != 0 or not line:
-                        raise RuntimeError("the benchmark's client failed (its error is above)")
-                finally:
-                    if proc.poll() is None:
-                        proc.kill()
-                        proc.wait()
-        finally:
-            server.stop()
+        with served_collector():  # as `mqindex serve` sets it once its node is open
+            server = KafkaServer(node, "127.0.0.1", 0)
+            server.start()
+            try:
+                listener = next(t for t in threading.enumerate() if t.name == "kafka-listener")
+                assert listener.native_id is not None
+                client = [sys.executable, "-m", "bench.listener", "--client", str(server.port), str(count),
+                          str(batch_kb), str(partitions)]
+                with subprocess.Popen(client, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as proc:
+                    try:
+                        assert proc.stdin is not None and proc.stdout is not None
+                        if proc.stdout.readline().strip() != "ready":
+                            raise RuntimeError("the benchmark's client did not start")
+                        loop0, cpu0 = thread_cpu_s(listener.native_id), time.process_time()
+                        fsyncs0 = node.wal.fsyncs
+                        print(f"[bench] listener: {count} produce requests of {batch_kb} KiB", file=sys.stderr,
+                              flush=True)
+                        proc.stdin.write("go\n")
+                        proc.stdin.flush()
+                        line = proc.stdout.readline()
+                        loop, cpu = thread_cpu_s(listener.native_id) - loop0, time.process_time() - cpu0
+                        fsyncs = node.wal.fsyncs - fsyncs0
+                        if proc.wait(120) != 0 or not line:
+                            raise RuntimeError("the benchmark's client failed (its error is above)")
+                    finally:
+                        if proc.poll() is None:
+                            proc.kill()
+                            proc.wait()
+            finally:
+                server.stop()
         secs, nbytes = float(line.split()[0]), int(line.split()[1])
     finally:
-        try:
-            node.close()
-        finally:
-            gc.unfreeze()
+        node.close()
     return {"requests": count, "seconds": secs, "requests_s": count / secs, "mb_s": nbytes / MiB / secs,
             "listener_us": 1e6 * loop / count, "process_us": 1e6 * cpu / count, "fsyncs": fsyncs,
             "bytes_per_fsync": nbytes / max(fsyncs, 1), "request_bytes": nbytes / count}
