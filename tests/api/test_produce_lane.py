@@ -27,7 +27,7 @@ TOKENS = {"reader": ["read"], "writer": ["produce"], "root": ["admin"]}
 
 class Pair:
     """Two apps over two nodes with the same topics, one with the lane and one without; the same requests
-    in the same order give the same offsets on both."""
+    in the same order to topic "t" give the same offsets on both."""
 
     def __init__(self, root: Path) -> None:
         self.nodes: list[BrokerNode] = []
@@ -41,8 +41,9 @@ class Pair:
             client = TestClient(app)
             self.nodes.append(node)
             self.clients.append(client)
-            r = client.post("/v1/topics", json={"name": "t", "partitions": 3}, headers=bearer("root"))
-            assert r.status_code == 201, r.text
+            for topic in ("t", "u"):  # "t" gets the same requests on both apps; "u" is for one app's tests
+                r = client.post("/v1/topics", json={"name": topic, "partitions": 3}, headers=bearer("root"))
+                assert r.status_code == 201, r.text
 
     def both(self, path: str, **kwargs: Any) -> tuple[httpx.Response, httpx.Response]:
         lane, route = (c.post(path, **kwargs) for c in self.clients)
@@ -140,7 +141,7 @@ def test_plain_requests_never_reach_the_route(pair: Pair, monkeypatch: pytest.Mo
     monkeypatch.setattr(routes, "produce_messages", refused)
     lane = pair.clients[0]
     plain = {"messages": [{"key": "k", "value": "v"}, {"value": "w", "partition": 2}]}
-    r = lane.post("/v1/topics/t/messages", json=plain, headers=bearer("writer"))
+    r = lane.post("/v1/topics/u/messages", json=plain, headers=bearer("writer"))
     assert r.status_code == 200 and [m["partition"] for m in r.json()["results"]][1] == 2
     got = lane.get(f"/v1/messages/{r.json()['results'][1]['msg_id']}", headers=bearer("reader"))
     assert got.status_code == 200 and got.json()["value"] == "w"
