@@ -74,7 +74,7 @@ def produce_messages(raw: bytes) -> list[InMessage] | None:
 def produced_answer(produced: list[Produced]) -> bytes:
     """The produce answer's JSON, {"results": [{"partition", "offset", "msg_id", "timestamp"}, ...]}: written
     in C where api/http/_produce_json is compiled (the same bytes as orjson's, which writes the rest)."""
-    if _compiled is not None:
+    if _compiled is not None and type(produced) is list:
         out = _compiled.produced_json(produced)
         if out is not None:
             return out  # type: ignore[no-any-return]

@@ -122,9 +122,13 @@ def _replay(received: list[Message], receive: Receive, error: Exception | None =
 
 
 async def _handled(request: Request, exc: Exception) -> Any:
-    """The app's answer to `exc`: its handler for the nearest class of the exception."""
+    """The app's answer to `exc`: its handler for the nearest class of the exception, as the route's
+    ExceptionMiddleware finds it. An exception only the `Exception` handler takes is raised on: the server-error
+    middleware outside answers it with that handler and raises it to the server, as for the route."""
     handlers = request.app.exception_handlers
     for cls in type(exc).__mro__:
+        if cls is Exception:
+            break
         if cls in handlers:
             return await handlers[cls](request, exc)
     raise exc

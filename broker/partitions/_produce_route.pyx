@@ -56,9 +56,9 @@ def murmur2(bytes data):
     return <int>h
 
 
-def plain_counts(list messages):
+def plain_counts(list messages, Py_ssize_t partitions):
     """(messages going round robin (no key, no partition), messages with a non-empty key), or None when one
-    is not plain."""
+    is not plain or names a partition outside [0, partitions) (the Python way refuses it, naming the field)."""
     cdef Py_ssize_t i, n = PyList_GET_SIZE(messages), count = 0, keyed = 0
     cdef tuple t
     for i in range(n):
@@ -76,7 +76,7 @@ def plain_counts(list messages):
         if partition is None:
             if key is None:
                 count += 1
-        elif type(partition) is not int:
+        elif type(partition) is not int or not 0 <= partition < partitions:
             return None
     return count, keyed
 
@@ -84,7 +84,7 @@ def plain_counts(list messages):
 def groups(list messages, Py_ssize_t partitions, Py_ssize_t round_robin_from):
     """partition -> indexes of its messages, in message order, for messages plain_counts() passed; the
     round-robin ones take counters round_robin_from, +1, ... None when an explicit partition is out of range
-    (the Python way answers that)."""
+    (plain_counts has refused those already)."""
     cdef Py_ssize_t i, n = PyList_GET_SIZE(messages), p
     cdef uint32_t h
     cdef dict out = {}

@@ -64,7 +64,9 @@ class Producer:
     def route(self, info: TopicInfo, messages: list[InMessage]) -> tuple[dict[int, list[int]], bool]:
         """(partition -> indexes of its messages, whether any message may have index keys): explicit partition,
         else murmur2 of the key, else round robin."""
-        counts = _compiled.plain_counts(messages) if _compiled is not None else None
+        # an exact list: the compiled functions take no subclass
+        plain = _compiled is not None and type(messages) is list
+        counts = _compiled.plain_counts(messages, info.partitions) if plain else None
         if counts is not None:  # plain messages: routed in C (the same partitions)
             first = self.round_robin.take(info.name, counts[0]) if counts[0] else 0
             routed = _compiled.groups(messages, info.partitions, first)
@@ -133,7 +135,7 @@ class Producer:
             fut.result()
             # the id's topic and partition half encoded (and the last offset range-checked) once per partition
             prefix = encode_message_id(info.topic_id, pi, base + len(idxs) - 1)[:16]
-            if _compiled is not None:
+            if _compiled is not None and type(messages) is list:
                 _compiled.fill_produced(results, idxs, pi, base, prefix, messages, now)
                 continue
             for j, i in enumerate(idxs):

@@ -159,3 +159,22 @@ def test_requests_for_other_routes_pass_by(make_client: Callable[..., TestClient
     for method in (c.get, c.put):  # the produce path with another method: the router's 405
         r = method("/v1/topics/u/messages")
         assert r.status_code == 405 and r.json()["error"]
+
+
+def test_an_unexpected_error_reaches_the_server_as_from_the_route(pair: Pair,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(topic: str, messages: list[Any]) -> None:
+        raise RuntimeError("broken on purpose")
+
+    for node in pair.nodes:
+        monkeypatch.setattr(node, "produce", broken)
+    plain = json.dumps({"messages": [{"value": "v"}]}).encode()
+    for client in pair.clients:  # the server-error middleware answers 500 and raises it on (TestClient re-raises)
+        with pytest.raises(RuntimeError, match="broken on purpose"):
+            client.post("/v1/topics/t/messages", content=plain,
+                        headers={"content-type": "application/json", **bearer("writer")})
+    for client in pair.clients:
+        quiet = TestClient(client.app, raise_server_exceptions=False)
+        r = quiet.post("/v1/topics/t/messages", content=plain,
+                       headers={"content-type": "application/json", **bearer("writer")})
+        assert r.status_code == 500 and r.json() == {"error": "internal error: RuntimeError", "field": None}

@@ -122,3 +122,23 @@ def test_an_explicit_partition_out_of_range_names_its_message(twins: Twins,
     messages = [InMessage(b"v", None, (), 1), InMessage(b"w", None, (), Twins.PARTITIONS)]
     got_c, got_py = twins.produce(messages, monkeypatch)
     assert got_c == got_py and got_c[2] == "messages.1.partition"
+
+
+def test_a_list_subclass_goes_the_python_way(twins: Twins, monkeypatch: pytest.MonkeyPatch) -> None:
+    class Messages(list):  # type: ignore[type-arg]
+        pass
+
+    got_c, got_py = twins.produce(Messages([InMessage(b"v", b"k"), InMessage(b"w")]), monkeypatch)
+    assert [(p.partition, p.offset) for p in got_c] == [(p.partition, p.offset) for p in got_py]
+
+
+def test_a_refused_request_moves_round_robin_as_the_python_way(twins: Twins,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    turns = [n.producer.round_robin.take("t", 0) for n in twins.nodes]
+    refused = [InMessage(b"a"), InMessage(b"b", None, (), Twins.PARTITIONS)]
+    got_c, got_py = twins.produce(refused, monkeypatch)
+    assert got_c == got_py and got_c[0] is PartitionNotFound
+    after = [n.producer.round_robin.take("t", 0) for n in twins.nodes]
+    assert after[0] - turns[0] == after[1] - turns[1]
+    got_c, got_py = twins.produce([InMessage(b"c")], monkeypatch)
+    assert got_c[0].partition == got_py[0].partition
