@@ -12,6 +12,7 @@ from cpython.dict cimport PyDict_Size
 from cpython.list cimport PyList_GET_SIZE
 from cpython.unicode cimport PyUnicode_AsUTF8String
 from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy
 
 cdef extern from "Python.h":
     bint PyUnicode_IS_COMPACT_ASCII(object)
@@ -94,9 +95,7 @@ cdef const char* _TS = b'","timestamp":'
 
 
 cdef inline Py_ssize_t _put(char* buf, Py_ssize_t at, const char* s, Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t i
-    for i in range(n):
-        buf[at + i] = s[i]
+    memcpy(buf + at, s, n)
     return at + n
 
 

@@ -82,9 +82,8 @@ def plain_counts(list messages, Py_ssize_t partitions):
 
 
 def groups(list messages, Py_ssize_t partitions, Py_ssize_t round_robin_from):
-    """partition -> indexes of its messages, in message order, for messages plain_counts() passed; the
-    round-robin ones take counters round_robin_from, +1, ... None when an explicit partition is out of range
-    (plain_counts has refused those already)."""
+    """partition -> indexes of its messages, in message order, for messages plain_counts() passed (so every
+    explicit partition is in range); the round-robin ones take counters round_robin_from, +1, ..."""
     cdef Py_ssize_t i, n = PyList_GET_SIZE(messages), p
     cdef uint32_t h
     cdef dict out = {}
@@ -94,8 +93,6 @@ def groups(list messages, Py_ssize_t partitions, Py_ssize_t round_robin_from):
         t = <tuple>messages[i]
         key, partition = t[1], t[3]
         if partition is not None:
-            if not 0 <= partition < partitions:
-                return None
             p = partition
         elif key is not None:
             h = _murmur2(<const unsigned char*>PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))

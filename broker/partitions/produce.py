@@ -69,12 +69,11 @@ class Producer:
         counts = _compiled.plain_counts(messages, info.partitions) if plain else None
         if counts is not None:  # plain messages: routed in C (the same partitions)
             first = self.round_robin.take(info.name, counts[0]) if counts[0] else 0
-            routed = _compiled.groups(messages, info.partitions, first)
-            if routed is not None:
-                for p, idxs in routed.items():  # each explicit partition checked once, as below
-                    if messages[idxs[0]].partition is not None:
-                        self.parts.partition(info, p, f"messages.{idxs[0]}.partition")
-                return routed, counts[1] > 0  # a plain message's only index key is its key
+            routed: dict[int, list[int]] = _compiled.groups(messages, info.partitions, first)
+            for p, idxs in routed.items():  # each explicit partition checked once, as below
+                if messages[idxs[0]].partition is not None:
+                    self.parts.partition(info, p, f"messages.{idxs[0]}.partition")
+            return routed, counts[1] > 0  # a plain message's only index key is its key
         return self._route(info, messages), True
 
     def _route(self, info: TopicInfo, messages: list[InMessage]) -> dict[int, list[int]]:
