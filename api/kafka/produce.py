@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable
@@ -130,19 +131,73 @@ class _Templates(threading.local):
     """Per listener thread: built responses by shape (version; topics and partitions in order), reused with
     their codes and offsets set. Building one through the schema classes took 26 us, two thirds of a
     produce answer's cost; the encoding stays kafka-python's. A template is filled and encoded on the
-    listener's loop with no await in between, so two answers never share one half-filled."""
+    listener's loop with no await in between, so two answers never share one half-filled.
+
+    `success` holds, by shape, the framed bytes of the answer where every partition succeeded, with the byte
+    positions of the correlation id and of each partition's base offset: all its other fields are then the
+    same from one answer to the next and of fixed width, so such an answer is that frame with those numbers
+    written in (a copy and a few packs instead of kafka-python's encode, a twelfth of the listener's GIL time
+    at 16 KiB batches)."""
 
     def __init__(self) -> None:
         self.by_shape: OrderedDict[tuple[Any, ...], tuple[Any, list[Any]]] = OrderedDict()
+        self.success: OrderedDict[tuple[Any, ...], tuple[bytes, tuple[int, ...]] | None] = OrderedDict()
 
 
 _TEMPLATES = _Templates()
 MAX_TEMPLATES = 1024
+_CORRELATION_AT = 4  # the response header starts with the correlation id, right after the frame's length
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
+_MARK = 0x6D71_6978_5F00_0000  # base offsets that mark their places in an encoded success answer
+_MARK_ID = 0x6D71_6978  # and the correlation id its place
+
+
+def _success_frame(shape: tuple[Any, ...], version: int, keys: list[tuple[str, int]]
+                   ) -> tuple[bytes, tuple[int, ...]] | None:
+    """The success answer of this shape and where its base offsets sit (None if they cannot be told apart)."""
+    cache = _TEMPLATES.success
+    if shape in cache:
+        cache.move_to_end(shape)
+        return cache[shape]
+    marked = _encoded({key: (errors.NONE, _MARK + i, None) for i, key in enumerate(keys)}, version, shape,
+                      _MARK_ID)
+    data = bytes(marked.framed)
+    places: list[int] = []
+    for i in range(len(keys)):
+        mark = _INT64.pack(_MARK + i)
+        at = data.find(mark)
+        if at < 0 or data.find(mark, at + 1) >= 0:
+            places = []
+            break
+        places.append(at)
+    id_found = data[_CORRELATION_AT:_CORRELATION_AT + 4] == _INT32.pack(_MARK_ID)
+    found = (data, tuple(places)) if len(places) == len(keys) and id_found else None
+    cache[shape] = found
+    if len(cache) > MAX_TEMPLATES:
+        cache.popitem(last=False)
+    return found
 
 
 def _response(done: Outcomes, version: int, correlation_id: int) -> EncodedResponse:
-    """The framed answer: the template of this shape filled with `done`'s codes, offsets and messages."""
+    """The framed answer: when every partition succeeded, the shape's success frame with its numbers written
+    in; otherwise the template of this shape filled with `done`'s codes, offsets and messages."""
     shape = (version, *done)
+    outcomes = done.values()
+    if all(code == errors.NONE and message is None for code, _, message in outcomes):
+        success = _success_frame(shape, version, list(done))
+        if success is not None:
+            data, places = success
+            buf = bytearray(data)
+            _INT32.pack_into(buf, _CORRELATION_AT, correlation_id)
+            for at, (_, base, _) in zip(places, outcomes, strict=True):
+                _INT64.pack_into(buf, at, base)
+            return EncodedResponse(correlation_id, memoryview(buf))
+    return _encoded(done, version, shape, correlation_id)
+
+
+def _encoded(done: Outcomes, version: int, shape: tuple[Any, ...], correlation_id: int) -> EncodedResponse:
+    """The answer encoded by kafka-python from the shape's template filled with `done`."""
     cache = _TEMPLATES.by_shape
     hit = cache.get(shape)
     if hit is None:
