@@ -2,8 +2,10 @@
 
 Two steps, so that a connection's pipelined requests share the WAL's group commits: `append` queues the
 batches on the partitions' streams (the listener runs it for one request after the other, in arrival order,
-which keeps an idempotent producer's batches in sequence), and the awaitable it returns waits for the fsync and
-gives the response (the listener lets several of those wait at once).
+which keeps an idempotent producer's batches in sequence), and the `ProduceAnswer` it returns gives the response
+once the WAL has fsynced them (the listener lets several of those wait at once). A ProduceAnswer is no task: the
+listener's writer awaits only the answer at the head of the connection's line, and the answers behind it that
+the same group commit made durable are taken at once, without a task, a coroutine and a loop wake-up apiece.
 
 No thread per request: queueing only checks, copies and hands the batches to the WAL writer, so it runs on the
 event loop unless it could wait (topic metadata not cached, log-cache back-pressure, a producer-state rebuild:
@@ -17,7 +19,6 @@ import logging
 import struct
 import threading
 from collections import OrderedDict
-from collections.abc import Awaitable
 from typing import Any
 
 from api.kafka import errors
@@ -34,17 +35,58 @@ log = logging.getLogger("mqindex.kafka.produce")
 Outcomes = dict[tuple[str, int], tuple[int, int, str | None]]  # (topic, partition) -> (code, base, message)
 
 
+Waits = list[tuple[tuple[str, int], Queued]]
+
+
+class ProduceAnswer:
+    """The answer of a produce request whose batches are queued: `done()` once the WAL has fsynced all of them,
+    then `result()` is the response (None for acks=0); `wait()` awaits that on the event loop."""
+
+    __slots__ = ("_outcomes", "_waits", "_acks", "_version", "_correlation_id")
+
+    def __init__(self, outcomes: Outcomes, waits: Waits, acks: int, version: int, correlation_id: int) -> None:
+        self._outcomes, self._waits, self._acks = outcomes, waits, acks
+        self._version, self._correlation_id = version, correlation_id
+
+    def done(self) -> bool:
+        return all(f.done() for _, q in self._waits for f in q.futures)
+
+    async def wait(self) -> Any | None:
+        """The response once every batch is fsynced. The waits are shielded: a request cancelled with its
+        connection leaves the appends (already queued, maybe fsynced) to finish. The WAL completes its appends
+        in order, so awaiting from the last one back is one wake-up per request."""
+        for _, q in reversed(self._waits):
+            for f in reversed(q.futures):
+                if not f.done():
+                    try:
+                        await asyncio.shield(asyncio.wrap_future(f))
+                    except Exception:  # noqa: BLE001, S110 - result() reports that partition's failure
+                        pass
+        return self.result()
+
+    def result(self) -> Any | None:
+        """The response; every append must be done (`done()`)."""
+        done = self._outcomes
+        for key, q in self._waits:  # acknowledged once the WAL has fsynced every batch
+            try:
+                q.wait()  # all done by now: the first failure's error, then whether the node may acknowledge
+            except Exception as exc:  # noqa: BLE001
+                log.error("produce not durable", extra={"topic": key[0], "partition": key[1], "error": str(exc)})
+                done[key] = (errors.KAFKA_STORAGE_ERROR, -1, str(exc))
+        self._waits = []  # answered: a second result() gives the same response
+        return None if self._acks == 0 else _response(done, self._version, self._correlation_id)
+
+
 async def produce(ctx: Context, req: Any, version: int) -> Any | None:
     """The whole request: appended, then answered once durable (None for acks=0)."""
-    return await (await append(ctx, req, version))
+    return await (await append(ctx, req, version)).wait()
 
 
-async def append(ctx: Context, req: Any, version: int) -> Awaitable[Any | None]:
-    """Queue every partition's batches on the WAL; returns once they are queued (not yet durable). The result
-    waits for the fsync and gives the response (None for acks=0)."""
+async def append(ctx: Context, req: Any, version: int) -> ProduceAnswer:
+    """Queue every partition's batches on the WAL; returns once they are queued (not yet durable), with the
+    answer that is ready once they are."""
     parts = ctx.node.partitions
     batches = ctx.node.client_batches
-    Waits = list[tuple[tuple[str, int], Queued]]
 
     def queue() -> tuple[Outcomes, Waits]:
         out: Outcomes = {}
@@ -96,35 +138,7 @@ async def append(ctx: Context, req: Any, version: int) -> Awaitable[Any | None]:
         return True
 
     queued, waits = queue() if in_line() else await ctx.run(queue)
-
-    async def answer() -> Any | None:
-        # the WAL completes its appends in order, so once the request's last append is fsynced the others
-        # are too: one wake-up per request (each partition is still waited for below, in case one is not)
-        last = next((q.futures[-1] for _, q in reversed(waits) if q.futures), None)
-        if last is not None and not last.done():
-            try:
-                await asyncio.shield(asyncio.wrap_future(last))
-            except Exception:  # noqa: BLE001, S110 - that partition's own wait below reports it
-                pass
-        for key, q in waits:  # acknowledged once the WAL has fsynced every batch
-            try:
-                await _fsynced(q)
-            except Exception as exc:  # noqa: BLE001
-                log.error("produce not durable", extra={"topic": key[0], "partition": key[1], "error": str(exc)})
-                queued[key] = (errors.KAFKA_STORAGE_ERROR, -1, str(exc))
-        return None if req.acks == 0 else _response(queued, version, req.header.correlation_id)
-
-    return answer()
-
-
-async def _fsynced(q: Queued) -> None:
-    """Wait for a partition's WAL appends on the event loop. They complete in WAL order, so once the last is
-    done the others are too: one wake-up per partition. Shielded: a request cancelled with its connection
-    leaves the appends (already queued, maybe fsynced) to finish."""
-    for f in reversed(q.futures):
-        if not f.done():
-            await asyncio.shield(asyncio.wrap_future(f))
-    q.wait()  # all done by now: the first failure's error, then whether the node may acknowledge
+    return ProduceAnswer(queued, waits, req.acks, version, req.header.correlation_id)
 
 
 class _Templates(threading.local):

@@ -72,7 +72,7 @@ class Pending:
     """One request of a connection, in arrival order: its answer (encoded, or a task giving the response
     object, None when there is none to send) and the size of its frame."""
     correlation_id: int
-    answer: bytes | memoryview | asyncio.Task[Any] | None
+    answer: bytes | memoryview | asyncio.Task[Any] | produce.ProduceAnswer | None
     size: int
     close_after: bool = False  # a failed SASL authentication: the connection closes once this is sent
 
@@ -135,12 +135,23 @@ class Answers:
         task = item.answer
         if isinstance(task, asyncio.Task) and (not task.done() or task.cancelled() or task.exception() is not None):
             return None
+        if isinstance(task, produce.ProduceAnswer) and not task.done():
+            return None
         return self.items.popleft()
 
 
 def framed(resp: Any) -> bytes | memoryview:
     """The frame of a response whose header is set: a fetch answer comes encoded and framed already."""
     return resp.framed if isinstance(resp, fetch.EncodedResponse) else frame(resp.encode(header=True))
+
+
+async def settled(answer: Any) -> Any:
+    """A pending request's answer once it is made: a task's result, a produce answer once durable."""
+    if isinstance(answer, produce.ProduceAnswer):
+        return answer.result() if answer.done() else await answer.wait()
+    if isinstance(answer, asyncio.Task):
+        return await answer
+    return answer
 
 
 def _add_frame(frames: list[bytes | memoryview], item: Pending, answer: Any) -> None:
@@ -248,8 +259,8 @@ class KafkaServer:
 
     # -- one connection ---------------------------------------------------------------------------
     async def _answer(self, session: Session, api_key: int, req: Any, version: int) -> Any | None:
-        """The response object (None for none), or for a Produce an awaitable of it once its batches are
-        appended (the wait for their fsync is left to the awaitable)."""
+        """The response object (None for none), or for a Produce its ProduceAnswer once its batches are
+        appended (the wait for their fsync is left to the connection's writer)."""
         assert self.ctx is not None
         if api_key == SASL_HANDSHAKE:
             return session.handshake(req, version)
@@ -288,6 +299,9 @@ class KafkaServer:
                 continue
             api, req, correlation_id = decoded
             resp = await self._answer(session, api.key, req, req.API_VERSION)
+            if isinstance(resp, produce.ProduceAnswer):
+                answers.put(Pending(correlation_id, resp, size))
+                continue
             if isinstance(resp, Awaitable):
                 answers.put(Pending(correlation_id, asyncio.ensure_future(resp), size))
                 continue
@@ -309,13 +323,13 @@ class KafkaServer:
             frames: list[bytes | memoryview] = []
             try:
                 try:
-                    answer = await item.answer if isinstance(item.answer, asyncio.Task) else item.answer
-                    _add_frame(frames, item, answer)
+                    _add_frame(frames, item, await settled(item.answer))
                     while not item.close_after and (nxt := answers.ready()) is not None:
                         item = nxt
                         sent.append(item)
-                        _add_frame(frames, item, item.answer.result() if isinstance(item.answer, asyncio.Task)
-                                   else item.answer)
+                        ready = item.answer
+                        made = isinstance(ready, asyncio.Task | produce.ProduceAnswer)
+                        _add_frame(frames, item, ready.result() if made else ready)
                 finally:  # what was gathered is sent, also when an answer failed (then the connection closes)
                     if frames:
                         writer.writelines(frames)

@@ -1,16 +1,26 @@
 """The listener's answer writer on its own (a recording stream writer, no sockets): answers go out in request
 order and each once, those ready together in one write; an answer that failed or was cancelled ends the
 connection after every answer before it was sent; a failed SASL answer is the last one sent; every request's
-in-flight share is given back."""
+in-flight share is given back. Produce answers (no tasks) go out once durable, those made durable by one
+group commit in one write, and one not made durable answers its partition with a storage error."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
+from concurrent.futures import Future
 from typing import Any
 
 import pytest
 
+from api.kafka import errors
+from api.kafka.produce import ProduceAnswer
+from api.kafka.schemas import APIS
 from api.kafka.server import Answers, InFlight, KafkaServer, Pending
+from broker.partitions.client_batches import Queued
+
+PRODUCE = APIS[0]
+VERSION = 7  # a response header of the correlation id alone
 
 
 class RecordingWriter:
@@ -113,3 +123,68 @@ def test_the_reader_waits_for_room_beyond_the_in_flight_limits() -> None:
         assert sized.requests == 1 and sized.bytes == 500
 
     asyncio.run(main())
+
+
+def _produce_answer(correlation_id: int, futures: list[Future[Any]], check: Any = None) -> ProduceAnswer:
+    key = ("t", correlation_id)
+    return ProduceAnswer({key: (errors.NONE, 100 + correlation_id, None)},
+                         [(key, Queued(futures, check or (lambda: None)))], -1, VERSION, correlation_id)
+
+
+def _partitions(frames: list[bytes]) -> list[tuple[int, int, int]]:
+    """(correlation id, error code, base offset) of each framed produce answer."""
+    out = []
+    for f in frames:
+        correlation_id = int.from_bytes(f[4:8], "big", signed=True)
+        resp = PRODUCE.response.decode(f[8:], version=VERSION)
+        p = resp.responses[0].partition_responses[0]
+        out.append((correlation_id, p.error_code, p.base_offset))
+    return out
+
+
+def test_produce_answers_made_durable_by_one_commit_go_in_one_write() -> None:
+    """The writer waits on the produce answer at the head of the line; once its fsync completes, the answers
+    behind it that are durable too go out in the same write, in request order, with their own offsets."""
+    async def main() -> tuple[RecordingWriter, InFlight]:
+        writer, in_flight, answers = RecordingWriter(), InFlight(), Answers()
+        futures: list[Future[Any]] = [Future() for _ in range(3)]
+        for i, f in enumerate(futures):
+            await in_flight.acquire(10)
+            answers.put(Pending(i, _produce_answer(i, [f]), 10))
+        answers.put(None)
+        writing = asyncio.ensure_future(KafkaServer(None, "127.0.0.1", 0)._write_responses(
+            writer, in_flight, answers))  # type: ignore[arg-type]
+        await asyncio.sleep(0.05)
+        assert writer.writes == [] and not writing.done()  # nothing durable yet: nothing sent
+        # one group commit completes them from the WAL's thread (the head of the line last, so the others are
+        # done when the writer wakes)
+        threading.Thread(target=lambda: [f.set_result(None) for f in reversed(futures)]).start()
+        await asyncio.wait_for(writing, 10)
+        return writer, in_flight
+
+    writer, in_flight = asyncio.run(main())
+    assert [_partitions(w) for w in writer.writes] == [[(0, 0, 100), (1, 0, 101), (2, 0, 102)]]
+    assert in_flight.requests == 0 and in_flight.bytes == 0
+
+
+@pytest.mark.parametrize("failure", ["append", "check"])
+def test_a_produce_answer_not_made_durable_is_a_storage_error(failure: str) -> None:
+    """An append that failed in the WAL, or a node that may no longer acknowledge, answers that partition with
+    KAFKA_STORAGE_ERROR; the answers around it are sent as they are."""
+    def refuse() -> None:
+        raise RuntimeError("the node may not acknowledge")
+
+    done: Future[Any] = Future()
+    done.set_result(None)
+    failed: Future[Any] = Future()
+    if failure == "append":
+        failed.set_exception(OSError("WAL write failed"))
+    else:
+        failed.set_result(None)
+    items = [_produce_answer(0, [done]), _produce_answer(1, [failed], refuse if failure == "check" else None),
+             _produce_answer(2, [done])]
+    writer, in_flight, error = _run(items)
+    assert error is None
+    assert [_partitions(w) for w in writer.writes] == [[(0, 0, 100), (1, errors.KAFKA_STORAGE_ERROR, -1),
+                                                        (2, 0, 102)]]
+    assert in_flight.requests == 0
