@@ -19,6 +19,7 @@ import logging
 import struct
 import threading
 from collections import OrderedDict
+from concurrent.futures import Future
 from typing import Any
 
 from api.kafka import errors
@@ -38,15 +39,39 @@ Outcomes = dict[tuple[str, int], tuple[int, int, str | None]]  # (topic, partiti
 Waits = list[tuple[tuple[str, int], Queued]]
 
 
+_UNDECIDED = "undecided"  # a ProduceAnswer's verdict before its appends completed
+
+
 class ProduceAnswer:
     """The answer of a produce request whose batches are queued: `done()` once the WAL has fsynced all of them,
-    then `result()` is the response (None for acks=0); `wait()` awaits that on the event loop."""
+    then `result()` is the response (None for acks=0); `wait()` awaits that on the event loop.
 
-    __slots__ = ("_outcomes", "_waits", "_acks", "_version", "_correlation_id")
+    Whether the node could still acknowledge is decided when the request's last append completes, on the WAL's
+    thread (one callback a request), as the HTTP path decides once its wait returns: a batch made durable
+    while the node could acknowledge is acknowledged, even when the answer goes out later (behind a
+    long-polling fetch on the same connection, or to a slow reader)."""
+
+    __slots__ = ("_outcomes", "_waits", "_acks", "_version", "_correlation_id", "_check", "_verdict")
 
     def __init__(self, outcomes: Outcomes, waits: Waits, acks: int, version: int, correlation_id: int) -> None:
         self._outcomes, self._waits, self._acks = outcomes, waits, acks
         self._version, self._correlation_id = version, correlation_id
+        self._check = waits[0][1].check if waits else None  # the node's: every partition's is the same
+        self._verdict: str | None = _UNDECIDED  # why the node could not acknowledge then (None: it could)
+        # the WAL completes its appends in order: once the request's last is done, all of them are
+        last = next((q.futures[-1] for _, q in reversed(waits) if q.futures), None)
+        if last is None:  # nothing new to store (retried batches): decided now
+            self._decide(None)
+        else:
+            last.add_done_callback(self._decide)
+
+    def _decide(self, _last: Future[Any] | None) -> None:
+        try:
+            if self._check is not None:
+                self._check()
+            self._verdict = None
+        except Exception as exc:  # noqa: BLE001 - the partitions are answered with a storage error
+            self._verdict = str(exc)
 
     def done(self) -> bool:
         return all(f.done() for _, q in self._waits for f in q.futures)
@@ -68,13 +93,28 @@ class ProduceAnswer:
         """The response; every append must be done (`done()`)."""
         done = self._outcomes
         for key, q in self._waits:  # acknowledged once the WAL has fsynced every batch
-            try:
-                q.wait()  # all done by now: the first failure's error, then whether the node may acknowledge
-            except Exception as exc:  # noqa: BLE001
-                log.error("produce not durable", extra={"topic": key[0], "partition": key[1], "error": str(exc)})
-                done[key] = (errors.KAFKA_STORAGE_ERROR, -1, str(exc))
+            why = _failure(q)
+            if why is None:
+                if self._verdict is _UNDECIDED:  # completed, its callback not run yet: decided now
+                    self._decide(None)
+                why = self._verdict
+            if why is not None:
+                log.error("produce not durable", extra={"topic": key[0], "partition": key[1], "error": why})
+                done[key] = (errors.KAFKA_STORAGE_ERROR, -1, why)
         self._waits = []  # answered: a second result() gives the same response
         return None if self._acks == 0 else _response(done, self._version, self._correlation_id)
+
+
+def _failure(q: Queued) -> str | None:
+    """The first of a partition's appends that failed (or is not done: only if asked before `done()`)."""
+    for f in q.futures:
+        try:
+            exc = f.exception(timeout=0)
+        except TimeoutError:
+            return "the append is not durable yet"
+        if exc is not None:
+            return str(exc)
+    return None
 
 
 async def produce(ctx: Context, req: Any, version: int) -> Any | None:

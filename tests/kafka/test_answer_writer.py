@@ -188,3 +188,46 @@ def test_a_produce_answer_not_made_durable_is_a_storage_error(failure: str) -> N
     assert [_partitions(w) for w in writer.writes] == [[(0, 0, 100), (1, errors.KAFKA_STORAGE_ERROR, -1),
                                                         (2, 0, 102)]]
     assert in_flight.requests == 0
+
+
+def test_a_produce_made_durable_while_the_node_could_acknowledge_is_acknowledged_when_answered_later() -> None:
+    """Whether a partition may be acknowledged is decided when its append completes: a node that stops
+    acknowledging afterwards (an out-of-disk episode, say), while the answer waits behind a slow one on the
+    same connection, does not turn a durable write into a storage error (a producer would retry and store it
+    twice); a produce completed after that point is refused."""
+    usable = threading.Event()
+    usable.set()
+
+    def check() -> None:
+        if not usable.is_set():
+            raise RuntimeError("the node may not acknowledge")
+
+    async def main() -> RecordingWriter:
+        writer, in_flight, answers = RecordingWriter(), InFlight(), Answers()
+        release = asyncio.Event()
+
+        async def slow() -> bytes:  # a long-polling fetch, say
+            await release.wait()
+            return b"head"
+
+        durable_before: Future[Any] = Future()
+        durable_after: Future[Any] = Future()
+        items: list[Any] = [asyncio.ensure_future(slow()), _produce_answer(1, [durable_before], check),
+                            _produce_answer(2, [durable_after], check)]
+        for i, answer in enumerate(items):
+            await in_flight.acquire(10)
+            answers.put(Pending(i, answer, 10))
+        answers.put(None)
+        writing = asyncio.ensure_future(KafkaServer(None, "127.0.0.1", 0)._write_responses(
+            writer, in_flight, answers))  # type: ignore[arg-type]
+        await asyncio.to_thread(durable_before.set_result, None)  # fsynced while the node could acknowledge
+        usable.clear()  # then the node stops acknowledging
+        await asyncio.to_thread(durable_after.set_result, None)
+        release.set()  # the head of the line is answered only now
+        await asyncio.wait_for(writing, 10)
+        return writer
+
+    writer = asyncio.run(main())
+    frames = [f for w in writer.writes for f in w]
+    assert frames[0] == b"head"
+    assert _partitions(frames[1:]) == [(1, 0, 101), (2, errors.KAFKA_STORAGE_ERROR, -1)]
