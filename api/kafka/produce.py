@@ -93,7 +93,7 @@ class ProduceAnswer:
         """The response; every append must be done (`done()`)."""
         done = self._outcomes
         for key, q in self._waits:  # acknowledged once the WAL has fsynced every batch
-            why = _failure(q)
+            why = q.failure()
             if why is None:
                 if self._verdict is _UNDECIDED:  # completed, its callback not run yet: decided now
                     self._decide(None)
@@ -103,18 +103,6 @@ class ProduceAnswer:
                 done[key] = (errors.KAFKA_STORAGE_ERROR, -1, why)
         self._waits = []  # answered: a second result() gives the same response
         return None if self._acks == 0 else _response(done, self._version, self._correlation_id)
-
-
-def _failure(q: Queued) -> str | None:
-    """The first of a partition's appends that failed (or is not done: only if asked before `done()`)."""
-    for f in q.futures:
-        try:
-            exc = f.exception(timeout=0)
-        except TimeoutError:
-            return "the append is not durable yet"
-        if exc is not None:
-            return str(exc)
-    return None
 
 
 async def produce(ctx: Context, req: Any, version: int) -> Any | None:

@@ -84,6 +84,18 @@ class Queued:
             f.result()
         self.check()
 
+    def failure(self) -> str | None:
+        """Without waiting: why the first of the appends failed, or that one is not fsynced yet (None when every
+        one is). Whether the node may acknowledge is the caller's to ask (`check`), at the time it decides."""
+        for f in self.futures:
+            try:
+                exc = f.exception(timeout=0)
+            except TimeoutError:
+                return "the append is not durable yet"
+            if exc is not None:
+                return str(exc)
+        return None
+
 
 _entry = tuple.__new__  # IndexEntry's own __new__ is a Python function: one frame per record saved
 
