@@ -8,7 +8,9 @@ measured in the same run.
    (bytes per group commit, from the server's `mqindex_wal_group_commits` counter) and at the client's
    batch size (Kafka) or request size (HTTP); those two are measured before the runs and after them, and
    averaged. The WAL's fsyncs per second and bytes per fsync are printed beside them. The Kafka latency is
-   librdkafka's own, from produce() to the acknowledgement (`Message.latency()`).
+   librdkafka's own, from produce() to the acknowledgement (`Message.latency()`). The CPU per MiB of the
+   server, the client and the S3 server (when started for the run) gives the rate this machine's cores allow
+   whatever the disk does: the ceiling of the ratio, printed beside it.
 2. cold consume: the server is stopped (records uploaded to objects) and started again (fresh caches), and a
    confluent-kafka consumer reads the whole topic from offset 0; peer: raw 1 MiB ranged GETs of the same
    data objects.
@@ -32,6 +34,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -161,7 +164,22 @@ def produce_one(p: Any, i: int, topic: str, value: bytes, key: bytes, on_deliver
         p.poll(0)
 
 
-def kafka_produce(server: Server, topic: str, total: int, batch_kb: int) -> dict[str, Any]:
+def _no_cpu() -> float:
+    return 0.0
+
+
+def cpu_figures(nbytes: int, server: float, client: float, s3: float) -> dict[str, float]:
+    """CPU per MiB of the server, this client and the S3 server started for the run (0 with --store), and
+    the produce rate those three allow on this machine's cores: its ceiling, whatever the disk does."""
+    mib = nbytes / MiB
+    per = {"server_cpu_ms_mib": 1000 * server / mib, "client_cpu_ms_mib": 1000 * client / mib,
+           "s3_cpu_ms_mib": 1000 * s3 / mib}
+    per["cpu_ceiling_mb_s"] = (os.cpu_count() or 1) * 1000 / max(sum(per.values()), 1e-9)
+    return per
+
+
+def kafka_produce(server: Server, topic: str, total: int, batch_kb: int,
+                  s3_cpu: Callable[[], float] = _no_cpu) -> dict[str, Any]:
     from confluent_kafka import Producer
 
     value = os.urandom(RECORD)
@@ -188,7 +206,7 @@ def kafka_produce(server: Server, topic: str, total: int, batch_kb: int) -> dict
     p.flush(60)
     latencies.clear()
     fsyncs0 = server.group_commits()
-    cpu0, client0 = server.cpu_s(), time.process_time()
+    cpu0, client0, s30 = server.cpu_s(), time.process_time(), s3_cpu()
     t0 = time.perf_counter()
     step = max(1, n // 10)
     for i in range(n):
@@ -197,19 +215,19 @@ def kafka_produce(server: Server, topic: str, total: int, batch_kb: int) -> dict
             progress("kafka produce", i + 1, n, t0)
     left = p.flush(300)
     secs = time.perf_counter() - t0
-    cpu, client = server.cpu_s() - cpu0, time.process_time() - client0
+    cpu, client, s3 = server.cpu_s() - cpu0, time.process_time() - client0, s3_cpu() - s30
     fsyncs = server.group_commits() - fsyncs0
     if left or failed:
         raise RuntimeError(f"kafka produce: {left} not delivered, {len(failed)} failed ({failed[:3]})")
     nbytes = n * RECORD
     return {"mb_s": nbytes / MiB / secs, "mb": nbytes / MiB, "seconds": secs, "fsyncs": fsyncs,
             "fsyncs_s": fsyncs / secs, "bytes_per_fsync": nbytes / max(fsyncs, 1), "records": n + warm,
-            "server_cpu_ms_mib": 1000 * cpu / (nbytes / MiB), "client_cpu_ms_mib": 1000 * client / (nbytes / MiB),
-            "p50_ms": percentile(latencies, 50) * 1000, "p99_ms": percentile(latencies, 99) * 1000}
+            **cpu_figures(nbytes, cpu, client, s3), "p50_ms": percentile(latencies, 50) * 1000,
+            "p99_ms": percentile(latencies, 99) * 1000}
 
 
 def http_produce(server: Server, topic: str, partitions: int, total: int, per_request: int,
-                 threads: int) -> dict[str, Any]:
+                 threads: int, s3_cpu: Callable[[], float] = _no_cpu) -> dict[str, Any]:
     value = "".join(string.ascii_letters[b % 52] for b in os.urandom(RECORD))
     requests = max(1, total // (RECORD * per_request))
     bodies = [json.dumps({"messages": [{"value": value, "partition": p} for _ in range(per_request)]}).encode()
@@ -220,7 +238,7 @@ def http_produce(server: Server, topic: str, partitions: int, total: int, per_re
     latencies: list[float] = []
     step = max(1, requests // 10)
     fsyncs0 = server.group_commits()
-    cpu0, client0 = server.cpu_s(), time.process_time()
+    cpu0, client0, s30 = server.cpu_s(), time.process_time(), s3_cpu()
     t0 = time.perf_counter()
 
     def run() -> None:
@@ -246,7 +264,7 @@ def http_produce(server: Server, topic: str, partitions: int, total: int, per_re
     for t in ts:
         t.join()
     secs = time.perf_counter() - t0
-    cpu, client = server.cpu_s() - cpu0, time.process_time() - client0
+    cpu, client, s3 = server.cpu_s() - cpu0, time.process_time() - client0, s3_cpu() - s30
     if errors:
         raise RuntimeError(f"http produce failed: {errors[0]}")
     fsyncs = server.group_commits() - fsyncs0
@@ -254,7 +272,7 @@ def http_produce(server: Server, topic: str, partitions: int, total: int, per_re
     return {"mb_s": nbytes / MiB / secs, "mb": nbytes / MiB, "seconds": secs, "fsyncs": fsyncs,
             "fsyncs_s": fsyncs / secs, "bytes_per_fsync": nbytes / max(fsyncs, 1),
             "p99_ms": percentile(latencies, 99) * 1000, "request_bytes": per_request * RECORD,
-            "server_cpu_ms_mib": 1000 * cpu / (nbytes / MiB), "client_cpu_ms_mib": 1000 * client / (nbytes / MiB)}
+            **cpu_figures(nbytes, cpu, client, s3)}
 
 
 def cold_consume(server: Server, topic: str, partitions: int, expected: int) -> dict[str, Any]:
@@ -345,14 +363,16 @@ def main(argv: list[str] | None = None) -> int:
         ks.create_topic("bench-k", args.partitions)
         print("[bench] kafka produce", file=sys.stderr, flush=True)
         prof = Profile(profile_dir, ks, "kafka-produce", args.profile_gil, args.profile_rate)
-        kr = kafka_produce(ks, "bench-k", total, args.batch_kb)
+        s3_cpu = _no_cpu if weed is None else (lambda: process_cpu_s(weed.proc.pid))
+        kr = kafka_produce(ks, "bench-k", total, args.batch_kb, s3_cpu)
         profiles = [prof.stop()]
         hs = Server(work, "http-node", hstore).start()
         servers.append(hs)
         hs.create_topic("bench-h", args.partitions)
         print("[bench] http produce", file=sys.stderr, flush=True)
         prof = Profile(profile_dir, hs, "http-produce", args.profile_gil, args.profile_rate)
-        hr = http_produce(hs, "bench-h", args.partitions, total, args.http_records, args.http_threads)
+        hr = http_produce(hs, "bench-h", args.partitions, total, args.http_records, args.http_threads,
+                          s3_cpu)
         profiles.append(prof.stop())
         hs.stop()
         print("[bench] raw append+fsync peers (after)", file=sys.stderr, flush=True)
@@ -389,6 +409,16 @@ def main(argv: list[str] | None = None) -> int:
                      hr["client_cpu_ms_mib"], raw_h, hr["mb_s"] / raw_h],
                     [f"HTTP vs raw at the request size (raw before/after: {raw_req0:.0f}/{raw_req1:.0f})", hr["mb_s"],
                      "", "", f"{hr['request_bytes'] / KiB:.0f} KiB", "", "", raw_req, hr["mb_s"] / raw_req]]))
+        cores = os.cpu_count() or 1
+        s3_note = "the S3 server started for the run" if weed is not None else "S3 elsewhere (--store): not counted"
+        emit(table(f"CPU per MiB produced and the rate it allows on this machine's {cores} cores "
+                   f"(S3 server: {s3_note}); the ratio at the write size cannot exceed ceiling / raw",
+                   ["", "server", "client", "S3 server", "all", f"ceiling MB/s ({cores} cores)", "raw MB/s",
+                    "ceiling / raw"],
+                   [[name, r["server_cpu_ms_mib"], r["client_cpu_ms_mib"], r["s3_cpu_ms_mib"],
+                     1000 * cores / r["cpu_ceiling_mb_s"], r["cpu_ceiling_mb_s"], raw, r["cpu_ceiling_mb_s"] / raw]
+                    for name, r, raw in ((f"Kafka, batch {args.batch_kb} KiB", kr, raw_batch),
+                                         (f"HTTP, {hr['request_bytes'] // KiB} KiB requests", hr, raw_req))]))
         emit(table(f"Cold consume ({cr['mb']:.0f} MiB of values, {gr['objects']} objects, fresh server)",
                    ["", "MB/s", "ratio vs raw GET"],
                    [["Kafka consumer (confluent-kafka)", cr["mb_s"], cr["mb_s"] / gr["mb_s"]],
