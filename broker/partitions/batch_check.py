@@ -10,17 +10,25 @@ keys are read later, off the acknowledgement path, by the dispatcher. A compress
 inside its compressed payload; `needs_decode` tells the caller to decode it before storing it.
 
 The varint walk is written here by hand because kafka-python's reader decodes every field of every record
-(the cost this module exists to avoid); it reads one varint per record.
+(the cost this module exists to avoid); it reads one varint per record. It runs in C where
+broker/partitions/_batch_framing is compiled (the same checks and errors).
 """
 
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 import crc32c
 
 from broker.errors import RecordFormatError
+
+_compiled: Any
+try:
+    from broker.partitions import _batch_framing as _compiled  # built by pip install (setup.py); optional
+except ImportError:  # not built: the framing is walked in Python (tests/broker checks CI builds it)
+    _compiled = None
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte RecordBatch v2 header
 HEADER_SIZE = _HEADER.size
@@ -64,6 +72,21 @@ class CheckedBatch:
 
 def _walk_records(data: bytes | memoryview, pos: int, end: int, count: int, where: str) -> None:
     """Exactly `count` length-prefixed records from `pos` to `end` (zigzag varint lengths)."""
+    if _compiled is not None:
+        status, n, pos, length = _compiled.walk(data, pos, end, count)
+        if status == _compiled.BAD_VARINT:
+            raise RecordFormatError(f"{where}: record {n} has a malformed length varint")
+        if status == _compiled.SHORT:
+            raise RecordFormatError(f"{where}: record {n} has length {length}")
+    else:
+        n, pos = _walk_python(data, pos, end, count, where)
+    if n != count or pos != end:
+        raise RecordFormatError(f"{where}: records field holds {n} record(s) ending at byte {pos - end:+d} "
+                                f"from the batch end, header says {count}")
+
+
+def _walk_python(data: bytes | memoryview, pos: int, end: int, count: int, where: str) -> tuple[int, int]:
+    """The walk in Python: (records walked, where it stopped), stopping after count + 1 records."""
     n = 0
     while pos < end:
         b = data[pos]
@@ -84,9 +107,7 @@ def _walk_records(data: bytes | memoryview, pos: int, end: int, count: int, wher
         n += 1
         if n > count:
             break
-    if n != count or pos != end:
-        raise RecordFormatError(f"{where}: records field holds {n} record(s) ending at byte {pos - end:+d} "
-                                f"from the batch end, header says {count}")
+    return n, pos
 
 
 def check_batches(data: bytes | memoryview) -> list[CheckedBatch]:

@@ -248,3 +248,47 @@ def test_catch_up_entries_read_in_c_are_the_decoded_ones(tmp_path) -> None:  # t
         assert sum(map(len, both(0, 6000)[0])) > 4096  # more than one chunk
     finally:
         node.close()
+
+
+def test_the_c_framing_walk_is_built() -> None:
+    """`pip install` (make test) builds broker/partitions/_batch_framing; without it the framing is walked in
+    Python."""
+    from broker.partitions import batch_check
+
+    assert batch_check._compiled is not None
+
+
+def _check_both_ways(data: bytes) -> tuple[object, object]:
+    """check_batches' answer (the checked batches, or the error's words) with the C walk and the Python walk."""
+    from broker.partitions import batch_check
+
+    def answer() -> object:
+        try:
+            return [(b.start, b.size, b.records_count) for b in check_batches(data)]
+        except RecordFormatError as exc:
+            return str(exc)
+
+    compiled = answer()
+    saved, batch_check._compiled = batch_check._compiled, None
+    try:
+        return compiled, answer()
+    finally:
+        batch_check._compiled = saved
+
+
+@settings(max_examples=300, deadline=None)
+@given(records, st.data())
+def test_c_framing_walk_answers_as_the_python_walk_on_any_records_field(recs: list[ProducerRecord],
+                                                                         data: st.DataObject) -> None:
+    """Valid batches, and batches whose records field is rewritten anywhere (lengths, varints that never end,
+    counts off by a few) under a recomputed CRC: the same batches pass, the same words name the fault."""
+    raw = bytearray(build_batch(recs))
+    for _ in range(data.draw(st.integers(0, 3))):
+        pos = data.draw(st.integers(61, len(raw) - 1))
+        raw[pos] = data.draw(st.sampled_from([0x00, 0x01, 0x0A, 0x7E, 0x7F, 0x80, 0xFF]) | st.integers(0, 255))
+    if data.draw(st.booleans()):
+        count = len(recs) + data.draw(st.integers(-2, 2))
+        struct.pack_into(">i", raw, 57, count)
+        struct.pack_into(">i", raw, 23, count - 1)
+    compiled, python = _check_both_ways(_recrc(raw))
+    assert compiled == python
