@@ -1,6 +1,7 @@
 """The package's compiled modules (everything else is in pyproject.toml), built by `pip install` with Cython and
 the system's C compiler: the renderer of whole-record HTTP pages (api/http/_record_json.pyx), the messages of a
-plain produce body (api/http/_produce_json.pyx), the index entries of stored batches
+plain produce body read from its bytes (api/http/_produce_scan.pyx) or from orjson's objects
+(api/http/_produce_json.pyx), the index entries of stored batches
 (broker/partitions/_record_entries.pyx), both walking records with broker/partitions/record_walk.pxd; the
 record framing a client's batch is checked by (broker/partitions/_batch_framing.pyx); the uncompressed batch
 of produced messages (broker/partitions/_record_build.pyx); the partitions and answers of a produce request's
@@ -16,6 +17,7 @@ from setuptools import Extension, setup
 
 MODULES = {"api.http._record_json": "api/http/_record_json.pyx",
            "api.http._produce_json": "api/http/_produce_json.pyx",
+           "api.http._produce_scan": "api/http/_produce_scan.pyx",
            "broker.partitions._record_entries": "broker/partitions/_record_entries.pyx",
            "broker.partitions._batch_framing": "broker/partitions/_batch_framing.pyx",
            "broker.partitions._record_build": "broker/partitions/_record_build.pyx",

@@ -7,6 +7,9 @@ a string-to-string `headers` object, an integer `partition` in range, `encoding`
 messages here; anything else (base64, a lone surrogate, which orjson refuses, a wrong type, an oversized value,
 a field `ProduceIn` would coerce) returns None and the route validates the body with pydantic, which names the
 field at fault. The per-message checks run in C where api/http/_produce_json is compiled (the same answers).
+
+Before orjson, api/http/_produce_scan (where compiled) reads the common body straight from its bytes, each
+value copied once from the body; a body it does not read goes to orjson as above (the same messages either way).
 """
 
 from __future__ import annotations
@@ -19,10 +22,15 @@ from api.backend import InMessage, Produced
 from api.http.models import MAX_MESSAGES_PER_REQUEST, MAX_PARTITION, MAX_VALUE_BYTES
 
 _compiled: Any
+_scan: Any
 try:
     from api.http import _produce_json as _compiled  # built by pip install (setup.py); optional
 except ImportError:  # not built: the messages are read in Python (tests/api checks CI builds it)
     _compiled = None
+try:
+    from api.http import _produce_scan as _scan  # built by pip install (setup.py); optional
+except ImportError:  # not built: every body goes through orjson
+    _scan = None
 
 _FIELDS = frozenset({"key", "value", "headers", "partition", "encoding"})
 
@@ -51,6 +59,15 @@ def _message(m: Any) -> InMessage | None:
 
 def produce_messages(raw: bytes) -> list[InMessage] | None:
     """The messages of a plain produce body, or None when pydantic has to validate it (see the module)."""
+    if _scan is not None and type(raw) is bytes:
+        scanned = _scan.messages(raw, MAX_VALUE_BYTES, MAX_PARTITION, MAX_MESSAGES_PER_REQUEST)
+        if scanned is not None:
+            return scanned  # type: ignore[no-any-return]
+    return parsed_messages(raw)
+
+
+def parsed_messages(raw: bytes) -> list[InMessage] | None:
+    """produce_messages through orjson's objects (what the scan must agree with)."""
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError:

@@ -76,11 +76,12 @@ def test_the_c_message_reader_is_built() -> None:
 
 
 def _in_python(raw: bytes) -> list[InMessage] | None:
-    saved, produce_json._compiled = produce_json._compiled, None
+    saved = produce_json._compiled, produce_json._scan
+    produce_json._compiled = produce_json._scan = None
     try:
         return produce_messages(raw)
     finally:
-        produce_json._compiled = saved
+        produce_json._compiled, produce_json._scan = saved
 
 
 json_values = st.recursive(st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.floats(allow_nan=False)
@@ -126,3 +127,142 @@ def test_an_id_that_needs_escapes_is_left_to_orjson() -> None:
     odd = [Produced(0, 0, 'needs "escape"', 0)]
     assert produce_json._compiled.produced_json(odd) is None
     assert json.loads(produced_answer(odd))["results"][0]["msg_id"] == 'needs "escape"'
+
+
+# -- the body scan (api/http/_produce_scan): the same messages as orjson's reading, or None ------------------------
+
+def test_the_body_scan_is_built() -> None:
+    """`pip install` (make test) builds api/http/_produce_scan; without it every body goes through orjson."""
+    assert produce_json._scan is not None
+
+
+def scanned(raw: bytes) -> list[InMessage] | None:
+    assert produce_json._scan is not None
+    return produce_json._scan.messages(raw, MAX_VALUE_BYTES, produce_json.MAX_PARTITION, MAX_MESSAGES_PER_REQUEST)
+
+
+_SHORT = {"\"": '\\"', "\\": "\\\\", "/": "\\/", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r",
+          "\t": "\\t"}
+
+
+def _json_string(s: str, draw: Any) -> str:
+    """s as a JSON string, each character written as is where JSON allows it, or escaped (\\uXXXX, a surrogate
+    pair beyond U+FFFF, or a short escape), as drawn."""
+    out = ['"']
+    for c in s:
+        must = c in '"\\' or ord(c) < 0x20
+        how = draw(st.sampled_from(["u", "short"] if must else ["plain", "plain", "u", "short"]))
+        if how == "plain" and not must:
+            out.append(c)
+        elif how == "short" and c in _SHORT:
+            out.append(_SHORT[c])
+        elif ord(c) > 0xFFFF:
+            hi, lo = divmod(ord(c) - 0x10000, 0x400)
+            out.append(f"\\u{0xD800 + hi:04x}\\u{0xDC00 + lo:04X}")
+        else:
+            out.append(f"\\u{ord(c):04x}" if draw(st.booleans()) else f"\\u{ord(c):04X}")
+    return "".join(out) + '"'
+
+
+def _json_text(v: Any, draw: Any, names_escaped: bool = False) -> str:
+    """v as JSON text with JSON's whitespace drawn between its tokens and its strings written as drawn. Field
+    names and the encoding's "utf-8" are written plainly (the scan leaves escaped ones to orjson), but for the
+    names of a "headers" object (or anywhere with names_escaped)."""
+    def ws() -> str:
+        return draw(st.sampled_from(["", "", " ", "\n", "\t", "\r\n ", "  "]))
+
+    def name(k: str) -> str:
+        return _json_string(k, draw) if names_escaped else json.dumps(k)
+
+    if isinstance(v, dict):
+        items = [f"{ws()}{name(k)}{ws()}:{ws()}"
+                 + (json.dumps(x) if k == "encoding" and x == "utf-8" and not names_escaped
+                    else _json_text(x, draw, names_escaped or k == "headers")) + ws() for k, x in v.items()]
+        return "{" + ",".join(items) + (ws() if not items else "") + "}"
+    if isinstance(v, list):
+        return "[" + ",".join(f"{ws()}{_json_text(x, draw, names_escaped)}{ws()}" for x in v) \
+            + (ws() if not v else "") + "]"
+    if isinstance(v, str):
+        return _json_string(v, draw)
+    return json.dumps(v)
+
+
+any_text = st.text(max_size=12)  # lone surrogates included: JSON can escape them, orjson refuses them
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(message, min_size=1, max_size=12), st.data())
+def test_the_scan_reads_plain_bodies_however_they_are_written(messages: list[dict[str, Any]],
+                                                              data: st.DataObject) -> None:
+    """Any whitespace between tokens, any character escaped or not: the scan takes the body, with the messages
+    orjson's reading (and pydantic) give."""
+    raw = (data.draw(st.sampled_from(["", " ", "\n"])) + _json_text({"messages": messages}, data.draw)
+           + data.draw(st.sampled_from(["", " ", "\r\n"]))).encode()
+    got = scanned(raw)
+    assert got is not None
+    assert got == produce_json.parsed_messages(raw) == by_pydantic(raw)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(message | message | loose_message | st.dictionaries(any_text, any_text, max_size=3), min_size=1,
+               max_size=6), st.data())
+def test_the_scan_never_answers_other_messages_than_orjson(messages: list[Any], data: st.DataObject) -> None:
+    """Any JSON body, and the same body with bytes changed, inserted or cut: the scan gives orjson's reading of
+    it or None (then orjson reads it), never other messages, and never takes what orjson refuses."""
+    raw = bytearray(_json_text({"messages": messages}, data.draw, data.draw(st.booleans()))
+                    .encode("utf-8", "surrogatepass"))
+    for _ in range(data.draw(st.integers(0, 3))):
+        at = data.draw(st.integers(0, len(raw)))
+        byte = data.draw(st.sampled_from(b'"\\{}[],:0 un\x00\x1f\x80\xc3\xed\xf4\xff') | st.integers(0, 255))
+        how = data.draw(st.sampled_from(["set", "insert", "cut"]))
+        if how == "insert" or at == len(raw):
+            raw[at:at] = bytes([byte])
+        elif how == "set":
+            raw[at] = byte
+        else:
+            del raw[at:at + data.draw(st.integers(1, 4))]
+    got = scanned(bytes(raw))
+    if got is not None:
+        assert got == produce_json.parsed_messages(bytes(raw))
+
+
+@pytest.mark.parametrize("body", [
+    b'{"messages": [{"value": "\\ud800"}]}',  # a lone high surrogate
+    b'{"messages": [{"value": "\\udc00x"}]}',  # a lone low surrogate
+    b'{"messages": [{"value": "\\ud800\\u0041"}]}',  # a high surrogate and no low one
+    b'{"messages": [{"value": "\xed\xa0\x80"}]}',  # a surrogate written in UTF-8
+    b'{"messages": [{"value": "\xc0\xaf"}]}',  # an overlong sequence
+    b'{"messages": [{"value": "\xf4\x90\x80\x80"}]}',  # past U+10FFFF
+    b'{"messages": [{"value": "\xe2\x82"}]}',  # a sequence cut short
+    b'{"messages": [{"value": "a\tb"}]}',  # a raw control character
+    b'{"messages": [{"value": "\\x41"}]}',  # an unknown escape
+    b'{"messages": [{"value": "\\u00g1"}]}',  # not hex
+    b'{"messages": [{"value": "x", "value": "y"}]}',  # a field twice
+    b'{"messages": [{"value": "x", "headers": {"h": "1", "h": "2"}}]}',  # a header twice
+    b'{"messages": [{"value": "x", "partition": -0}]}',
+    b'{"messages": [{"value": "x", "partition": 01}]}',
+    b'{"messages": [{"value": "x", "partition": 1e2}]}',
+    b'{"messages": [{"value": "x", "partition": 12345678901}]}',
+    b'{"messages": [{"\\u0076alue": "x"}]}',  # an escaped field name
+    b'{"messages": [{"value": "x", "encoding": "utf\\u002d8"}]}',
+    b'\xef\xbb\xbf{"messages": [{"value": "x"}]}',  # a byte order mark
+    b'{"messages": [{"value": "x"}]} x',
+    b'{"messages": [{"value": "x"},]}',
+    b'{"messages": [{"value": "x"}], "messages": [{"value": "y"}]}',
+])
+def test_bodies_the_scan_leaves_to_orjson(body: bytes) -> None:
+    """Each gives None from the scan; produce_messages then answers what orjson's reading answers."""
+    assert scanned(body) is None
+    assert produce_messages(body) == produce_json.parsed_messages(body)
+
+
+def test_the_scan_keeps_the_limits() -> None:
+    many = json.dumps({"messages": [{"value": "x"}] * (MAX_MESSAGES_PER_REQUEST + 1)}).encode()
+    assert scanned(many) is None
+    assert scanned(json.dumps({"messages": [{"value": "x"}] * MAX_MESSAGES_PER_REQUEST}).encode()) is not None
+    assert scanned(json.dumps({"messages": [{"value": "x" * (MAX_VALUE_BYTES + 1)}]}).encode()) is None
+    exact = json.dumps({"messages": [{"value": "é" * (MAX_VALUE_BYTES // 2)}]}, ensure_ascii=False).encode()
+    assert scanned(exact) == produce_json.parsed_messages(exact)
+    top = json.dumps({"messages": [{"value": "x", "partition": 2**31 - 1}]}).encode()
+    assert scanned(top) == produce_json.parsed_messages(top)
+    assert scanned(json.dumps({"messages": [{"value": "x", "partition": 2**31}]}).encode()) is None
