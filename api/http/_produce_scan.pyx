@@ -14,6 +14,8 @@ the body with orjson as before, so this answers the same messages or nothing (th
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_DECREF, Py_INCREF
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport uint8_t
 from libc.string cimport memcmp
@@ -35,6 +37,10 @@ cdef inline Py_ssize_t _ws(const uint8_t* p, Py_ssize_t i, Py_ssize_t n) noexcep
     while i < n and (p[i] == 32 or p[i] == 10 or p[i] == 13 or p[i] == 9):
         i += 1
     return i
+
+
+cdef extern from "Python.h":
+    int _PyBytes_Resize(PyObject** string, Py_ssize_t newsize) except -1
 
 
 cdef extern from *:
@@ -245,7 +251,8 @@ cdef class _Scan:
         """The string at the position (its opening quote) as UTF-8 bytes, or None."""
         cdef bint escaped = False
         cdef Py_ssize_t start, end, k
-        cdef bytes out
+        cdef object out
+        cdef PyObject* o
         if self.i >= self.n or self.p[self.i] != 34:
             return None
         start = self.i + 1
@@ -259,7 +266,16 @@ cdef class _Scan:
         k = _unescape(self.p, start, end, <uint8_t*>PyBytes_AS_STRING(out))
         if k < 0:
             return None
-        return out[:k] if k != end - start else out
+        if k == end - start:
+            return out
+        # decoding shortened it: the new bytes shrunk in place (it has no other reference), not copied again
+        o = <PyObject*>out
+        Py_INCREF(out)
+        out = None  # `o` holds the only reference, which _PyBytes_Resize takes (and frees on failure)
+        _PyBytes_Resize(&o, k)
+        shrunk = <object>o
+        Py_DECREF(shrunk)  # the reference `o` held, now `shrunk`'s
+        return shrunk
 
     cdef int field(self):
         """The field name at the position (no escapes), as its bit; 0 for any other name."""
@@ -396,7 +412,7 @@ def messages(const uint8_t[::1] body not None, Py_ssize_t max_value_bytes, long 
     s.p = &body[0] if body.shape[0] else NULL
     s.n = body.shape[0]
     s.i = 0
-    if s.n == 0 or not s.expect(123):  # '{'
+    if not s.expect(123):  # '{'
         return None
     if s.i + 10 > s.n or memcmp(s.p + s.i, b'"messages"', 10) != 0:
         return None

@@ -102,6 +102,8 @@ class AppendResult:
     next_offset: int
 
 
+# segments are written at their end only: O_APPEND, so no seek before a group commit's write
+_SEGMENT_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT
 _IOV_MAX = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 1024)
 
 
@@ -244,7 +246,7 @@ class Wal:
             self._seg_start, path = segs[-1]
         else:
             self._seg_start, path = self._next, _segment_path(directory, self._next)
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = os.open(path, _SEGMENT_FLAGS, 0o644)
         fsync_dir(directory)
         self.fsyncs = 0  # how many group commits ran (tests and metrics read it)
         #: called with the seconds each group commit's fsyncs took (the server's metrics set it)
@@ -389,7 +391,7 @@ class Wal:
                 raise err
         with self._lock:
             self._seg_start = seg_start
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = os.open(path, _SEGMENT_FLAGS, 0o644)
         fsync_dir(self.directory)
 
     @property
@@ -427,13 +429,12 @@ class Wal:
                 dirty.append(self._fd)
                 with self._lock:
                     self._seg_start = offset
-                self._fd = os.open(_segment_path(self.directory, offset),
-                                   os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
+                self._fd = os.open(_segment_path(self.directory, offset), _SEGMENT_FLAGS | os.O_EXCL, 0o644)
                 fsync_dir(self.directory)
             buf += (encode_header(offset, p.body), p.body)
             results.append(AppendResult(offset, offset + rec_size))
             offset += rec_size
-        if buf:  # at the end: segments are opened O_APPEND (no seek, one system call fewer a group commit)
+        if buf:
             _writev_all(self._fd, buf)
         synced = time.perf_counter()
         # fdatasync: the data and the file size (what reading the records back needs), not the timestamps
