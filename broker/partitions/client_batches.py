@@ -9,7 +9,10 @@ stored (its record framing is inside the compressed payload) and its entries are
 
 Idempotence (a producer id >= 0): per partition and producer id the last five batches' sequences and base
 offsets are kept, as Kafka does. A batch whose sequence range is one of them is a retry: it is answered with
-the offset it got the first time and stored no second time. Otherwise its base sequence must follow the
+the offset it got the first time and stored no second time, once that first append is durable (a retry that
+arrives while the original is still in the WAL's queue waits for it, and fails if it fails). A batch whose
+append failed is forgotten (the stream's offsets went back to its acknowledged end), so its retry is stored
+as a new batch. Otherwise its base sequence must follow the
 last one (or be 0 for a new epoch); any other sequence is OUT_OF_ORDER_SEQUENCE_NUMBER, a lower epoch is
 INVALID_PRODUCER_EPOCH. This state lives in memory and is rebuilt from the partition's stored batches on the
 first idempotent append after a start or an ownership change (producer_state.py), so a batch stored before a
@@ -72,7 +75,8 @@ class AppendResult:
 
 @dataclass
 class Queued:
-    """The WAL appends of one partition's new batches: `futures` resolve once each is fsynced (an asyncio
+    """The WAL appends a partition's batches wait for, in WAL order: each new batch's, and for a retried batch
+    whose first append is not durable yet, that append's. `futures` resolve once each is fsynced (an asyncio
     caller awaits them without a thread), then `check()` tells whether the node may still acknowledge."""
 
     futures: list[Future[Any]]
@@ -144,10 +148,14 @@ class ClientBatches:
         check_batches(data)
         return list(parse_batches(data))
 
-    def _check_sequence(self, key: tuple[str, int, int], b: CheckedBatch) -> int | None:
-        """The base offset a retried batch got, None for a new batch in sequence; SequenceError otherwise."""
+    def _check_sequence(self, key: tuple[str, int, int], b: CheckedBatch
+                        ) -> tuple[int, Future[Any] | None] | None:
+        """For a retried batch, the base offset it got and its first append's future (None once read back from
+        the log); None for a new batch in sequence; SequenceError otherwise."""
         first, last = b.first_sequence, b.last_sequence
         st = self._producers.get(key)
+        if st is not None:
+            st.forget_failed()
         if st is None or b.producer_epoch > st.epoch:
             if st is not None and first != 0:
                 raise SequenceError("OUT_OF_ORDER_SEQUENCE_NUMBER",
@@ -156,10 +164,10 @@ class ClientBatches:
         if b.producer_epoch < st.epoch:
             raise SequenceError("INVALID_PRODUCER_EPOCH",
                                 f"producer {b.producer_id} epoch {b.producer_epoch} is older than {st.epoch}")
-        for f, lst, base in st.batches:
+        for f, lst, base, appended in st.batches:
             if f == first and lst == last:
-                return base
-        expected = st.batches[-1][1] + 1 if st.batches else 0
+                return base, appended
+        expected = st.expected
         if first != expected:
             raise SequenceError("OUT_OF_ORDER_SEQUENCE_NUMBER",
                                 f"producer {b.producer_id}: sequence {first}, expected {expected}")
@@ -221,13 +229,16 @@ class ClientBatches:
                 raise self.parts.not_served(part)
             if any(b.producer_id >= 0 for b in batches):
                 self._restore(part)
-            dup: list[int | None] = []
+            dup: list[tuple[int, Future[Any] | None] | None] = []
             for b in batches:  # every check before anything is queued
                 key = (topic, part.index, b.producer_id)
                 dup.append(self._check_sequence(key, b) if b.producer_id >= 0 else None)
             for i, (b, seen) in enumerate(zip(batches, dup, strict=True)):
                 if seen is not None:
-                    results.append(AppendResult(seen, duplicate=True))
+                    first_base, first_append = seen
+                    if first_append is not None and not first_append.done() and first_append not in futures:
+                        futures.append(first_append)  # queued before anything this request queues: WAL order kept
+                    results.append(AppendResult(first_base, duplicate=True))
                     continue
                 base = data_stream.next_offset
                 payload = stored_copy(data, b, base)
@@ -239,13 +250,15 @@ class ClientBatches:
                     def on_durable(rec: object, base: int = base, payload: bytes = payload) -> None:
                         self.dispatch(lambda: stored_entries(topic, part.index, base, payload, now))
                 try:
-                    futures.append(data_stream.append(payload, b.last_offset_delta + 1, base, on_durable))
+                    appended = data_stream.append(payload, b.last_offset_delta + 1, base, on_durable)
                 except Fenced:
                     raise self.parts.not_served(part) from None
+                futures.append(appended)
                 if b.producer_id >= 0:
                     key = (topic, part.index, b.producer_id)
                     st = self._producers.get(key) or producer_state.ProducerState(b.producer_epoch, KEEP_BATCHES)
-                    self._producers[key] = st.add(b.producer_epoch, b.first_sequence, b.last_sequence, base)
+                    self._producers[key] = st.add(b.producer_epoch, b.first_sequence, b.last_sequence, base,
+                                                  appended)
                 results.append(AppendResult(base))
 
         return results, Queued(futures, storage.check_usable)
