@@ -171,11 +171,11 @@ class StreamStorage:
         recovered, self._recovered = self._recovered, []
         mine = []
         for w, rec in recovered:
-            self.tracker.add(WalSlot(rec.stream_id, rec.last_offset, w.next_offset))
-            if rec.stream_id in self._open:
+            mine_now = rec.stream_id in self._open
+            self.tracker.add(WalSlot(rec.stream_id, rec.last_offset, w.next_offset, released=not mine_now))
+            if mine_now:
                 mine.append(rec)
                 continue
-            self.tracker.forget_stream(rec.stream_id)
             with contextlib.suppress(Exception):
                 if rec.last_offset > self.meta.get_stream(rec.stream_id, refresh=False).end_offset:
                     log.error("acknowledged WAL records of a stream this node does not own are not restored",

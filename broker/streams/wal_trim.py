@@ -3,7 +3,10 @@
 Appends register a slot in WAL order (the caller holds the lock that orders its `Wal.append_async`
 calls); the slot learns its WAL position when the append completes. After an upload commits, the
 streams' committed ends advance and `trim_point()` pops the leading slots whose records are committed
-(or whose stream this node gave up, see `forget_stream`), returning the WAL offset to trim to.
+(or were appended for a stream this node gave up, see `forget_stream`), returning the WAL offset to trim to.
+
+Giving a stream up releases the slots it has then, not the stream id: when the stream comes back to this node
+(a reassignment, a rebalance, a failover back), its new appends hold the trim point again until committed.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ class WalSlot:
     stream_id: int
     last_offset: int  # the stream offset after the record (exclusive end)
     wal_next: int | None = None  # WAL offset after the record, once durable
+    released: bool = False  # appended for a stream this node gave up: it does not hold the trim point back
 
 
 class WalTrimTracker:
@@ -25,7 +29,6 @@ class WalTrimTracker:
         self._lock = threading.Lock()
         self._slots: deque[WalSlot] = deque()
         self._committed: dict[int, int] = {}
-        self._forgotten: set[int] = set()
 
     def add(self, slot: WalSlot) -> None:
         with self._lock:
@@ -47,9 +50,12 @@ class WalTrimTracker:
                     self._committed[sid] = end
 
     def forget_stream(self, stream_id: int) -> None:
-        """This node no longer owns the stream: its WAL records must not hold the trim point back."""
+        """This node no longer owns the stream: the WAL records it appended for it so far must not hold the trim
+        point back. Records appended after the stream is opened here again do, until they are committed."""
         with self._lock:
-            self._forgotten.add(stream_id)
+            for s in self._slots:
+                if s.stream_id == stream_id:
+                    s.released = True
 
     def trim_point(self) -> int | None:
         """The WAL offset below which every record is committed (None: nothing new to trim)."""
@@ -59,7 +65,7 @@ class WalTrimTracker:
                 s = self._slots[0]
                 if s.wal_next is None:
                     break
-                if s.stream_id not in self._forgotten and self._committed.get(s.stream_id, -1) < s.last_offset:
+                if not s.released and self._committed.get(s.stream_id, -1) < s.last_offset:
                     break
                 point = s.wal_next
                 self._slots.popleft()
