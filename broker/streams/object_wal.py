@@ -6,9 +6,12 @@ magic, body length, body offset, body CRC32 and header CRC32, then the body) at 
 continue from object to object. An append is acknowledged only after its object is stored AND
 `before_ack()` confirmed that this node has not been fenced meanwhile (a survivor fences a dead node in
 the metadata before it lists the node's WAL, so a write that was acknowledged was stored before that
-listing and is replayed). Trim deletes the objects wholly below the trim offset. Recovery (and a
-survivor's replay) lists the prefix, reads the objects in offset order and stops at the first gap or
-invalid record.
+listing and is replayed). Trim deletes the objects wholly below the trim offset; an object whose delete
+failed stays listed and is deleted by the next trim. Recovery (and a survivor's replay) lists the prefix and
+reads the objects in offset order. Objects are written one after the other and deleted from the oldest, so
+the WAL is the run of contiguous objects that ends at the newest: a gap below it is left by a trim cut short
+(a delete that failed or a crash in the middle of one) and what lies below the gap was trimmed, i.e.
+committed; recovery starts after the last gap. It stops at the first invalid record.
 """
 
 from __future__ import annotations
@@ -47,7 +50,8 @@ def _key(prefix: str, offset: int) -> str:
 
 def read_wal(store: BlobStore, node_id: int, max_body: int = DEFAULT_MAX_BODY
              ) -> tuple[list[WalRecord], RecoveryReport, list[tuple[int, int, str]]]:
-    """Every valid record of a node's shared WAL in order, the report, and its objects (start, end, key)."""
+    """Every valid record of a node's shared WAL in order, the report, and its objects (start, end, key): those
+read, and those left below a gap by a trim cut short (to be deleted; their end is the next object's start)."""
     prefix = wal_prefix(node_id)
     objects = []
     for key in store.list(prefix):
@@ -60,10 +64,17 @@ def read_wal(store: BlobStore, node_id: int, max_body: int = DEFAULT_MAX_BODY
     reason = ""
     start = objects[0][0] if objects else 0
     pos = start
-    for offset, key in objects:
+    for i, (offset, key) in enumerate(objects):
         if offset != pos:
-            reason = f"object {key} starts at {offset}, expected {pos}"
-            break
+            if offset < pos:
+                reason = f"object {key} starts at {offset}, inside the object before it (ends at {pos})"
+                break
+            # a gap: everything read so far lies below a trim point (see the module doc), so it is committed
+            log.warning("shared WAL: objects below a gap were trimmed; recovery starts after the gap",
+                        extra={"node_id": node_id, "object": key, "offset": offset, "expected": pos,
+                               "objects_below": i})
+            spans = [(o, objects[j + 1][0], k) for j, (o, k) in enumerate(objects[:i])]
+            records, start = [], offset
         data = store.get(key)
         recs, end, why = scan_records(data, offset, offset, max_body)
         records += recs
@@ -178,15 +189,19 @@ class ObjectWal:
         return results
 
     def trim(self, offset: int) -> None:
-        """Delete the objects wholly below `offset` (a record boundary)."""
+        """Delete the objects wholly below `offset` (a record boundary). They are forgotten once deleted: when
+        the delete fails, they stay listed and the next trim deletes them (before, a failed delete left them in
+        the store below a gap that recovery stopped at, so the records above the gap were not replayed)."""
         with self._lock:
             if offset < self._trim or offset > self._next:
                 raise WalError(f"trim offset {offset} outside [{self._trim}, {self._next}]")
             gone = [o for o in self._objects if o[1] <= offset]
-            self._objects = [o for o in self._objects if o[1] > offset]
-            self._trim = offset
         if gone:
             self.store.delete([k for _, _, k in gone])
+        with self._lock:
+            deleted = {k for _, _, k in gone}
+            self._objects = [o for o in self._objects if o[2] not in deleted]
+            self._trim = max(self._trim, offset)
 
     def paused(self) -> None:
         return None
