@@ -13,6 +13,7 @@ every partition of the request.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -112,23 +113,33 @@ class Producer:
             built.append((pi, idxs, msgs, batch))
         # the whole request against the free-space floor before any partition's batch is queued
         self.parts.storage.check_room(sum(len(b[3]) + RECORD_HEADER_SIZE for b in built), len(built))
+        # (position, message, keys) of the messages with index keys, by partition
+        keyed = {pi: [(j, m, k) for j, m in enumerate(msgs) if (k := index_keys(m))] if keys else []
+                 for pi, _, msgs, _ in built}
+        served = {pi: self.parts.get(info.name, pi) for pi, *_ in built}
         pending = []
-        for pi, idxs, msgs, batch in built:
-            part = self.parts.get(info.name, pi)
-            # (position, message, keys) of the messages with index keys
-            keyed = [(j, m, k) for j, m in enumerate(msgs) if (k := index_keys(m))] if keys else []
-            with part.lock:
-                data = part.data
-                if not part.owned or data is None:
+        with contextlib.ExitStack() as held:
+            # Every partition's lock while the request's ownership is checked and its batches queued, so that a
+            # partition handed off, fenced or deleted since the check above refuses the request before any of
+            # its batches is queued: an error answer means nothing of it was stored (a client retrying it would
+            # store the other partitions' messages twice). Taken in partition order; no other path holds two.
+            for pi in sorted(served):
+                held.enter_context(served[pi].lock)
+            for part in served.values():
+                if not part.owned or part.data is None:
                     raise self.parts.not_served(part)
+            for pi, idxs, msgs, batch in built:
+                part = served[pi]
+                data = part.data
+                assert data is not None  # checked above, under the lock held since
                 base = data.next_offset
-                entries = [IndexEntry(info.name, pi, base + j, record_size(m), now, k) for j, m, k in keyed]
+                entries = [IndexEntry(info.name, pi, base + j, record_size(m), now, k) for j, m, k in keyed[pi]]
                 try:
                     fut = data.append(with_base_offset(batch, base), len(msgs), base,
                                       (lambda rec, e=entries: self.dispatch(e)) if entries else None)
                 except Fenced:
                     raise self.parts.not_served(part) from None
-            pending.append((fut, pi, base, idxs))
+                pending.append((fut, pi, base, idxs))
         results: list[Produced | None] = [None] * len(messages)
         for fut, pi, base, idxs in pending:
             fut.result()
