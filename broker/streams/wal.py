@@ -239,6 +239,9 @@ class Wal:
         self._closing = False
         self._failed: BaseException | None = None
         self._paused: OutOfDisk | None = None  # an out-of-disk episode: appends refused until resume()
+        # the failed appends of an episode's group commit are being told (their callbacks roll their streams
+        # back): resume() waits, or an append could be queued at an offset its stream is about to roll back
+        self._settling = False
         self._dirty_fds: list[int] = []  # segments rolled over within the group commit in progress
         self.episodes = 0  # out-of-disk episodes seen (tests and metrics read it)
         segs = _segments(directory)
@@ -341,6 +344,7 @@ class Wal:
         with self._cond:
             if disk:
                 self._paused = err  # type: ignore[assignment]
+                self._settling = True
                 self.episodes += 1
             else:
                 self._failed = err
@@ -351,8 +355,12 @@ class Wal:
             except OSError:
                 pass  # resume() cuts it once space returns; appends stay refused until then
         # in WAL order: the failed group first, then what was queued behind it
-        for p in batch + rest:
-            p.future.set_exception(err)
+        try:
+            for p in batch + rest:
+                p.future.set_exception(err)
+        finally:
+            with self._cond:
+                self._settling = False
         return disk
 
     def _cut_tail(self) -> None:
@@ -401,11 +409,11 @@ class Wal:
 
     def resume(self) -> bool:
         """Space has returned: check (and if needed cut) the tail, then accept appends again. False when the
-        disk still refuses (the WAL stays paused)."""
+        disk still refuses, or while the failed appends are still being told (the WAL stays paused)."""
         with self._cond:
             if self._paused is None:
                 return True
-            if self._failed is not None:
+            if self._failed is not None or self._settling:
                 return False
         try:  # cut (again, if it already ran when the episode began) and check the tail before writing on it
             self._cut_tail()

@@ -5,13 +5,16 @@ space returns `resume()` checks the tail and the offsets go on from the acknowle
 
 from __future__ import annotations
 
+import errno
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from broker.errors import OutOfDisk
+from broker.streams import wal as wal_module
 from broker.streams.wal import Wal, scan
 from tests.disk_fs import fill, free, small_tmpfs
 
@@ -82,3 +85,44 @@ def test_every_append_queued_behind_a_refused_one_fails_and_none_is_written(fs: 
         wal.close()
     records, report = scan(fs / "wal")
     assert len(records) == 2 + len(kept) and records[-1].body == b"again" and report.stop_reason == ""
+
+
+def test_resume_waits_until_every_refused_append_is_told(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The appends of a refused group commit are failed one by one, and each one's callback rolls its stream
+    back. Space may be back before the last is told (EDQUOT, or another process freed room): resume() refuses
+    until then, or an append could be queued at an offset that its stream's rollback then takes back."""
+    real = os.fdatasync
+    refuse = threading.Event()
+
+    def fdatasync(fd: int) -> None:
+        if refuse.is_set() and threading.current_thread().name.startswith("wal-writer"):
+            refuse.clear()
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real(fd)
+
+    monkeypatch.setattr(wal_module.os, "fdatasync", fdatasync)
+    wal = Wal.open(tmp_path / "wal")
+    try:
+        before = wal.append(b"before")
+        telling, told = threading.Event(), threading.Event()
+
+        def slow_rollback(_f: object) -> None:  # a stream's rollback, still running
+            telling.set()
+            assert told.wait(30)
+
+        refuse.set()
+        first = wal.append_async(b"refused 1")
+        first.add_done_callback(slow_rollback)
+        second = wal.append_async(b"refused 2")
+        assert telling.wait(30), "the refused group commit was never told"
+        assert not wal.resume(), "resumed while a refused append was still being told"
+        told.set()
+        with pytest.raises(OutOfDisk):
+            second.result(30)
+        assert wal.resume() and wal.paused is None
+        assert wal.append(b"after").offset == before.next_offset  # the refused records' offsets are used again
+    finally:
+        told.set()
+        wal.close()
+    records, _ = scan(tmp_path / "wal")
+    assert [r.body for r in records] == [b"before", b"after"]
