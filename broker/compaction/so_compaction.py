@@ -15,7 +15,7 @@ import logging
 
 from broker.compaction.config import CompactionConfig
 from broker.compaction.report import CompactionReport
-from broker.errors import Fenced, ObjectFormatError
+from broker.errors import Fenced, MetadataError, ObjectFormatError
 from broker.metadata.client import CompactedStreamObject, MetadataClient
 from broker.metadata.image import OPENED, StreamMeta, StreamObjectMeta
 from broker.objects.format import FOOTER_SIZE, Footer, IndexEntry
@@ -94,9 +94,11 @@ class SoCompaction:
         try:
             self.meta.commit_compaction(destroyed, stream_objects=outputs, stream_epochs={sid: epoch},
                                          grace_ms=self.config.grace_ms)
-        except BaseException:
+        except MetadataError:  # refused, nothing applied: the outputs are nobody's
             self.store.delete([self.meta.object_key(o.object_id) for o in outputs])
             raise
+        # any other error leaves the outputs: the commit may have been applied (a connection lost at COMMIT),
+        # and then they are the stream's objects; if it was not, their PREPARED ids expire and cleanup deletes them
         report.objects_in += len(destroyed)
         report.objects_out += len(outputs)
         report.streams_compacted += 1

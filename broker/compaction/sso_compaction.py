@@ -34,6 +34,7 @@ from broker.compaction.plan import (
     read_batches,
 )
 from broker.compaction.report import CompactionReport
+from broker.errors import MetadataError
 from broker.metadata.client import CompactedStreamObject, CompactedStreamSetObject, MetadataClient
 from broker.metadata.image import StreamMeta, StreamSetObjectMeta
 from broker.objects.format import IndexEntry, decode_block
@@ -121,7 +122,12 @@ class SsoCompaction:
         sources = expired + [m.object_id for m, _ in split] + [m.object_id for m, _ in merge]
         sso, sos = self._write(units, report) if units else (None, [])
         self.on_step("uploaded")
-        self.meta.commit_compaction(sources, sso=sso, stream_objects=sos, grace_ms=self.config.grace_ms)
+        try:
+            self.meta.commit_compaction(sources, sso=sso, stream_objects=sos, grace_ms=self.config.grace_ms)
+        except MetadataError:  # refused, nothing applied: delete the outputs now (their ids may be gone already,
+            # and then no cleanup would ever find them); any other error may have been applied, see so_compaction
+            self.store.delete([self.meta.object_key(o.object_id) for o in [*([sso] if sso else []), *sos]])
+            raise
         self.on_step("committed")
         report.objects_in += len(sources)
         report.objects_out += len(sos) + (1 if sso else 0)

@@ -37,7 +37,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from broker.errors import Fenced, OutOfDisk, StreamNotFound, WalError
+from broker.errors import Fenced, MetadataError, OutOfDisk, StreamNotFound, WalError
 from broker.metadata import MetadataClient
 from broker.metadata.image import OPENED
 from broker.objects.format import RECORD_HEADER, RECORD_HEADER_SIZE, RECORD_MAGIC, StreamRecord, encode_record
@@ -96,6 +96,7 @@ class StreamStorage:
         self._recovered = [(w, decode_stream_record(w.body)) for w in wal.recovered]
         self._append_lock = threading.Lock()  # orders WAL appends with their trim slots
         self._upload_lock = threading.Lock()
+        self._commit_unknown = False  # an upload's commit failed without the metadata refusing it (see force_upload)
 
     @classmethod
     def open(cls, wal_dir: Path, store: BlobStore, meta: MetadataClient, *, upload_threshold: int,
@@ -304,7 +305,11 @@ class StreamStorage:
         with self._upload_lock:
             total = 0
             for _ in range(3):
-                snap = {sid: recs for sid, recs in self.cache.snapshot().items() if self._is_open(sid)}
+                if self._commit_unknown:  # the last commit failed in a way that may have applied it: look
+                    self.meta.catch_up()
+                    self._commit_unknown = False
+                snap = self._not_committed({sid: recs for sid, recs in self.cache.snapshot().items()
+                                            if self._is_open(sid)})
                 if not snap:
                     break
                 if self.disk.below_floor("objects"):
@@ -322,6 +327,8 @@ class StreamStorage:
                 except Exception as exc:
                     if is_out_of_space(exc):
                         self.disk.enter("objects", getattr(exc, "path", str(self.store.url)), f"upload failed: {exc}")
+                    if not isinstance(exc, MetadataError):
+                        self._commit_unknown = True
                     raise
                 self.cache.mark_uploaded(res.uploaded)
                 self.tracker.committed(res.uploaded)
@@ -335,6 +342,29 @@ class StreamStorage:
             if point is not None and point > self.wal.trim_offset:
                 self.wal.trim(point)
             return total
+
+    def _not_committed(self, snap: dict[int, list[StreamRecord]]) -> dict[int, list[StreamRecord]]:
+        """The cached records not yet committed, by stream. Those the metadata already holds (a commit applied
+        although it reported a failure, as when the connection is lost at COMMIT) leave the cache: uploaded again,
+        their commit would be refused for good (they no longer continue the stream) and the cache never drain."""
+        applied: dict[int, int] = {}
+        out: dict[int, list[StreamRecord]] = {}
+        for sid, recs in snap.items():
+            try:
+                end = self.meta.get_stream(sid, refresh=False).end_offset
+            except StreamNotFound:
+                end = -1  # deleted: check_fenced drops it at the commit
+            if recs and recs[0].base_offset < end:
+                applied[sid] = end
+                log.warning("records found committed already: dropped from the cache", extra={
+                    "stream": sid, "offset": recs[0].base_offset, "committed_end": end})
+                recs = [r for r in recs if r.last_offset > end]
+            if recs:
+                out[sid] = recs
+        if applied:
+            self.cache.mark_uploaded(applied)
+            self.tracker.committed(applied)
+        return out
 
     def flush(self, timeout: float | None = 120.0) -> None:
         """Upload what the cache holds now, on the uploader thread, and wait for it."""

@@ -3,13 +3,17 @@
 A stream with at least `so_threshold` bytes in the batch becomes a Stream Object (SO); the rest share one
 Stream Set Object (SSO) sorted by stream id; a batch of a single stream is only an SO. Object ids are
 prepared first (PREPARED, with an expiry), the objects written, then committed in one metadata
-transaction; a failure before the commit aborts the uploads and leaves the prepared ids to expire.
+transaction; a failure before the commit aborts the uploads and leaves the prepared ids to expire. A commit
+the metadata refuses deletes the objects written (their ids may have expired and been cleaned up meanwhile,
+and nothing else would find them); any other commit failure leaves them, as the commit may have been applied
+(a connection lost at COMMIT): StreamStorage.force_upload finds out from the metadata.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from broker.errors import MetadataError
 from broker.metadata.client import CommitRange, MetadataClient, StreamObjectCommit, StreamSetObjectCommit
 from broker.objects.format import DEFAULT_BLOCK_SIZE, StreamRecord
 from broker.objects.writer import ObjectWriter
@@ -65,5 +69,9 @@ def upload_batch(batch: dict[int, list[StreamRecord]], store: BlobStore, meta: M
         for w in writers:
             w.abort()
         raise
-    meta.commit_objects(sso=sso, stream_objects=sos)
+    try:
+        meta.commit_objects(sso=sso, stream_objects=sos)
+    except MetadataError:
+        store.delete([meta.object_key(c.object_id) for c in [*sos, *([sso] if sso else [])]])
+        raise
     return UploadResult(sos, sso, {sid: recs[-1].last_offset for sid, recs in batch.items()})

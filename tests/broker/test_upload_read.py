@@ -91,7 +91,7 @@ def test_failed_commit_leaks_nothing(env) -> None:  # type: ignore[no-untyped-de
     batch = {sid: _records(sid, 0, 0, 2, 100)}
     with pytest.raises(Fenced):
         upload_batch(batch, store, meta, ttl_ms=5000)
-    assert len(store.list("")) == 1  # uploaded, never committed
+    assert store.list("") == []  # uploaded, refused at the commit: deleted at once
     prepared = [o for o in meta.image.objects.values() if o.state == "PREPARED"]
     r = meta.cleanup_objects(store, now_ms=prepared[0].expires_at)
     assert r.deleted == [prepared[0].object_id]
