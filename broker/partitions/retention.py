@@ -13,6 +13,7 @@ objects wholly below it MARK_DESTROYED; `cleanup_objects` then deletes them from
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.errors import Fenced, StreamNotFound
@@ -44,9 +45,11 @@ def part_bytes(reader: StreamReader, stream_id: int, object_id: int, kind: str, 
     return sum(e.size for e in entries)
 
 
-def retention_start(meta: MetadataClient, reader: StreamReader, stream_id: int, cached_bytes: int,
+def retention_start(meta: MetadataClient, reader: StreamReader, stream_id: int, cached_bytes: Callable[[int], int],
                     policy: RetentionPolicy, now_ms: int) -> int:
-    """The start offset retention allows for the stream (its current start when nothing expires)."""
+    """The start offset retention allows for the stream (its current start when nothing expires).
+    `cached_bytes(end)`: the bytes of the stream's records not yet uploaded that end after `end`, so that a record
+    committed meanwhile, still in the cache until the upload marks it, is counted once (with its object)."""
     s = meta.get_stream(stream_id)
     start = s.start_offset
     if not policy.active or s.end_offset <= start:
@@ -62,7 +65,7 @@ def retention_start(meta: MetadataClient, reader: StreamReader, stream_id: int, 
             new_start = ref.end
     if policy.retention_bytes is not None:
         sizes = [part_bytes(reader, stream_id, r.object_id, r.kind, r.size, r.start, r.end) for r in refs]
-        total = sum(sizes) + cached_bytes
+        total = sum(sizes) + cached_bytes(s.end_offset)
         for ref, size in zip(refs, sizes, strict=True):
             if total - size < policy.retention_bytes:
                 break
@@ -100,8 +103,9 @@ def apply_retention(parts: PartitionMap, default: RetentionPolicy, now_ms: int) 
         policy = policies[name]
         try:
             if policy.active:
-                cached = parts.storage.cached_bytes(p.data_stream)
-                new_start = retention_start(parts.meta, parts.storage.reader, p.data_stream, cached, policy, now_ms)
+                sid = p.data_stream
+                new_start = retention_start(parts.meta, parts.storage.reader, sid,
+                                            lambda end, sid=sid: parts.storage.cached_bytes(sid, end), policy, now_ms)
                 if new_start > parts.start_offset(p):
                     data.trim(new_start)
                     trimmed[p.name] = new_start

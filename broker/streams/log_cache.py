@@ -33,10 +33,10 @@ class LogCache:
             recs.append(rec)
             self._bytes += len(rec.payload)
 
-    def stream_bytes(self, stream_id: int) -> int:
-        """Payload bytes held for one stream."""
+    def stream_bytes(self, stream_id: int, above: int = -1) -> int:
+        """Payload bytes held for one stream, of its records ending after offset `above`."""
         with self._lock:
-            return sum(len(r.payload) for r in self._streams.get(stream_id, ()))
+            return sum(len(r.payload) for r in self._streams.get(stream_id, ()) if r.last_offset > above)
 
     def end_offset(self, stream_id: int) -> int | None:
         with self._lock:

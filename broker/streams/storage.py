@@ -291,8 +291,9 @@ class StreamStorage:
                 yield r
                 pos = r.last_offset
 
-    def cached_bytes(self, sid: int) -> int:
-        return self.cache.stream_bytes(sid)
+    def cached_bytes(self, sid: int, above: int = -1) -> int:
+        """Payload bytes of the stream's records in the log cache (not yet uploaded), ending after `above`."""
+        return self.cache.stream_bytes(sid, above)
 
     # -- uploads ----------------------------------------------------------------------------------
     def start(self) -> None:
