@@ -71,6 +71,10 @@ class StreamSetObjectMeta:
     node_id: int
     size: int
     ranges: dict[int, tuple[int, int]]  # stream id -> [start, end)
+    # stream id -> when its data here was first committed, for a compaction's output: the newest commit time
+    # of the sources' data of that stream (absent: the object's committed_at). Retention by time reads it, so
+    # merging a quiet stream's old data with newer data of other streams does not make it look new.
+    data_at: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -232,12 +236,44 @@ class MetadataImage:
                 s.end_offset = end
                 s.ranges[-1].end = end
 
+    def part_time(self, object_id: int, stream_id: int) -> int | None:
+        """When the stream's data in this object was first committed: a compaction output keeps the newest commit
+        time of its sources' data of the stream (see StreamSetObjectMeta.data_at); None when not committed."""
+        o = self.objects.get(object_id)
+        if o is None or o.committed_at is None:
+            return None
+        nodes = [self.nodes[o.node_id]] if o.node_id in self.nodes else list(self.nodes.values())
+        for n in nodes:
+            sso = n.sso.get(object_id)
+            if sso is not None:
+                return sso.data_at.get(stream_id, o.committed_at)
+        return o.committed_at
+
+    def _sources_data_at(self, node: NodeMeta, gone: set[int], at: int) -> dict[int, int]:
+        """Per stream, the newest commit time of its data in the compaction sources `gone`."""
+        times: dict[int, int] = {}
+
+        def seen(sid: int, t: int | None) -> None:
+            t = at if t is None else t
+            times[sid] = max(times.get(sid, t), t)
+
+        for oid in gone & set(node.sso):
+            for sid in node.sso[oid].ranges:
+                seen(sid, self.part_time(oid, sid))
+        for s in self.streams.values():
+            for o in s.stream_objects:
+                if o.object_id in gone:
+                    seen(s.stream_id, self.part_time(o.object_id, s.stream_id))
+        return times
+
     def _apply_compaction(self, r: Record) -> None:
         """Compaction (broker/compaction): sources leave the lookup and are MARK_DESTROYED; outputs join it.
-        Stream end offsets do not move: compaction rewrites data already committed."""
+        Stream end offsets do not move: compaction rewrites data already committed. An output's data keeps the
+        commit time of the sources' (retention by time and force-split go by it), not the compaction's."""
         at = r["at"]
         node = self.nodes[r["node_id"]]
         gone = set(r["destroyed"])
+        data_at = self._sources_data_at(node, gone, at)
         for oid in gone & set(node.sso):
             for sid in node.sso.pop(oid).ranges:
                 keep = [p for p in node.parts.get(sid, []) if p[2] != oid]
@@ -252,14 +288,15 @@ class MetadataImage:
         if r.get("sso"):
             so = r["sso"]
             ranges = {sid: (start, end) for sid, start, end in so["ranges"]}
-            node.sso[so["object_id"]] = StreamSetObjectMeta(so["object_id"], node.node_id, so["size"], ranges)
+            times = {sid: data_at.get(sid, at) for sid in ranges}
+            node.sso[so["object_id"]] = StreamSetObjectMeta(so["object_id"], node.node_id, so["size"], ranges, times)
             for sid, (start, end) in ranges.items():
                 bisect.insort(node.parts.setdefault(sid, []), (start, end, so["object_id"]))
-            self._commit_object(so["object_id"], so["size"], at)
+            self._commit_object(so["object_id"], so["size"], max(times.values(), default=at))
         for o in r.get("stream_objects", []):
             meta = StreamObjectMeta(o["object_id"], o["stream_id"], o["start"], o["end"], o["size"])
             bisect.insort(self.streams[o["stream_id"]].stream_objects, meta, key=lambda m: m.start)
-            self._commit_object(o["object_id"], o["size"], at)
+            self._commit_object(o["object_id"], o["size"], data_at.get(o["stream_id"], at))
 
     def _commit_object(self, oid: int, size: int, at: int) -> None:
         o = self.objects[oid]

@@ -67,6 +67,10 @@ def image_state(img: MetadataImage) -> dict[str, Any]:
         "objects": [[o.object_id, o.state, o.prepared_at, o.expires_at, o.size, o.committed_at, o.destroyed_at,
                      o.node_id, o.node_epoch]
                     for o in sorted(img.objects.values(), key=lambda o: o.object_id)],
+        # compaction outputs' per-stream data times (StreamSetObjectMeta.data_at), apart from "nodes" so that a
+        # reader of images written before them, which has no such key, reads the same image
+        "sso_data_at": sorted([o.object_id, sid, t] for n in img.nodes.values() for o in n.sso.values()
+                              for sid, t in o.data_at.items()),
     }
 
 
@@ -136,6 +140,12 @@ def _build(state: Any) -> MetadataImage:
             for sid, (a, b) in sso.ranges.items():
                 bisect.insort(node.parts.setdefault(sid, []), (a, b, sso.object_id))
         img.nodes[node.node_id] = node
+    ssos = {oid: sso for n in img.nodes.values() for oid, sso in n.sso.items()}
+    for oid, sid, t in _rows(state.get("sso_data_at", []), 3):  # absent in images written before it was kept
+        sso = ssos.get(_int(oid))
+        if sso is None or _int(sid) not in sso.ranges:
+            raise ValueError(f"data time of stream {sid} in object {oid}, which holds no such range")
+        sso.data_at[_int(sid)] = _int(t)
     # rows of 9 (with the preparing incarnation), or of 7 in images written before it was recorded
     objects = state["objects"]
     wide = _rows(objects, 9) if objects and isinstance(objects[0], list) and len(objects[0]) == 9 else [

@@ -59,8 +59,8 @@ def retention_start(meta: MetadataClient, reader: StreamReader, stream_id: int, 
     if policy.retention_ms is not None:
         cutoff = now_ms - policy.retention_ms
         for ref in refs:
-            o = meta.image.objects.get(ref.object_id)
-            if o is None or o.committed_at is None or o.committed_at >= cutoff:
+            t = meta.image.part_time(ref.object_id, stream_id)  # the data's commit time, kept by compaction
+            if t is None or t >= cutoff:
                 break
             new_start = ref.end
     if policy.retention_bytes is not None:
