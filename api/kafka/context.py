@@ -48,3 +48,10 @@ class Context:
         """The node coordinating `group`: the same answer on every node that sees the same live nodes."""
         ids = sorted(self.brokers())
         return ids[zlib.crc32(group.encode("utf-8")) % len(ids)]
+
+    async def not_coordinator(self, group: str) -> bool:
+        """Whether another node coordinates `group`: every group API (JoinGroup, SyncGroup, Heartbeat,
+        LeaveGroup, OffsetCommit, OffsetFetch) then answers NOT_COORDINATOR, so the client looks the
+        coordinator up again (FindCoordinator) instead of two nodes each running a group of that name. The
+        live nodes are read off the event loop (the membership view may be refreshed from the metadata)."""
+        return await self.run(lambda: self.coordinator_for(group) != self.node_id)

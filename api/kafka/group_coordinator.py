@@ -76,6 +76,11 @@ class GroupCoordinator:
         m.protocols, m.session_timeout_ms, m.rebalance_timeout_ms = protocols, session_timeout_ms, rebalance_timeout_ms
         m.last_seen = time.monotonic()
         g.protocol_type = protocol_type
+        if m.join is not None and not m.join.done():
+            # a second JoinGroup of the member while its first waits (a client that gave up on the first, or
+            # retried it on a new connection): the newer one stands for the member, the older one is answered
+            # now, with the error that makes a client that still waits for it join again under its member id
+            m.join.set_result(dict(error_code=errors.REBALANCE_IN_PROGRESS, member_id=member_id))
         m.join = asyncio.get_running_loop().create_future()
         fut = m.join
         if g.state != PREPARING:
@@ -183,6 +188,8 @@ class GroupCoordinator:
         m = g.members.pop(member_id)
         if m.join is not None and not m.join.done():
             m.join.set_result(dict(error_code=errors.UNKNOWN_MEMBER_ID, member_id=member_id))
+        if m.sync is not None and not m.sync.done():  # no longer a member: its SyncGroup gets no assignment
+            m.sync.set_result((errors.UNKNOWN_MEMBER_ID, b""))
         log.info("group member removed", extra={"group": g.group_id, "member": member_id, "reason": why})
         if not g.members:
             g.state, g.leader = EMPTY, None
@@ -193,16 +200,33 @@ class GroupCoordinator:
             self._prepare(g)
 
     def check_commit(self, group_id: str, generation: int, member_id: str) -> int:
-        """May this member commit offsets now? (generation -1: a commit outside group management.)"""
-        if generation < 0:
-            return errors.NONE
+        """May this OffsetCommit be stored now? Kafka's rules (GroupCoordinator.handleCommitOffsets):
+
+        - generation < 0 into a group without members: a commit outside group management (a consumer that
+          assign()s its partitions, an admin client), accepted;
+        - generation >= 0 or a member id: the member must be current (UNKNOWN_MEMBER_ID) at the current
+          generation (ILLEGAL_GENERATION; also for a group this coordinator does not know); accepted while the
+          group is Stable and while it prepares a rebalance (the commit before rejoining, or in a revocation
+          callback, must go through: the member learns of the rebalance from its heartbeat), refused with
+          REBALANCE_IN_PROGRESS while the group awaits its SyncGroup;
+        - generation < 0 without a member id into a group that has members: UNKNOWN_MEMBER_ID (only members
+          commit into an active group).
+        An accepted commit counts as a sign of life of the member, as a heartbeat does."""
         g = self.groups.get(group_id)
-        if g is None or member_id not in g.members:
+        if g is None or not g.members:
+            if generation < 0:
+                return errors.NONE
+            return errors.ILLEGAL_GENERATION if g is None else errors.UNKNOWN_MEMBER_ID
+        if generation < 0 and not member_id:
+            return errors.UNKNOWN_MEMBER_ID
+        m = g.members.get(member_id)
+        if m is None:
             return errors.UNKNOWN_MEMBER_ID
         if generation != g.generation:
             return errors.ILLEGAL_GENERATION
-        if g.state == PREPARING:
+        if g.state == AWAITING_SYNC:
             return errors.REBALANCE_IN_PROGRESS
+        m.last_seen = time.monotonic()
         return errors.NONE
 
     async def _expire_loop(self) -> None:

@@ -9,14 +9,10 @@ from api.kafka.context import Context
 from api.kafka.schemas import APIS, build
 
 
-def _not_coordinator(ctx: Context, group: str) -> bool:
-    return ctx.coordinator_for(group) != ctx.node_id
-
-
 async def join_group(ctx: Context, req: Any, version: int) -> Any:
     base = dict(throttle_time_ms=0, generation_id=-1, protocol_type=None, protocol_name=None, leader="",
                 member_id=req.member_id, members=[])
-    if await ctx.run(_not_coordinator, ctx, req.group_id):
+    if await ctx.not_coordinator(req.group_id):
         return build(APIS[11].response, version, **{**base, "error_code": errors.NOT_COORDINATOR})
     rebalance = req.rebalance_timeout_ms if version >= 1 else req.session_timeout_ms
     out = await ctx.coordinator.join(req.group_id, req.member_id, ctx_client_id(req), req.protocol_type,
@@ -31,6 +27,9 @@ def ctx_client_id(req: Any) -> str:
 
 
 async def sync_group(ctx: Context, req: Any, version: int) -> Any:
+    if await ctx.not_coordinator(req.group_id):
+        return build(APIS[14].response, version, throttle_time_ms=0, error_code=errors.NOT_COORDINATOR,
+                     protocol_type=None, protocol_name=None, assignment=b"")
     code, assignment = await ctx.coordinator.sync(req.group_id, req.generation_id, req.member_id,
                                                   {a.member_id: bytes(a.assignment) for a in req.assignments})
     g = ctx.coordinator.groups.get(req.group_id)
@@ -40,11 +39,16 @@ async def sync_group(ctx: Context, req: Any, version: int) -> Any:
 
 
 async def heartbeat(ctx: Context, req: Any, version: int) -> Any:
-    code = ctx.coordinator.heartbeat(req.group_id, req.generation_id, req.member_id)
+    if await ctx.not_coordinator(req.group_id):
+        code = errors.NOT_COORDINATOR
+    else:
+        code = ctx.coordinator.heartbeat(req.group_id, req.generation_id, req.member_id)
     return build(APIS[12].response, version, throttle_time_ms=0, error_code=code)
 
 
 async def leave_group(ctx: Context, req: Any, version: int) -> Any:
+    if await ctx.not_coordinator(req.group_id):  # the whole request, as Kafka answers it: no member is removed
+        return build(APIS[13].response, version, throttle_time_ms=0, error_code=errors.NOT_COORDINATOR, members=[])
     ids = [req.member_id] if version < 3 else [m.member_id for m in req.members]
     codes = [ctx.coordinator.leave(req.group_id, mid) for mid in ids]
     top = codes[0] if version < 3 and codes else errors.NONE

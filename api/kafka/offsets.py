@@ -8,9 +8,9 @@ from api.kafka import errors
 from api.kafka.context import Context
 from api.kafka.schemas import APIS, build
 from broker.partitions import group_offsets
-from broker.partitions.client_reads import offset_for_time
+from broker.partitions.client_reads import offset_for_time, offset_of_max_timestamp
 
-LATEST, EARLIEST = -1, -2
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 
 
 async def list_offsets(ctx: Context, req: Any, version: int) -> Any:
@@ -35,6 +35,8 @@ async def list_offsets(ctx: Context, req: Any, version: int) -> Any:
                         d["offset"] = start
                     elif lp.timestamp >= 0:
                         d["offset"], d["timestamp"] = offset_for_time(parts, p, lp.timestamp)
+                    elif lp.timestamp == MAX_TIMESTAMP:  # KIP-734 (clients send it from v7)
+                        d["offset"], d["timestamp"] = offset_of_max_timestamp(parts, p)
                     else:
                         d["error_code"] = errors.INVALID_REQUEST
                 except Exception as exc:  # noqa: BLE001 - answered per partition with Kafka's code
@@ -47,7 +49,10 @@ async def list_offsets(ctx: Context, req: Any, version: int) -> Any:
 
 
 async def offset_commit(ctx: Context, req: Any, version: int) -> Any:
-    code = ctx.coordinator.check_commit(req.group_id, req.generation_id_or_member_epoch, req.member_id)
+    if await ctx.not_coordinator(req.group_id):
+        code = errors.NOT_COORDINATOR
+    else:
+        code = ctx.coordinator.check_commit(req.group_id, req.generation_id_or_member_epoch, req.member_id)
     if code == errors.NONE:
         offsets = {(t.name, p.partition_index): (p.committed_offset, p.committed_metadata)
                    for t in req.topics for p in t.partitions}
@@ -61,6 +66,12 @@ async def offset_commit(ctx: Context, req: Any, version: int) -> Any:
 
 
 async def offset_fetch(ctx: Context, req: Any, version: int) -> Any:
+    if await ctx.not_coordinator(req.group_id):
+        # v2+ read the top-level code; v1 has none, so each partition asked for carries it (as Kafka answers)
+        topics = [dict(name=t.name, partitions=[
+            dict(partition_index=i, committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                 error_code=errors.NOT_COORDINATOR) for i in t.partition_indexes]) for t in req.topics or []]
+        return build(APIS[9].response, version, throttle_time_ms=0, topics=topics, error_code=errors.NOT_COORDINATOR)
     committed = await ctx.run(group_offsets.fetch, ctx.node.meta, req.group_id)
     if req.topics is None:
         wanted: dict[str, list[int]] = {}

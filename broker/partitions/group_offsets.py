@@ -36,11 +36,17 @@ def is_topic_key(key: str, topic: str) -> bool:
 
 
 def fetch(meta: MetadataClient, group: str) -> dict[tuple[str, int], tuple[int, str]]:
-    """Every committed (topic, partition) -> (offset, metadata) of the group."""
+    """Every committed (topic, partition) -> (offset, metadata) of the group.
+
+    The KV prefix `group_offsets/<group>/` also holds the keys of the groups whose id continues it with a "/"
+    (group `a/b` under group `a`): only the keys whose rest is `<topic>/<partition>` are the group's own
+    (topic names hold no "/")."""
     out: dict[tuple[str, int], tuple[int, str]] = {}
     prefix = f"{PREFIX}{group}/"
     for k, v in meta.kv_items(prefix).items():
-        topic, _, part = k[len(prefix):].rpartition("/")
+        topic, _, part = k[len(prefix):].partition("/")
+        if not topic or "/" in part:
+            continue  # another group's key (`<group>/<more of its id>/<topic>/<partition>`)
         body = json.loads(v)
         out[(topic, int(part))] = (int(body["offset"]), str(body.get("metadata", "")))
     return out
