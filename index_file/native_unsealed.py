@@ -15,7 +15,10 @@ then the other checkpoint copy (seq + 1, count, running CRC32C of the item secti
 readers use is published. A reader therefore sees whole batches only, and a crash leaves at most one
 chunk torn. Recovery (`NativeIndexWriter.open`) verifies the committed items against the
 checkpoint's CRC32C, then accepts items beyond it while their check words hold (the content
-counts, not a stale header), clears the torn tail and rebuilds the slots from the items.
+counts, not a stale header), clears the torn tail and rebuilds the slots from the items. Told how many
+items were synced, it also survives a power failure that kept the newest checkpoint but lost an item
+page written before it: it goes back to the older checkpoint copy, or to the check words from item 0,
+never below the synced count.
 
 Sealing writes a SEALED checkpoint carrying the CRC32C of the slots and truncates the unused item
 space, so every byte of a sealed file is covered by a checksum.
@@ -164,12 +167,18 @@ class Checkpoint:
         return cls(seq, state, count, icrc, scrc, mn, mx)
 
 
-def read_checkpoint(name: str, data: bytes | memoryview) -> Checkpoint:
+def checkpoint_copies(data: bytes | memoryview) -> list[Checkpoint]:
+    """The valid checkpoint copies in the first SLOTS_OFFSET bytes of a file, newest (highest seq) first."""
     found = [c for c in (Checkpoint.parse(data[HEADER_SIZE:HEADER_SIZE + CKPT_SIZE]),
                          Checkpoint.parse(data[HEADER_SIZE + CKPT_SIZE:SLOTS_OFFSET])) if c is not None]
+    return sorted(found, key=lambda c: c.seq, reverse=True)
+
+
+def read_checkpoint(name: str, data: bytes | memoryview) -> Checkpoint:
+    found = checkpoint_copies(data)
     if not found:
         raise FormatError(name, "checkpoint crc32c", "neither checkpoint copy is valid")
-    return max(found, key=lambda c: c.seq)
+    return found[0]
 
 
 def check_both_checkpoints(name: str, data: bytes | memoryview) -> None:
@@ -231,6 +240,8 @@ class NativeIndexWriter:
         #: items found beyond the last checkpoint and kept (recovered), and items cut as a torn tail
         self.recovered_items = 0
         self.torn_items = 0
+        #: items the newest checkpoint counted that recovery did not keep (lost before a sync: power failure)
+        self.rolled_back_items = 0
         self._map(writable)
 
     def _map(self, writable: bool) -> None:
@@ -261,11 +272,19 @@ class NativeIndexWriter:
             raise
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], writable: bool = True) -> NativeIndexWriter:
+    def open(cls, path: str | os.PathLike[str], writable: bool = True,
+             synced_items: int | None = None) -> NativeIndexWriter:
         """Open an existing file. A WRITING file is recovered: committed items are verified against
         the checkpoint CRC32C, items written after it are kept while their check words hold, the torn
         tail is cleared and the slots are rebuilt. A SEALED file is verified whole and opened read-only.
-        Raises FormatError when the file is foreign, truncated or corrupt."""
+
+        `synced_items`: how many items the caller knows were synced (the index service's checkpoint).
+        After a power failure the newest checkpoint may be on disk while item pages written before it
+        are not; with `synced_items` recovery then starts from the newest checkpoint copy whose items
+        CRC32C verifies (the other copy), else from item 0, every item checked by its check word, and
+        cuts what does not verify (`rolled_back_items`), but keeping fewer than `synced_items` items is a
+        FormatError. Without it, everything the newest checkpoint counts must verify (a FormatError
+        otherwise). Raises FormatError when the file is foreign, truncated or corrupt."""
         p = os.fspath(path)
         fd = os.open(p, os.O_RDWR if writable else os.O_RDONLY)
         try:
@@ -288,7 +307,7 @@ class NativeIndexWriter:
             if size != full_size:
                 raise FormatError(p, "file size", f"{size} bytes, a writing file of this geometry has {full_size}")
             w = cls(p, fd, header, ckpt, writable=writable)
-            w._recover(writable)
+            w._recover(writable, checkpoint_copies(head), synced_items)
             return w
         except BaseException:
             os.close(fd)
@@ -301,11 +320,23 @@ class NativeIndexWriter:
         if crc32c.crc32c(self._items[:c.count].data) != c.items_crc:
             raise FormatError(self.path, "items crc32c", "the item section does not match its checksum")
 
-    def _recover(self, writable: bool) -> None:
-        c = self._ckpt
-        if crc32c.crc32c(self._items[:c.count].data) != c.items_crc:
+    def _recovery_base(self, copies: list[Checkpoint], synced_items: int | None) -> Checkpoint:
+        """Where recovery starts: the newest checkpoint, whose committed items must match its CRC32C. With
+        `synced_items` (the items beyond it may not have reached the disk), the newest copy whose items match,
+        else an empty start (every item is then checked by its check word)."""
+        newest = self._ckpt
+        for c in copies if synced_items is not None else [newest]:
+            if c.state == STATE_WRITING and c.count <= newest.count and \
+                    crc32c.crc32c(self._items[:c.count].data) == c.items_crc:
+                return c
+        if synced_items is None:
             raise FormatError(self.path, "items crc32c",
-                              f"the {c.count} committed items do not match the checkpoint checksum")
+                              f"the {newest.count} committed items do not match the checkpoint checksum")
+        return Checkpoint(newest.seq, STATE_WRITING, 0, 0, 0, (1 << 63) - 1, -(1 << 63))
+
+    def _recover(self, writable: bool, copies: list[Checkpoint], synced_items: int | None = None) -> None:
+        newest = self._ckpt
+        c = self._recovery_base(copies, synced_items)
         # items after the checkpoint: keep them while their check words hold
         count = c.count
         max_items = self.header.max_items
@@ -319,19 +350,26 @@ class NativeIndexWriter:
             count += int(bad[0]) if len(bad) else len(window)
             if len(bad):
                 break
-        self.recovered_items = count - c.count
+        if synced_items is not None and count < synced_items:
+            raise FormatError(self.path, "items crc32c",
+                              f"only {count} items verify, {synced_items} were synced and must be kept")
+        self.recovered_items = max(0, count - newest.count)
+        self.rolled_back_items = max(0, newest.count - count)
+        items = self._items[:count]
+        self._min_ms, self._max_ms = c.min_ms, c.max_ms
+        if count > c.count:
+            times = items["time"][c.count:]
+            self._min_ms = min(self._min_ms, int(times.min()))
+            self._max_ms = max(self._max_ms, int(times.max()))
         if not writable:
             self._count = count
             return
-        # Clear what a torn chunk may have left behind (the writer never runs ahead more than a chunk), and
-        # rebuild the slot heads (for every slot, its newest item). Only entries that change are stored: the
-        # file is sparse, and a store into a page never written would allocate it (on a full filesystem that
-        # is a SIGBUS); the entries that change are in pages the writer already wrote.
-        end = min(max_items, count + CHUNK_ITEMS)
-        tail = self._items[count:end]
-        torn = np.flatnonzero(tail.view(np.uint8).reshape(-1, ITEM_SIZE).any(axis=1))
-        self.torn_items = len(torn)
-        tail[torn] = np.zeros(1, dtype=ITEM_DTYPE)
+        # Clear what a torn chunk may have left behind (the writer never runs ahead more than a chunk of the
+        # newest checkpoint, which may count more than was kept), and rebuild the slot heads (for every slot,
+        # its newest item). Only entries that change are stored: the file is sparse, and a store into a page
+        # never written would allocate it (on a full filesystem that is a SIGBUS); the entries that change are
+        # in pages the writer already wrote.
+        self.torn_items = self._clear_tail(count, max(count, newest.count))
         heads = np.zeros(self.header.slot_count, dtype=np.uint32)
         items = self._items[:count]
         if count:
@@ -341,15 +379,27 @@ class NativeIndexWriter:
             heads[uniq.astype(np.int64)] = (count - first_in_rev).astype(np.uint32)
         changed = np.flatnonzero(self._slots != heads)
         self._slots[changed] = heads[changed]
-        if count:
-            times = items["time"][c.count:]
-            if len(times):
-                self._min_ms = min(self._min_ms, int(times.min()))
-                self._max_ms = max(self._max_ms, int(times.max()))
-            self._items_crc = crc32c.crc32c(items[c.count:].data, c.items_crc)
+        self._items_crc = crc32c.crc32c(items[c.count:].data, c.items_crc) if count > c.count else c.items_crc
         self._count = count
         self._write_checkpoint(STATE_WRITING)
         self.full = count >= max_items
+
+    def _clear_tail(self, count: int, written: int) -> int:
+        """Zero the items left after `count` (every item the writer may have written: up to a chunk past
+        `written`, then on while a chunk still holds any), so none can come back after later writes; returns
+        how many were cleared."""
+        max_items = self.header.max_items
+        cleared = 0
+        start, end = count, min(max_items, written + CHUNK_ITEMS)
+        while start < end:
+            tail = self._items[start:end]
+            torn = np.flatnonzero(tail.view(np.uint8).reshape(-1, ITEM_SIZE).any(axis=1))
+            if not len(torn) and end - start >= CHUNK_ITEMS:
+                break  # a whole chunk never written: the writer never got further
+            tail[torn] = np.zeros(1, dtype=ITEM_DTYPE)
+            cleared += len(torn)
+            start, end = end, min(max_items, end + CHUNK_ITEMS)
+        return cleared
 
     def _write_checkpoint(self, state: int, slots_crc: int = 0) -> None:
         seq = self._ckpt.seq + 1
@@ -475,10 +525,15 @@ class NativeIndexWriter:
         if counts is None:
             accepted = min(room, len(chunk))
             n = accepted
+            one_each = True
         else:
-            ends = np.cumsum(counts)
+            per_entry = np.asarray(counts, dtype=np.int64)
+            ends = np.cumsum(per_entry)
             accepted = int(np.searchsorted(ends, room, side="right"))
             n = int(ends[accepted - 1]) if accepted else 0
+            # one item per entry only when every accepted entry has exactly one key: a sum equal to the entry
+            # count also comes from entries without keys beside entries with several
+            one_each = bool(accepted) and bool((per_entry[:accepted] == 1).all())
         if accepted < len(chunk):
             self.full = True
         if accepted == 0:
@@ -488,7 +543,7 @@ class NativeIndexWriter:
         for c, what in ((cols.queue, "queue_id"), (cols.size, "size")):
             if c.min() < -(1 << 31) or c.max() >= 1 << 31:
                 raise ValueError(f"{what} out of the int32 range in this batch")
-        if _chain is not None and (counts is None or n == accepted):  # one item per entry: straight from columns
+        if _chain is not None and one_each:  # one item per entry: straight from columns
             columns = [np.ascontiguousarray(c) for c in (fps[:n], cols.queue, cols.offset, cols.size, cols.time)]
             for i in range(0, n, CHUNK_ITEMS):  # at most CHUNK_ITEMS between checkpoints
                 j = min(n, i + CHUNK_ITEMS)
@@ -496,8 +551,8 @@ class NativeIndexWriter:
             return accepted
         batch = np.empty(n, dtype=ITEM_DTYPE)
         batch["fp"] = fps[:n]
-        if counts is not None and n != accepted:
-            reps = np.asarray(counts[:accepted])
+        if not one_each:
+            reps = per_entry[:accepted]
             batch["queue"], batch["offset"] = np.repeat(cols.queue, reps), np.repeat(cols.offset, reps)
             batch["size"], batch["time"] = np.repeat(cols.size, reps), np.repeat(cols.time, reps)
         else:

@@ -8,9 +8,13 @@ Order:
 4. writing/: every unsealed file reopened by NativeIndexWriter.open, which recounts the items from
    their content and clears a torn tail; a sealed one whose compacted or uploaded form exists is a
    finished compaction -> removed; the newest unsealed one is the WRITING file, any older unsealed
-   one is sealed (it was being rolled);
+   one is sealed (it was being rolled). After a power failure the file's newest checkpoint may count
+   items whose pages never reached the disk: the file goes back to what verifies, never below what
+   the service checkpoint says was synced (`synced_items`: that checkpoint's item count for the file
+   it names, all of an older one, nothing of a newer one), so everything cut is beyond the service
+   checkpoint and re-dispatched by the broker; a file whose synced part does not verify is quarantined;
 5. imported/: RocketMQ registrations (see rocketmq_import.py);
-6. the checkpoint, and the tail of the WRITING file beyond it (the dedup set for re-dispatch).
+6. the tail of the WRITING file beyond the checkpoint (read before 4: the dedup set for re-dispatch).
 
 A file failing a check is moved to quarantine/ with an error log line naming it and the check.
 Interrupted compactions and uploads resume on the background thread (SEALED and COMPACTED files
@@ -58,6 +62,7 @@ class RecoveryReport:
     writing: str | None = None
     recovered_items: int = 0  # items found beyond the WRITING file's last checkpoint
     torn_items: int = 0  # items of a torn tail cleared
+    rolled_back_items: int = 0  # items a WRITING file's checkpoint counted that were lost before a sync, cut
     tail_items: int = 0  # items beyond the service checkpoint (dedup set)
     tail_files: list[str] = field(default_factory=list)  # files holding those items
     finished_transitions: int = 0  # local forms removed because the next state was durable
@@ -69,6 +74,19 @@ class RecoveryReport:
 def _progress(folder: str, done: int, total: int) -> None:
     if total and (done == total or done % 50 == 0):
         log.info("recovery progress", extra={"folder": folder, "done": done, "total": total})
+
+
+def _synced_items(stem: str, named: str | None, named_items: int, named_begin: int | None) -> int | None:
+    """How many items of the unsealed file `stem` are known synced, so recovery must keep them: the service
+    checkpoint's count for the file it names; None (all its own checkpoint counts) for an older one (the roll
+    synced it and saved a checkpoint covering it before sealing it); none of a newer one (nothing of it is in
+    the checkpoint: the broker re-dispatches all of it)."""
+    if stem == named:
+        return named_items
+    begin = parse_name(stem)
+    if named_begin is not None and begin is not None and begin < named_begin:
+        return None
+    return 0
 
 
 def recover(folders: StateFolders, files: FileMap, config: ServiceConfig, store: object | None,
@@ -125,7 +143,9 @@ def recover(folders: StateFolders, files: FileMap, config: ServiceConfig, store:
             quarantine(p, str(exc), "COMPACTED")
         _progress(COMPACTED, i, len(paths))
 
-    # 4. writing folder
+    # 4. writing folder; the checkpoint says how much of which file was synced
+    ck = checkpoints.load()
+    named_begin = parse_name(ck.writing) if ck.writing else None
     paths = folders.listing(WRITING, UNSEALED_EXT)
     unsealed: list[ManagedFile] = []
     for i, p in enumerate(paths, 1):
@@ -138,16 +158,18 @@ def recover(folders: StateFolders, files: FileMap, config: ServiceConfig, store:
             quarantine(p, "not an index file name", "WRITING")
             continue
         try:
-            w = NativeIndexWriter.open(p)
+            w = NativeIndexWriter.open(p, synced_items=_synced_items(stem, ck.writing, ck.items, named_begin))
         except (FormatError, OSError, ValueError) as exc:
             quarantine(p, str(exc), "WRITING")
             continue
         rep.recovered_items += w.recovered_items
         rep.torn_items += w.torn_items
-        if w.recovered_items or w.torn_items:
+        rep.rolled_back_items += w.rolled_back_items
+        if w.recovered_items or w.torn_items or w.rolled_back_items:
             log.warning("writing file recovered from content",
                         extra={"file": stem, "state": "WRITING", "items": w.item_count,
-                               "recovered_items": w.recovered_items, "torn_items": w.torn_items})
+                               "recovered_items": w.recovered_items, "torn_items": w.torn_items,
+                               "rolled_back_items": w.rolled_back_items})
         state = FileState.SEALED if w.sealed else FileState.WRITING
         mf = ManagedFile(stem, w.begin_ms, state, w, str(p))
         mf.size_bytes = p.stat().st_size
@@ -169,10 +191,8 @@ def recover(folders: StateFolders, files: FileMap, config: ServiceConfig, store:
     # 5. RocketMQ registrations
     rep.imported = load_imported(folders, files)
 
-    # 6. checkpoint and the tail beyond it
-    ck = checkpoints.load()
+    # 6. the tail beyond the checkpoint
     tail: set[TailKey] = set()
-    named_begin = parse_name(ck.writing) if ck.writing else None
     for mf in files.by_state(FileState.WRITING, FileState.SEALED):
         if named_begin is not None and mf.begin_ms < named_begin:
             continue

@@ -91,6 +91,9 @@ class Writer:
         self.error: BaseException | None = None
         self.blocked: BaseException | None = None  # the out-of-disk error of the last attempt, while it lasts
         self._refused = 0  # writes refused for lack of space so far
+        #: a file a roll sealed and took off `current` but has not handed to the background yet (a step after
+        #: sealing failed for lack of disk: the roll is finished before anything else is written)
+        self._rolled: ManagedFile | None = None
         self._flushes_waiting = 0  # flush() calls waiting: the checkpoint is saved at once
         self._dirty = False  # records taken since the last saved checkpoint
         self._last_save = time.monotonic()
@@ -409,8 +412,15 @@ class Writer:
         self._last_save = time.monotonic()
 
     def _ensure_file(self) -> ManagedFile:
-        if self.current is not None:
-            return self.current
+        """The WRITING file to write to: a roll that stopped half way (out of disk after sealing) is finished
+        first, so a sealed file is never written to."""
+        mf = self.current
+        if self._rolled is not None or (mf is not None and mf.form.sealed):
+            self._roll("resumed")
+            mf = self.current
+        return mf if mf is not None else self._new_file()
+
+    def _new_file(self) -> ManagedFile:
         last = self.files.last_native_begin()
         begin = max(self.config.clock(), last + 1 if last is not None else 0)
         stem = file_name(begin)
@@ -429,27 +439,36 @@ class Writer:
 
     def _roll(self, reason: str, written: list[Record] | None = None, spans: Spans | None = None) -> None:
         """Seal the WRITING file and start the next; `written`: the records of the batch being written that the
-        full file took (with `spans`, their spans when fresh), noted in the checkpoint saved before sealing."""
+        full file took (with `spans`, their spans when fresh), noted in the checkpoint saved before sealing.
+
+        Every step may fail for lack of disk (the batch then goes back to the buffer and is tried again): a
+        sealed `current` is a roll stopped after sealing, `_rolled` one stopped after taking the sealed file off
+        `current`; calling this again (`_ensure_file` does before any write) carries on from there."""
         mf = self.current
-        if mf is None or mf.form.item_count == 0:
+        if mf is not None and (mf.form.item_count or mf.form.sealed):
+            if written:
+                self._commit(written, spans=spans)
+            if not mf.form.sealed:
+                if self._dirty:
+                    self._save()  # the file is whole in the checkpoint before it is sealed: a crash leaves no tail
+                mf.form.seal()
+            if mf.ranges is not None:
+                ranges.save(self.folders, mf.stem, mf.ranges)  # before the checkpoint stops naming the file
+            log.info("sealed", extra={"file": mf.stem, "state": "SEALED", "reason": reason,
+                                      "items": mf.form.item_count})
+            if self.config.crash_hook is not None:
+                self.config.crash_hook("roll:sealed")
+            self._rolled, self.current = mf, None
+        mf = self._rolled
+        if mf is None:
             return
-        if written:
-            self._commit(written, spans=spans)
-        if self._dirty:
-            self._save()  # the file is whole in the checkpoint before it is sealed: a crash leaves no tail in it
-        mf.form.seal()
-        if mf.ranges is not None:
-            ranges.save(self.folders, mf.stem, mf.ranges)  # before the checkpoint stops naming the file
-        log.info("sealed", extra={"file": mf.stem, "state": "SEALED", "reason": reason, "items": mf.form.item_count})
-        if self.config.crash_hook is not None:
-            self.config.crash_hook("roll:sealed")
-        self.current = None
-        nxt = self._ensure_file()
+        nxt = self.current if self.current is not None else self._new_file()
         # the checkpoint names the new file before the sealed one may be compacted (recovery reads
-        # the tail of the file the checkpoint names)
+        # the tail of the file the checkpoint names); nothing is written to it before this save
         self.checkpoints.save(self.durable, nxt.stem, 0)
         self._saved()
         self.tail = set()
+        self._rolled = None
         mf.state = FileState.SEALED
         mf.size_bytes = os.path.getsize(self.folders.unsealed(mf.stem))
         mf.refresh()
