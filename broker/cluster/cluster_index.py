@@ -9,6 +9,11 @@ partition; exactly min(max_count, matches); no duplicates) over the whole cluste
   publishes in the metadata KV (`index_files/<node>`: store key and time range of each), are read directly
   from the object store, one ranged GET per file after a cached summary load; so are the files a failover
   rebuilt from what a dead node held only locally (`index_rescued/<node>.<epoch>`, same format).
+  A published file is `[store key, oldest store time it may hold, newest store time]`; a query's range is
+  matched against both. The oldest is the earlier of the file's creation and its oldest entry: entries can be
+  older than the file (dispatched late after a roll; a rescue indexes old records at their own times). Files
+  published before the oldest entry was counted carry their creation time there (the same three fields, so
+  nodes of either version read each other's lists).
 Each node's files are read by exactly one of these paths, so no file is read twice for one query. The
 answers are merged, de-duplicated by (partition, offset) and cut at max_count.
 """
@@ -26,7 +31,7 @@ from typing import Any
 from broker.cluster.membership import Membership
 from broker.cluster.peers import Peers
 from broker.metadata import MetadataClient
-from broker.partitions.index_rescue import RESCUED_PREFIX
+from broker.partitions.index_rescue import RESCUED_PREFIX, published_row
 from index_file import IndexHit, RemoteCompactedIndexReader
 from index_service.query import Hits
 
@@ -36,22 +41,29 @@ FILES_PREFIX = "index_files/"
 LocalQuery = Callable[[str, str, int, int, int | None], list[IndexHit]]
 
 
+def time_overlaps(row: list[Any], begin_ms: int, end_ms: int) -> bool:
+    """Whether a published file can hold entries with store times in [begin_ms, end_ms]."""
+    return row[2] >= begin_ms and row[1] <= end_ms
+
+
 def publish_files(meta: MetadataClient, node_id: int, files: list[dict[str, Any]]) -> None:
-    """Record this node's uploaded index files (store key, begin, end) in the KV when they changed."""
-    body = json.dumps(sorted(([f["location"], f["begin_ms"], f["end_ms"]] for f in files
-                              if f["state"] == "UPLOADED"), key=lambda x: x[0]))
+    """Record this node's uploaded index files (store key, begin, newest and oldest store time) in the KV when
+    they changed."""
+    body = json.dumps(sorted((published_row(f["location"], f["begin_ms"], f["end_ms"], f.get("min_ms"))
+                              for f in files if f["state"] == "UPLOADED"), key=lambda x: x[0]))
     key = f"{FILES_PREFIX}{node_id}"
     if meta.kv_get(key) != body:
         meta.kv_put(key, body)
 
 
 def index_file_rows(index: Any) -> list[dict[str, Any]]:
-    """The index's files as the API shows them (state, begin/end ms, items, location)."""
+    """The index's files as the API shows them (state, begin/end ms, items, location), with the oldest store time
+    (`min_ms`, None while empty) for the published list."""
     out = []
     for f in index.files():
         state = f.state.value if hasattr(f.state, "value") else str(f.state)
         out.append({"state": state, "begin_ms": f.begin_ms, "end_ms": f.end_ms if f.end_ms is not None else f.begin_ms,
-                    "items": f.items, "location": f.location})
+                    "items": f.items, "location": f.location, "min_ms": f.min_ms})
     return out
 
 
@@ -107,10 +119,10 @@ class ClusterIndex:
         # index entries a dead node held only locally, rebuilt by the failover (no node answers for them)
         published += self.meta.kv_items(RESCUED_PREFIX, refresh=False).values()
         for v in published:
-            for location, fb, fe in json.loads(v):
-                if fe < begin_ms or fb > hi:
+            for row in json.loads(v):
+                if not time_overlaps(row, begin_ms, hi):
                     continue
-                out.append(self._reader(location).query(topic, key, max_count, begin_ms, hi))
+                out.append(self._reader(row[0]).query(topic, key, max_count, begin_ms, hi))
         return out
 
     def _reader(self, location: str) -> RemoteCompactedIndexReader:

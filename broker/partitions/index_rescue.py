@@ -27,10 +27,17 @@ log = logging.getLogger("mqindex.broker.index_rescue")
 RESCUED_PREFIX = "index_rescued/"
 
 
+def published_row(location: str, begin_ms: int, end_ms: int, min_ms: int | None) -> list[Any]:
+    """An index file as the published-files format has it (broker/cluster/cluster_index.py): [location, the oldest
+    store time it may hold (the earlier of its creation and its oldest entry), its newest store time]."""
+    return [location, begin_ms if min_ms is None else min(begin_ms, min_ms), end_ms]
+
+
 def rebuild(parts: PartitionMap, ranges: list[CatchUp], work_dir: Path, store: str | None, prefix: str,
             clock: Callable[[], int]) -> tuple[list[list[Any]], int]:
     """Index [start, end) of each range into a fresh index under `prefix`, upload every file; returns the
-    uploaded files as [location, begin_ms, end_ms] (the published-files format) and the entry count."""
+    uploaded files in the published-files format (`published_row`: the records rescued are old, so the oldest store
+    time is far before the file's creation) and the entry count."""
     from index_service import IndexService
 
     shutil.rmtree(work_dir, ignore_errors=True)
@@ -52,7 +59,8 @@ def rebuild(parts: PartitionMap, ranges: list[CatchUp], work_dir: Path, store: s
             if time.monotonic() > deadline:
                 raise TimeoutError(f"rescued index files not uploaded: {[f.location for f in files]}")
             time.sleep(0.2)
-        out = [[f.location, f.begin_ms, f.end_ms if f.end_ms is not None else f.begin_ms] for f in files]
+        out = [published_row(f.location, f.begin_ms, f.end_ms if f.end_ms is not None else f.begin_ms, f.min_ms)
+               for f in files]
     finally:
         svc.close()
     shutil.rmtree(work_dir, ignore_errors=True)
