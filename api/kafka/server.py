@@ -19,7 +19,10 @@ Handlers run the broker's blocking calls on worker threads (Context.run).
 
 With `tls` the listener speaks TLS (Kafka's SSL, or SASL_SSL), checking client certificates when the
 configuration has a CA. With an `authenticator` it requires SASL (sasl.py) before any request but ApiVersions,
-and each request is checked against the caller's scopes (authorization.py).
+and each request is checked against the caller's scopes (authorization.py). Until a connection has
+authenticated, its frames are limited to MAX_UNAUTHENTICATED_FRAME bytes (Kafka's sasl.server.max.receive.size)
+and a frame of any other API closes it before its body is decoded: an anonymous peer cannot make the listener
+read or decode more than that.
 """
 
 from __future__ import annotations
@@ -58,6 +61,8 @@ HANDLERS: dict[int, Handler] = {
     33: configs.alter_configs, 44: configs.incremental_alter_configs,
 }
 API_VERSIONS = 18
+MAX_UNAUTHENTICATED_FRAME = 512 << 10  # Kafka's sasl.server.max.receive.size default
+_BEFORE_AUTHENTICATION = {API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE}
 PRODUCE = 0
 MAX_IN_FLIGHT = 256  # requests of one connection (librdkafka keeps up to max.in.flight, 1000000 without
 # idempotence, 5 with, in flight): the more a connection's requests are queued, the larger the WAL's group commit.
@@ -283,9 +288,16 @@ class KafkaServer:
                              answers: Answers) -> None:
         """Read and handle the connection's requests in order, queueing their answers for the writer."""
         while True:
-            data = await read_frame(reader, self.max_request_bytes)
+            authenticated = session.principal is not None
+            limit = self.max_request_bytes if authenticated else min(self.max_request_bytes, MAX_UNAUTHENTICATED_FRAME)
+            data = await read_frame(reader, limit)
             if data is None:
                 return
+            if not authenticated and not session.raw:
+                key = peek_api(data)[0]
+                if key not in _BEFORE_AUTHENTICATION:  # refused before its body is decoded
+                    name = APIS[key].name if key in APIS else f"API key {key}"
+                    raise FrameError(f"{name} before SASL authentication on a SASL listener")
             size = len(data)
             await in_flight.acquire(size)
             if session.raw:  # after SaslHandshake v0: a raw SASL token, answered raw

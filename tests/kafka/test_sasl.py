@@ -171,6 +171,14 @@ def test_request_before_sasl_closes_the_connection(sasl_server: KafkaServerProce
         assert s.recv(4) == b"", "the server answered a request made before SASL authentication"
 
 
+def test_a_large_frame_before_sasl_closes_the_connection_at_its_size(sasl_server: KafkaServerProcess) -> None:
+    """An anonymous peer cannot make the listener read (and hold) more than 512 KiB: a frame declaring 1 MiB
+    closes the connection at its size field, before any of its body is sent."""
+    with socket.create_connection(("127.0.0.1", sasl_server.kafka_port), timeout=10) as s:
+        s.sendall(struct.pack(">i", 1 << 20) + struct.pack(">hhi", 20, 5, 7))  # DeleteTopics, body never sent
+        assert s.recv(4) == b"", "the server waited for a 1 MiB frame from an unauthenticated peer"
+
+
 def test_sasl_ssl(tmp_path: Path) -> None:
     pki = tmp_path / "pki"
     pki.mkdir()
