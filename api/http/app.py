@@ -13,7 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from api.backend import Backend
 from api.config import Settings
 from api.http import errors, health
-from api.http.auth import require
+from api.http.auth import AuthenticateFirst, require
 from api.http.body_limit import BodyLimit
 from api.http.compaction_metrics import CompactionCollector
 from api.http.console_routes import router as console_router
@@ -45,7 +45,8 @@ def create_app(settings: Settings, backend: Backend, stores: Mapping[str, BlobSt
     app.state.metrics = metrics
     app.state.readiness = readiness
     errors.install(app)
-    app.add_middleware(ProduceLane)  # innermost of the three: inside the body limit and the metrics
+    app.add_middleware(ProduceLane)  # innermost: inside the authentication, the body limit and the metrics
+    app.add_middleware(AuthenticateFirst)  # an anonymous request's body is never read
     app.add_middleware(BodyLimit, limit=MAX_REQUEST_BYTES)
     app.add_middleware(RequestMetrics, metrics=metrics)  # outside BodyLimit: its 413 answers are counted too
     app.include_router(router)
