@@ -269,8 +269,8 @@ class KafkaServer:
         assert self.ctx is not None
         if api_key == SASL_HANDSHAKE:
             return session.handshake(req, version)
-        if api_key == SASL_AUTHENTICATE:
-            return session.authenticate(req, version)
+        if api_key == SASL_AUTHENTICATE:  # PBKDF2 of up to 1M iterations: on a worker thread, not the loop
+            return await self.ctx.run(session.authenticate, req, version)
         if api_key == API_VERSIONS:
             return await HANDLERS[api_key](self.ctx, req, version)
         if session.principal is None:
@@ -300,8 +300,8 @@ class KafkaServer:
                     raise FrameError(f"{name} before SASL authentication on a SASL listener")
             size = len(data)
             await in_flight.acquire(size)
-            if session.raw:  # after SaslHandshake v0: a raw SASL token, answered raw
-                answers.put(Pending(-1, frame(session.raw_token(data)), size, session.failed))
+            if session.raw:  # after SaslHandshake v0: a raw SASL token, answered raw (verified on a worker thread)
+                answers.put(Pending(-1, frame(await self.ctx.run(session.raw_token, data)), size, session.failed))
                 if session.failed:
                     return
                 continue

@@ -4,12 +4,21 @@ SASL/SCRAM-SHA-256 the configured users (`users` setting) plus the bearer tokens
 
 from __future__ import annotations
 
+import os
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
 from api.security.principals import Principal, check_scopes
 from api.security.sasl_plain import parse_plain
-from api.security.scram import SaslError, ScramCredential, ScramServer, verify_password
+from api.security.scram import (
+    DEFAULT_ITERATIONS,
+    SALT_BYTES,
+    SaslError,
+    ScramCredential,
+    ScramServer,
+    verify_password,
+)
 from api.security.tokens import TokenStore
 
 #: the SASL/PLAIN user name under which a bearer token is given as the password
@@ -43,6 +52,14 @@ class Authenticator:
     def __init__(self, tokens: Mapping[str, list[str]], users: Mapping[str, Any] | None = None) -> None:
         self.tokens = TokenStore(tokens)
         self.users = parse_users(users or {})
+        # An unknown user must look like a known one, to SCRAM and to PLAIN: SCRAM answers with a salt made from
+        # the name with this process's key (the same salt for the same name every time, as a real user's) and
+        # the iteration count most users have; PLAIN derives a key at that count before failing (as long as a
+        # wrong password of a known user takes).
+        self._decoy_key = os.urandom(32)
+        counts = Counter(c.iterations for c, _ in self.users.values())
+        self._decoy = ScramCredential(b"\0" * SALT_BYTES, counts.most_common(1)[0][0] if counts else DEFAULT_ITERATIONS,
+                                      b"\0" * 32, b"\0" * 32)
 
     @property
     def anonymous(self) -> bool:
@@ -59,14 +76,19 @@ class Authenticator:
             principal = self.tokens.authenticate(m.password)
         else:
             entry = self.users.get(m.user)
-            principal = Principal(m.user, entry[1]) if entry and verify_password(entry[0], m.password) else None
+            if entry is None:
+                verify_password(self._decoy, m.password)  # as long as a known user's wrong password takes
+                principal = None
+            else:
+                principal = Principal(m.user, entry[1]) if verify_password(entry[0], m.password) else None
         if principal is None:
             raise SaslError(f"authentication failed for {m.user!r}")
         return principal
 
     def scram(self) -> ScramServer:
         """A new SCRAM-SHA-256 exchange; once `final` succeeded, `principal_of(server)` is the caller."""
-        return ScramServer(lambda name: self.users[name][0] if name in self.users else None)
+        return ScramServer(lambda name: self.users[name][0] if name in self.users else None,
+                           decoy_key=self._decoy_key, decoy_iterations=self._decoy.iterations)
 
     def principal_of(self, server: ScramServer) -> Principal:
         if server.user is None:

@@ -107,10 +107,14 @@ class ScramServer:
     exchange does not say which users exist."""
 
     def __init__(self, lookup: Callable[[str], ScramCredential | None], nonce: str | None = None,
-                 decoy_key: bytes | None = None) -> None:
+                 decoy_key: bytes | None = None, decoy_iterations: int = DEFAULT_ITERATIONS) -> None:
+        """decoy_key: the key an unknown user's salt is made from; give one that lasts (Authenticator keeps one
+        per process), or every exchange answers the same unknown name with another salt, which tells it apart
+        from a real user. decoy_iterations: the count an unknown user is answered with (most users' count)."""
         self._lookup = lookup
         self._nonce = nonce or base64.b64encode(os.urandom(18)).decode()
         self._decoy_key = decoy_key or os.urandom(32)
+        self._decoy_iterations = decoy_iterations
         self._state = "first"
         self.user: str | None = None  # set once authenticated
 
@@ -137,7 +141,7 @@ class ScramServer:
         self._name = name
         if credential is None:  # go on with a decoy so the answer does not reveal that the user is unknown
             salt = _hmac(self._decoy_key, name.encode())[:SALT_BYTES]
-            credential = ScramCredential(salt, DEFAULT_ITERATIONS, b"\0" * 32, b"\0" * 32)
+            credential = ScramCredential(salt, self._decoy_iterations, b"\0" * 32, b"\0" * 32)
         self._gs2 = f"{cbind},{authzid},"
         self._combined = attrs[1][1] + self._nonce
         server_first = (f"r={self._combined},s={base64.b64encode(credential.salt).decode()},"

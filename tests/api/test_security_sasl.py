@@ -111,6 +111,39 @@ def test_plain_users_and_tokens() -> None:
     assert "alice-password-1" not in repr(parse_plain(b"\0alice\0alice-password-1"))
 
 
+def _salt_and_iterations(first: bytes) -> tuple[str, str]:
+    attrs = dict(part.split("=", 1) for part in first.decode().split(","))
+    return attrs["s"], attrs["i"]
+
+
+def test_an_unknown_user_looks_like_a_known_one() -> None:
+    """SCRAM answers an unknown name with the same salt every time, as it does a real user, and with the
+    iteration count the users have; PLAIN derives a key at that count before refusing, as for a wrong password."""
+    users = {name: {"scopes": ["read"], "scram_sha_256": derive_credential(name, iterations=8192).encode()}
+             for name in ("alice", "bob")}
+    a = Authenticator({}, users)
+    ghost = [_salt_and_iterations(a.scram().first(b"n,,n=ghost,r=abc")) for _ in range(3)]
+    assert ghost[0] == ghost[1] == ghost[2] and ghost[0][1] == "8192"
+    alice = [_salt_and_iterations(a.scram().first(b"n,,n=alice,r=abc")) for _ in range(2)]
+    assert alice[0] == alice[1] and alice[0][1] == "8192"
+    assert _salt_and_iterations(a.scram().first(b"n,,n=casper,r=abc"))[0] != ghost[0][0]  # one salt per name
+    derived: list[int] = []
+    real = verify_password
+
+    def counted(credential: ScramCredential, password: str) -> bool:
+        derived.append(credential.iterations)
+        return real(credential, password)
+
+    import api.security.authenticator as authenticator_module
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(authenticator_module, "verify_password", counted)
+        for user in ("ghost", "alice"):
+            with pytest.raises(SaslError):
+                a.plain(f"\0{user}\0wrong".encode())
+    assert derived == [8192, 8192]
+
+
 def test_tokens_hashed_and_scoped() -> None:
     store = TokenStore({hash_token("a-hashed-token-0001"): ["read"], "clear-token-000002": ["admin"], "short": []})
     assert store.authenticate("a-hashed-token-0001").allows("read")  # type: ignore[union-attr]
