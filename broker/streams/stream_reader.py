@@ -1,7 +1,10 @@
 """Stream read path: log cache first, then the block cache, then objects found through the metadata lookup,
 reading only the blocks that cover the requested offsets (ranged GETs), with each object's index cached
 after first use. A damaged object raises `ObjectFormatError` naming it, unless records before it were read:
-those are returned and the next read, which starts inside the damaged object, raises.
+those are returned and the next read, which starts inside the damaged object, raises. An object found missing
+is first checked against the metadata caught up: retention may have trimmed the range meanwhile (then
+`OffsetOutOfRange`, as for any read below the stream's start) or compaction replaced the object (then the read
+looks the range up again); only an object the metadata still lists is damage.
 
 Read-ahead: a read of more than one offset that misses the block cache (a consumer or a whole-record page
 walking a cold partition) also starts reading the stream's next blocks in the same object, up to
@@ -26,7 +29,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from broker.errors import ObjectFormatError
+from broker.errors import ObjectFormatError, OffsetOutOfRange
 from broker.metadata.client import MetadataClient
 from broker.metadata.image import ObjectRef
 from broker.objects.format import IndexEntry, StreamRecord
@@ -251,6 +254,17 @@ class StreamReader:
                 return self.meta.object_key(ref.object_id)
         return None
 
+    def _gone_meanwhile(self, stream_id: int, pos: int, ref: ObjectRef) -> bool:
+        """An object found missing: True when the metadata, caught up, no longer reads `pos` from it (compaction
+        replaced it: look again); OffsetOutOfRange when retention trimmed the stream past `pos`; False when the
+        metadata still lists it there (damage in the store)."""
+        s = self.meta.get_stream(stream_id)  # caught up
+        if pos < s.start_offset:
+            raise OffsetOutOfRange(f"stream {stream_id}: offset {pos} was trimmed meanwhile (the stream starts at "
+                                   f"{s.start_offset} now)")
+        now = self.meta.get_objects(stream_id, pos, pos + 1, limit=1, refresh=False).objects
+        return not now or now[0].object_id != ref.object_id
+
     def read(self, stream_id: int, start: int, end: int, max_bytes: int = 1 << 20) -> list[StreamRecord]:
         """Records overlapping [start, end), in order, stopping after about `max_bytes` of payload."""
         if self.cache is not None:
@@ -259,6 +273,7 @@ class StreamReader:
                 return hit
         out: list[StreamRecord] = []
         pos, got = start, 0
+        relooked = 0
         while pos < end and got < max_bytes:
             lookup = self.meta.get_objects(stream_id, pos, end, limit=8)
             if not lookup.objects:
@@ -268,9 +283,12 @@ class StreamReader:
                     recs = self._read_object(ref.object_id, ref.size, stream_id, pos, min(end, ref.end),
                                              max_bytes - got, ahead_end=ref.end,
                                              after=lookup.objects[i + 1] if i + 1 < len(lookup.objects) else None)
-                except ObjectFormatError:
+                except ObjectFormatError as exc:
                     if out:
                         return out  # serve what precedes the damaged object; a read starting in it raises
+                    if exc.check == "missing object" and relooked < 3 and self._gone_meanwhile(stream_id, pos, ref):
+                        relooked += 1
+                        break  # replaced by compaction: the next turn looks the range up again
                     raise
                 if not recs:
                     return out
