@@ -359,6 +359,18 @@ class MetadataClient:
     def kv_put(self, key: str, value: str) -> None:
         self._txn(lambda img: ([{"type": "kv_put", "key": key, "value": value}], None))
 
+    def kv_set_if(self, expect: dict[str, str | None], key: str, value: str | None) -> bool:
+        """In one transaction: when every key of `expect` holds its value (None: absent), store key -> value
+        (None: delete it). Returns whether it was applied."""
+        def build(img: MetadataImage) -> tuple[list[Record], bool]:
+            if any(img.kv.get(k) != v for k, v in expect.items()):
+                return [], False
+            if value is None:
+                return ([{"type": "kv_delete", "key": key}] if key in img.kv else []), True
+            return [{"type": "kv_put", "key": key, "value": value}], True
+
+        return bool(self._txn(build))
+
     def kv_put_many(self, items: dict[str, str]) -> None:
         """Store several keys in one transaction."""
         self._txn(lambda img: ([{"type": "kv_put", "key": k, "value": v} for k, v in items.items()], None))

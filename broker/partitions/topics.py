@@ -104,8 +104,11 @@ class TopicRegistry:
             log.warning("topic created concurrently; streams left unused",
                         extra={"topic": name, "topic_id": topic_id, "streams": sids})
             raise TopicExists(name)
-        if checked:  # written by the creator that won the name only
-            self.meta.kv_put(topic_config.kv_key(name), topic_config.encode(checked))
+        # written by the creator that won the name only, and only while the topic is the one it created (a delete
+        # meanwhile must not leave them to a topic created later under the name)
+        if checked and not self.meta.kv_set_if({f"topics/{name}": body}, topic_config.kv_key(name),
+                                               topic_config.encode(checked)):
+            raise TopicNotFound(name)
         log.info("topic created", extra={"topic": name, "topic_id": topic_id, "partitions": partitions,
                                          "streams": sids})
         return TopicInfo(name, topic_id, partitions, created, streams)
@@ -129,18 +132,24 @@ class TopicRegistry:
         return topic_config.decode(name, self.meta.kv_get(topic_config.kv_key(name), refresh=refresh))
 
     def alter_configs(self, name: str, change: object) -> dict[str, int]:
-        """Set (value) or remove (None) configs of an existing topic; returns the topic's configs after."""
+        """Set (value) or remove (None) configs of an existing topic; returns the topic's configs after. Written
+        only if the topic and its configs are still what they were read as (else read again): a topic deleted
+        meanwhile is TopicNotFound, never configs left behind for a topic created later under the name, and two
+        alterations at once both count."""
         checked = topic_config.check_configs(change, allow_unset=True)
-        if self.meta.kv_get(f"topics/{name}") is None:
-            validate_topic_name(name)
-            raise TopicNotFound(name)
-        after = topic_config.merge(self.configs(name, refresh=False), checked)
-        if after:
-            self.meta.kv_put(topic_config.kv_key(name), topic_config.encode(after))
-        else:
-            self.meta.kv_delete(topic_config.kv_key(name))
-        log.info("topic configs altered", extra={"topic": name, "configs": after})
-        return after
+        key = topic_config.kv_key(name)
+        for _ in range(100):
+            topic = self.meta.kv_get(f"topics/{name}")
+            if topic is None:
+                validate_topic_name(name)
+                raise TopicNotFound(name)
+            raw = self.meta.kv_get(key, refresh=False)
+            after = topic_config.merge(topic_config.decode(name, raw), checked)
+            if self.meta.kv_set_if({f"topics/{name}": topic, key: raw}, key,
+                                   topic_config.encode(after) if after else None):
+                log.info("topic configs altered", extra={"topic": name, "configs": after})
+                return after
+        raise RuntimeError(f"topic {name!r}: configs changed on every one of 100 tries")
 
     def delete(self, name: str, also_drop: Callable[[TopicInfo], Callable[[str], bool]] | None = None
                ) -> TopicInfo:
