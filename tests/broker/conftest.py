@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from api.config import Settings
+from broker.node import BrokerNode
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -20,3 +23,13 @@ def meta_url_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Callable
         schema = request.getfixturevalue("pg_schema_factory")()
         url = f"{dsn}{'&' if '?' in dsn else '?'}schema={schema}"
     return lambda: url
+
+
+@pytest.fixture
+def local_node(tmp_path: Path) -> Iterator[BrokerNode]:
+    """A broker node on the embedded defaults (local object store, SQLite metadata) under `tmp_path`, closed
+    after the test."""
+    s = Settings(data_dir=str(tmp_path / "data")).resolved()
+    n = BrokerNode.open(s.data_dir, s.store, s.metadata)
+    yield n
+    n.close()

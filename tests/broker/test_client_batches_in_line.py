@@ -6,13 +6,10 @@ queued appends resolve once fsynced."""
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
-from pathlib import Path
 
 import crc32c
 import pytest
 
-from api.config import Settings
 from broker.node import BrokerNode
 from broker.partitions.records import ProducerRecord, build_batch
 
@@ -25,12 +22,9 @@ def idempotent(batch: bytes, producer_id: int, epoch: int, sequence: int) -> byt
 
 
 @pytest.fixture
-def node(tmp_path: Path) -> Iterator[BrokerNode]:
-    s = Settings(data_dir=str(tmp_path / "data")).resolved()
-    n = BrokerNode.open(s.data_dir, s.store, s.metadata)
-    n.create_topic("t", 1)
-    yield n
-    n.close()
+def node(local_node: BrokerNode) -> BrokerNode:
+    local_node.create_topic("t", 1)
+    return local_node
 
 
 def test_may_block_only_while_an_append_could_wait(node: BrokerNode) -> None:

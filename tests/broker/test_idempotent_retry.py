@@ -16,11 +16,9 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from api.config import Settings
 from broker.errors import OutOfDisk
 from broker.node import BrokerNode
 from broker.partitions.records import ProducerRecord, build_batch
@@ -71,13 +69,10 @@ def gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[WalFsyncGate]:
 
 
 @pytest.fixture
-def node(tmp_path: Path, gate: WalFsyncGate) -> Iterator[BrokerNode]:
-    s = Settings(data_dir=str(tmp_path / "data")).resolved()
-    n = BrokerNode.open(s.data_dir, s.store, s.metadata)
-    n.create_topic("t", 1)
-    yield n
-    gate.release()
-    n.close()
+def node(local_node: BrokerNode, gate: WalFsyncGate) -> Iterator[BrokerNode]:
+    local_node.create_topic("t", 1)
+    yield local_node
+    gate.release()  # before the node closes
 
 
 def batch(sequence: int, *values: bytes) -> bytes:

@@ -6,24 +6,18 @@ a client that gets the error and retries (maybe on the new leader) stores no mes
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from api.config import Settings
 from broker.errors import NotOwner
 from broker.node import BrokerNode
 from broker.partitions.client_messages import InMessage
 
 
 @pytest.fixture
-def node(tmp_path: Path) -> Iterator[BrokerNode]:
-    s = Settings(data_dir=str(tmp_path / "data")).resolved()
-    n = BrokerNode.open(s.data_dir, s.store, s.metadata)
-    n.create_topic("t", 2)
-    yield n
-    n.close()
+def node(local_node: BrokerNode) -> BrokerNode:
+    local_node.create_topic("t", 2)
+    return local_node
 
 
 def test_a_partition_handed_off_mid_request_refuses_the_whole_request(node: BrokerNode,

@@ -5,24 +5,18 @@ topic's retention. Two alterations at once both count."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from api.config import Settings
 from broker.node import BrokerNode
 from broker.partitions import topic_config
 from broker.partitions.topic_errors import TopicNotFound
 
 
 @pytest.fixture
-def node(tmp_path: Path) -> Iterator[BrokerNode]:
-    s = Settings(data_dir=str(tmp_path / "data")).resolved()
-    n = BrokerNode.open(s.data_dir, s.store, s.metadata)
-    yield n
-    n.close()
+def node(local_node: BrokerNode) -> BrokerNode:
+    return local_node
 
 
 def between_read_and_write(monkeypatch: pytest.MonkeyPatch, step: Any) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +43,25 @@ class Cluster:
         body = httpx.get(f"{self.url(via)}/v1/cluster/nodes", timeout=10).json()
         return {n["node_id"]: n["partitions"] for n in body["nodes"] if n["state"] == "alive"}
 
+    def index_rescue(self, dead: int, via: int = 0) -> dict[str, Any]:
+        """The index rescue a failover of node `dead` reported (empty until one did)."""
+        for f in httpx.get(f"{self.url(via)}/v1/cluster/failovers", timeout=10).json()["failovers"]:
+            if f["node"] == dead and "index_rescue" in f:
+                return dict(f["index_rescue"])
+        return {}
+
     def stop_all(self) -> None:
         for s in self.nodes.values():
             if s.proc is not None and s.proc.poll() is None:
                 s.stop(signal.SIGKILL)
+
+
+def wait_until(cond: Callable[[], bool], timeout: float, what: str) -> None:
+    """Wait (polling) until `cond()` holds; fail naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"not within {timeout}s: {what}"
+        time.sleep(0.1)
 
 
 class Producer(threading.Thread):

@@ -4,7 +4,6 @@ is on shared storage; with a local WAL the loss is reported, not hidden."""
 from __future__ import annotations
 
 import signal
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -13,14 +12,15 @@ from typing import Any
 import httpx
 
 from storage_tier.seaweedfs_server import SeaweedFS
-from tests.cluster.harness import TOPIC, Cluster, Producer, all_by_key, check_everything_found, check_offsets
-
-
-def _wait(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"not within {timeout}s: {what}"
-        time.sleep(0.1)
+from tests.cluster.harness import (
+    TOPIC,
+    Cluster,
+    Producer,
+    all_by_key,
+    check_everything_found,
+    check_offsets,
+    wait_until,
+)
 
 
 def _leaders(c: Cluster) -> dict[str, int]:
@@ -44,17 +44,17 @@ def test_ten_nodes_killed_for_good_lose_nothing_with_the_shared_wal(tmp_path: Pa
         next_id = 3
         for _ in range(10):
             before = len(producer.acked)
-            _wait(lambda b=before: len(producer.acked) >= b + 20, 60, "the producer goes on")
+            wait_until(lambda b=before: len(producer.acked) >= b + 20, 60, "the producer goes on")
             led = _leaders(c)
             victim = max(c.running(), key=lambda n: (sum(1 for v in led.values() if v == n), -n))  # leads most
             assert c.nodes[victim].stop(signal.SIGKILL) == -signal.SIGKILL
             c.start(next_id)
             next_id += 1
             # every partition led by a running node again, and acknowledged writes flowing
-            _wait(lambda: len(_leaders(c)) == 6 and set(_leaders(c).values()) <= set(c.running()), 60,
+            wait_until(lambda: len(_leaders(c)) == 6 and set(_leaders(c).values()) <= set(c.running()), 60,
                   f"partitions of node {victim} taken over")
             after = len(producer.acked)
-            _wait(lambda a=after: len(producer.acked) >= a + 10, 60, "acknowledged produce after the failover")
+            wait_until(lambda a=after: len(producer.acked) >= a + 10, 60, "acknowledged produce after the failover")
         producer.stop_flag.set()
         producer.join(60)
         assert not producer.is_alive()
@@ -62,7 +62,7 @@ def test_ten_nodes_killed_for_good_lose_nothing_with_the_shared_wal(tmp_path: Pa
         def reports() -> list[dict[str, Any]]:
             return httpx.get(f"{c.url(c.running()[0])}/v1/cluster/failovers", timeout=10).json()["failovers"]
 
-        _wait(lambda: len(reports()) >= 10, 30, "ten failover reports")
+        wait_until(lambda: len(reports()) >= 10, 30, "ten failover reports")
         failovers = reports()
         assert len(failovers) == 10 and all(f["wal"] == "shared" for f in failovers)
         assert sum(f["replayed_records"] for f in failovers) > 0  # records only the dead nodes' WALs held
@@ -76,7 +76,7 @@ def test_ten_nodes_killed_for_good_lose_nothing_with_the_shared_wal(tmp_path: Pa
         # and by key (all pages) from a live node, nothing twice: the records the killed nodes had indexed
         # but not uploaded (including for partitions they had handed over) were indexed again, once the
         # failovers' index rescues (after the partitions serve again) are done
-        _wait(lambda: all("entries" in f.get("index_rescue", {}) for f in reports()), 60, "index rescues done")
+        wait_until(lambda: all("entries" in f.get("index_rescue", {}) for f in reports()), 60, "index rescues done")
         check_everything_found(c, producer.acked, [c.running()[0]], producer.in_doubt)
     finally:
         if producer is not None:
@@ -106,14 +106,9 @@ def test_keys_a_killed_node_indexed_for_a_partition_it_handed_over_are_found(
         assert r.status_code == 200, r.text
         assert c.nodes[1].stop(signal.SIGKILL) == -signal.SIGKILL  # leads nothing now, never comes back
 
-        def rescue() -> dict[str, Any]:
-            for f in httpx.get(f"{c.url(0)}/v1/cluster/failovers", timeout=10).json()["failovers"]:
-                if f["node"] == 1 and "index_rescue" in f:
-                    return dict(f["index_rescue"])
-            return {}
 
-        _wait(lambda: "entries" in rescue(), 60, "node 1's index entries rebuilt")
-        assert rescue()["entries"] == 30 and rescue()["ranges"] == [[TOPIC, p1, 0, 30]]
+        wait_until(lambda: "entries" in c.index_rescue(1), 60, "node 1's index entries rebuilt")
+        assert c.index_rescue(1)["entries"] == 30 and c.index_rescue(1)["ranges"] == [[TOPIC, p1, 0, 30]]
         found = [(m["partition"], m["offset"]) for m in all_by_key(c.url(0), "moved")]
         assert sorted(found) == sorted((p1, o) for o in acked)  # every one, once
     finally:
@@ -137,12 +132,13 @@ def test_a_local_wal_reports_what_a_dead_node_took_with_it(tmp_path: Path, seawe
             assert r.status_code == 200
             acked.append(r.json()["results"][0])
         assert c.nodes[1].stop(signal.SIGKILL) == -signal.SIGKILL  # its WAL (local) held all 30, none uploaded
-        _wait(lambda: len(_leaders(c)) == 2 and set(_leaders(c).values()) == {0}, 60, "node 1's partition taken over")
+        wait_until(lambda: len(_leaders(c)) == 2 and set(_leaders(c).values()) == {0}, 60,
+                   "node 1's partition taken over")
 
         def reports() -> list[dict[str, Any]]:
             return httpx.get(f"{c.url(0)}/v1/cluster/failovers", timeout=10).json()["failovers"]
 
-        _wait(lambda: bool(reports()), 30, "the failover's report")
+        wait_until(lambda: bool(reports()), 30, "the failover's report")
         failovers = reports()
         assert len(failovers) == 1
         f = failovers[0]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import signal
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,17 +25,11 @@ from broker.metadata import MetadataClient
 from broker.metadata.leases import LeaseTable
 from index_service import FileState, IndexService
 from storage_tier.seaweedfs_server import SeaweedFS
-from tests.cluster.harness import TOPIC, Cluster
+from tests.cluster.harness import TOPIC, Cluster, wait_until
 from tests.index_service.helpers import ManualClock
 
 HOUR_MS = 3_600_000
 
-
-def _wait(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"not within {timeout}s: {what}"
-        time.sleep(0.1)
 
 
 @pytest.fixture
@@ -146,14 +139,9 @@ def test_rescued_entries_are_found_by_a_range_ending_before_the_rescue(two_nodes
     assert r.status_code == 200, r.text
     assert c.nodes[1].stop(signal.SIGKILL) == -signal.SIGKILL
 
-    def rescue() -> dict[str, Any]:
-        for f in httpx.get(f"{c.url(0)}/v1/cluster/failovers", timeout=10).json()["failovers"]:
-            if f["node"] == 1 and "index_rescue" in f:
-                return dict(f["index_rescue"])
-        return {}
 
-    _wait(lambda: "entries" in rescue(), 60, "node 1's index entries rebuilt")
-    assert rescue()["entries"] == 30
+    wait_until(lambda: "entries" in c.index_rescue(1), 60, "node 1's index entries rebuilt")
+    assert c.index_rescue(1)["entries"] == 30
     end = max(a["timestamp"] for a in acked)  # before the rescued file was created
     want = sorted((p1, a["offset"]) for a in acked)
     assert sorted(_by_key(c.url(0), "moved", end, 500)) == want
