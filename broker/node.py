@@ -323,7 +323,7 @@ class BrokerNode:
         self.maintenance.stop()
         self.compaction.stop()
         self.cluster.leave(self.dispatcher, self.index)  # partitions handed over, index files published
-        self.cluster.stop()
+        self.cluster.stop_watching()  # the lease is kept alive until the streams are closed (below)
         self.partitions.closed = True
         clean = self.storage.failed is None and self.storage.disk.episode is None  # out of disk: the WAL keeps it
         try:
@@ -342,6 +342,8 @@ class BrokerNode:
             clean = False
             log.error("index flush failed at close; the next open re-dispatches", extra={"error": str(exc)})
         clean = self.partitions.close_all(owned, clean)
+        # shut down only when every stream is closed; else the lease expires and the others fail this node over
+        self.cluster.stop(shut_down=clean)
         self.index.close()
         self.meta.close()
         self.store.close()

@@ -255,10 +255,17 @@ class Cluster:
         self.parts.storage.check_fenced([s.stream_id for p in self.parts.owned() for s in p.streams],
                                         RuntimeError("this node's lease belongs to a newer incarnation"))
 
-    def stop(self) -> None:
+    def stop_watching(self) -> None:
+        """Stop reconciling partitions and answering for other nodes; the lease is kept (`stop`)."""
         if self.watcher is not None:
             self.watcher.stop()
         if self.index is not None:
             self.index.close()
-        self.membership.stop()
+
+    def stop(self, shut_down: bool = True) -> None:
+        """Stop everything; the lease is marked shut down only with `shut_down` (a clean stop: every stream
+        closed). Otherwise it is left to expire, so the other nodes fail this one over as after a crash: a node
+        that stopped with streams open would never be failed over, and its partitions stay unserved."""
+        self.stop_watching()
+        self.membership.stop(shut_down)
         self.peers.close()
