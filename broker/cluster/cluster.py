@@ -61,6 +61,7 @@ class Cluster:
     # -- opening ----------------------------------------------------------------------------------
     def start_membership(self) -> None:
         self.membership.start()
+        self.parts.storage.ack_checks.append(self.membership.check_lease)  # no acknowledgement without the lease
 
     def claim_at_open(self, every: list[Partition]) -> None:
         """Open the partitions assigned here, the unassigned ones nobody holds (recorded as led here), and

@@ -6,6 +6,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from broker.errors import NotOwner
 from broker.metadata.leases import ALIVE, LeaseTable, NodeLease
 from broker.periodic import Periodic
 
@@ -25,11 +26,16 @@ class Membership:
         self.lease_ms = lease_ms
         self.on_fenced = on_fenced or (lambda: None)
         self.fenced = False
+        # monotonic time until which this node surely holds its lease: the time a renewal that succeeded was sent,
+        # plus the lease (the metadata's expiry counts from when it applied the renewal, which is later)
+        self.held_until = 0.0
         self._view: tuple[float, dict[int, NodeLease]] = (0.0, {})
         self._beat = Periodic("broker-heartbeat", max(lease_ms / 3000, 0.05), self.heartbeat)
 
     def start(self) -> None:
+        sent = time.monotonic()
         self.leases.register(self.node_id, self.node_epoch, self.http, self.kafka, self.lease_ms)
+        self.held_until = sent + self.lease_ms / 1000
         self._beat.start()
         log.info("node registered", extra={"node_id": self.node_id, "node_epoch": self.node_epoch,
                                            "http": self.http, "lease_ms": self.lease_ms})
@@ -37,11 +43,26 @@ class Membership:
     def heartbeat(self) -> None:
         if self.fenced:
             return
+        sent = time.monotonic()
         if not self.leases.heartbeat(self.node_id, self.node_epoch, self.lease_ms):
             self.fenced = True
             log.error("lease lost: a newer incarnation of this node registered", extra={
                 "node_id": self.node_id, "node_epoch": self.node_epoch})
             self.on_fenced()
+            return
+        self.held_until = sent + self.lease_ms / 1000
+
+    def check_lease(self) -> None:
+        """Raise NotOwner unless this node surely still holds its lease. A node that cannot renew it (the
+        metadata database unreachable) must stop acknowledging before the others may take its partitions over:
+        with a local WAL they would open them at the committed end while this node went on writing the same
+        offsets."""
+        if self.fenced:
+            raise NotOwner(f"node {self.node_id}: its lease belongs to a newer incarnation; not acknowledging")
+        left = self.held_until - time.monotonic()
+        if left <= 0:
+            raise NotOwner(f"node {self.node_id} could not renew its lease for {self.lease_ms} ms (the metadata "
+                           "database does not answer): not acknowledging until it can")
 
     def nodes(self) -> list[NodeLease]:
         return self.leases.nodes()

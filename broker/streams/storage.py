@@ -97,6 +97,8 @@ class StreamStorage:
         self._append_lock = threading.Lock()  # orders WAL appends with their trim slots
         self._upload_lock = threading.Lock()
         self._commit_unknown = False  # an upload's commit failed without the metadata refusing it (see force_upload)
+        #: more conditions of acknowledging, each raising when it does not hold (the cluster's lease)
+        self.ack_checks: list[Callable[[], None]] = []
 
     @classmethod
     def open(cls, wal_dir: Path, store: BlobStore, meta: MetadataClient, *, upload_threshold: int,
@@ -254,9 +256,12 @@ class StreamStorage:
         self.disk.check_write("wal", body_bytes + records * WAL_HEADER_SIZE)
 
     def check_usable(self) -> None:
+        """Raise unless the node may acknowledge now (asked before an append and again before answering it)."""
         if self.failed is not None:
             raise WalError(f"the broker node failed and acknowledges nothing more: {self.failed}")
         self.disk.check_writable()
+        for check in self.ack_checks:
+            check()
 
     def wait_for_cache_room(self, timeout: float = 30.0) -> None:
         """Back-pressure: wait while the cache holds more than its limit (object storage is behind)."""

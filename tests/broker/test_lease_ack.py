@@ -1,0 +1,61 @@
+"""A node that cannot renew its lease (the metadata database does not answer) stops acknowledging before its
+lease can have expired, so the other nodes never take its partitions over while it still writes them; once a
+renewal succeeds again it acknowledges again."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from api.config import Settings
+from broker.errors import NotOwner
+from broker.node import BrokerNode
+from broker.partitions.client_messages import InMessage
+
+LEASE_MS = 1500
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[BrokerNode]:
+    s = Settings(data_dir=str(tmp_path / "data")).resolved()
+    n = BrokerNode.open(s.data_dir, s.store, s.metadata, lease_ms=LEASE_MS)
+    n.create_topic("t", 1)
+    yield n
+    n.close()
+
+
+def test_no_acknowledgement_without_the_lease(node: BrokerNode, monkeypatch: pytest.MonkeyPatch) -> None:
+    membership = node.cluster.membership
+    assert node.produce("t", [InMessage(b"before")])[0].offset == 0
+    renew = membership.leases.heartbeat
+    cut_off = time.monotonic()
+
+    def unreachable(*args: object, **kw: object) -> bool:
+        raise sqlite3.OperationalError("unable to open database file")
+
+    monkeypatch.setattr(membership.leases, "heartbeat", unreachable)
+    deadline = time.monotonic() + 30
+    while True:  # until the node refuses: at the latest one lease after the last renewal that went through
+        try:
+            node.produce("t", [InMessage(b"while cut off")])
+        except NotOwner as exc:
+            assert "could not renew its lease" in str(exc)
+            break
+        assert time.monotonic() < deadline, "still acknowledging 30 s after the metadata stopped answering"
+        time.sleep(0.05)
+    assert time.monotonic() - cut_off <= LEASE_MS / 1000 + 1.0  # refused within about a lease
+    with pytest.raises(NotOwner):
+        node.produce("t", [InMessage(b"refused")])
+    monkeypatch.setattr(membership.leases, "heartbeat", renew)
+    deadline = time.monotonic() + 30
+    while True:  # the next renewal lets it acknowledge again
+        try:
+            node.produce("t", [InMessage(b"after")])
+            break
+        except NotOwner:
+            assert time.monotonic() < deadline, "not acknowledging 30 s after the metadata answered again"
+            time.sleep(0.05)
