@@ -21,9 +21,13 @@ from collections.abc import Callable
 from broker.cluster import handoff
 from broker.cluster.assignment import leaders
 from broker.partitions.dispatcher import CatchUp
-from broker.partitions.partition_map import PartitionMap
+from broker.partitions.partition_map import REPLAYING, PartitionMap
 
 log = logging.getLogger("mqindex.broker.cluster")
+
+# partitions assigned here that the watcher does not open: fenced ones (another node holds them), and those a
+# failover is replaying the dead node's acknowledged records into (served once that is done)
+NOT_TAKEN = ("fenced", REPLAYING)
 
 
 class AssignmentWatcher:
@@ -67,7 +71,7 @@ class AssignmentWatcher:
                     continue
                 if p.owned and want.node != parts.node_id:
                     handoff.hand_off(parts, p, want.node, self.sync_index)
-                elif not p.owned and want.node == parts.node_id and not p.why_not_owned.startswith("fenced"):
+                elif not p.owned and want.node == parts.node_id and not p.why_not_owned.startswith(NOT_TAKEN):
                     handoff.take_over(parts, p, self.catch_up)
             if self.on_look is not None:
                 self.on_look()

@@ -34,6 +34,10 @@ T = TypeVar("T")
 
 log = logging.getLogger("mqindex.broker.partitions")
 
+#: why a partition claimed by a failover is not served yet: the previous leader's acknowledged records are being
+#: replayed into it (broker/cluster/failover.py); nothing else may serve it meanwhile
+REPLAYING = "opening: replaying the previous leader's WAL"
+
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
@@ -123,7 +127,7 @@ class PartitionMap:
                 if serve:
                     p.owned = True
                 else:
-                    p.why_not_owned = "opening: replaying the previous leader's WAL"
+                    p.why_not_owned = REPLAYING
                 continue
             p.owned = False
             p.why_not_owned = "; ".join(r for r in (m, d) if isinstance(r, str))
