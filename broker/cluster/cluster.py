@@ -40,18 +40,28 @@ from storage_tier import StorageUnavailable
 log = logging.getLogger("mqindex.broker.cluster")
 
 
+def lease(metadata_url: str, node_id: int, node_epoch: int, http: str | None, kafka: str | None,
+          lease_ms: int = DEFAULT_LEASE_MS) -> Membership:
+    """This incarnation's lease, not started yet. A node starts it right after it registers its new epoch in the
+    metadata, before it reads its WAL (which can take longer than a lease): until then the lease row shows the
+    previous incarnation's epoch, expired, and a survivor would fence the new incarnation."""
+    return Membership(LeaseTable(metadata_url), node_id, node_epoch, http, kafka, lease_ms)
+
+
 class Cluster:
     def __init__(self, parts: PartitionMap, meta: MetadataClient, metadata_url: str, node_id: int, *,
                  http: str | None = None, kafka: str | None = None, lease_ms: int = DEFAULT_LEASE_MS,
-                 token: str | None = None, watch_interval_s: float = 0.1, wal_store: Any = None) -> None:
+                 token: str | None = None, watch_interval_s: float = 0.1, wal_store: Any = None,
+                 membership: Membership | None = None) -> None:
+        """membership: this node's lease, when started before the cluster (`lease`); made here otherwise."""
         self.parts = parts
         self.meta = meta
         self.node_id = node_id
         self.watch_interval_s = watch_interval_s
         self.wal_store = wal_store  # the shared WAL's store (None: local WALs)
         self.failover: Failover | None = None
-        self.membership = Membership(LeaseTable(metadata_url), node_id, meta.node_epoch or 0, http, kafka,
-                                     lease_ms, on_fenced=self._lease_lost)
+        self.membership = membership or lease(metadata_url, node_id, meta.node_epoch or 0, http, kafka, lease_ms)
+        self.membership.on_fenced = self._lease_lost
         self.peers = Peers(token)
         self.index: ClusterIndex | None = None
         self.watcher: AssignmentWatcher | None = None
@@ -60,7 +70,8 @@ class Cluster:
 
     # -- opening ----------------------------------------------------------------------------------
     def start_membership(self) -> None:
-        self.membership.start()
+        if not self.membership.started:
+            self.membership.start()
         self.parts.storage.ack_checks.append(self.membership.check_lease)  # no acknowledgement without the lease
 
     def claim_at_open(self, every: list[Partition]) -> None:

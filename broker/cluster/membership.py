@@ -26,6 +26,7 @@ class Membership:
         self.lease_ms = lease_ms
         self.on_fenced = on_fenced or (lambda: None)
         self.fenced = False
+        self.started = False
         # monotonic time until which this node surely holds its lease: the time a renewal that succeeded was sent,
         # plus the lease (the metadata's expiry counts from when it applied the renewal, which is later)
         self.held_until = 0.0
@@ -37,6 +38,7 @@ class Membership:
         self.leases.register(self.node_id, self.node_epoch, self.http, self.kafka, self.lease_ms)
         self.held_until = sent + self.lease_ms / 1000
         self._beat.start()
+        self.started = True
         log.info("node registered", extra={"node_id": self.node_id, "node_epoch": self.node_epoch,
                                            "http": self.http, "lease_ms": self.lease_ms})
 
