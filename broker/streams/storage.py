@@ -151,13 +151,21 @@ class StreamStorage:
         return out
 
     def close_streams(self, streams: list[Stream]) -> None:
-        """Close the streams at their epochs in the metadata (after their data is uploaded)."""
+        """Close the streams at their epochs in the metadata (after their data is uploaded). When the metadata
+        does not take the close, they stay open here too (a hand-off that failed then serves its partition again,
+        and can be tried again; closed here but open in the metadata, no one could ever close them)."""
         live = [s for s in streams if not s.fenced and not s.closed]
         for s in live:
             s.closed = True
             self._open.pop(s.stream_id, None)
         if live:
-            self.meta.close_streams([(s.stream_id, s.epoch) for s in live])
+            try:
+                self.meta.close_streams([(s.stream_id, s.epoch) for s in live])
+            except BaseException:
+                for s in live:
+                    s.closed = False
+                    self._open[s.stream_id] = s
+                raise
 
     def abandon(self, streams: list[Stream]) -> None:
         """This node no longer owns these streams: drop their cached records and stop them holding the WAL."""
