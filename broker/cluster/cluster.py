@@ -62,6 +62,7 @@ class Cluster:
         self.failover: Failover | None = None
         self.membership = membership or lease(metadata_url, node_id, meta.node_epoch or 0, http, kafka, lease_ms)
         self.membership.on_fenced = self._lease_lost
+        self.membership.unfit = self._unfit
         self.peers = Peers(token)
         self.index: ClusterIndex | None = None
         self.watcher: AssignmentWatcher | None = None
@@ -262,6 +263,12 @@ class Cluster:
                 self.publish_index(index)
         except Exception as exc:  # noqa: BLE001 - the node still closes cleanly; the others take over later
             log.error("leaving the cluster incompletely", extra={"node_id": self.node_id, "error": str(exc)})
+
+    def _unfit(self) -> str | None:
+        """Why this node should give up its lease: its WAL (or the node) failed for good, so it acknowledges
+        nothing and cannot hand its partitions over; the others fail it over once the lease expires."""
+        failed = self.parts.storage.failed
+        return None if failed is None else f"the node failed and acknowledges nothing more: {failed}"
 
     def _lease_lost(self) -> None:
         self.parts.storage.check_fenced([s.stream_id for p in self.parts.owned() for s in p.streams],

@@ -27,6 +27,10 @@ class Membership:
         self.on_fenced = on_fenced or (lambda: None)
         self.fenced = False
         self.started = False
+        #: why this node should not keep its lease (None: it may); asked before each renewal (the cluster sets it:
+        #: a node whose WAL failed for good serves nothing, and lets its lease expire so the others take over)
+        self.unfit: Callable[[], str | None] = lambda: None
+        self._gave_up = False
         # monotonic time until which this node surely holds its lease: the time a renewal that succeeded was sent,
         # plus the lease (the metadata's expiry counts from when it applied the renewal, which is later)
         self.held_until = 0.0
@@ -44,6 +48,13 @@ class Membership:
 
     def heartbeat(self) -> None:
         if self.fenced:
+            return
+        why = self.unfit()
+        if why is not None:
+            if not self._gave_up:
+                self._gave_up = True
+                log.error("lease no longer renewed: the others will fail this node over", extra={
+                    "node_id": self.node_id, "node_epoch": self.node_epoch, "reason": why})
             return
         sent = time.monotonic()
         if not self.leases.heartbeat(self.node_id, self.node_epoch, self.lease_ms):

@@ -1,0 +1,60 @@
+"""A node whose WAL failed for good (a write error that is not a full disk) acknowledges nothing and cannot hand
+its partitions over; it stops renewing its lease, so another node fails it over and serves its partitions.
+Before, it went on renewing the lease and its partitions refused writes until someone restarted it.
+
+Two nodes in this process on one SQLite metadata database and a local object store; the fault is the failed
+node's WAL writer's fdatasync answering EINVAL."""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from broker.errors import WalError
+from broker.node import BrokerNode
+from broker.partitions.client_messages import InMessage
+from broker.streams import wal as wal_module
+
+
+def test_a_node_whose_wal_failed_is_failed_over(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store, meta = f"file://{tmp_path}/objects", f"sqlite:///{tmp_path}/meta.sqlite"
+
+    def open_node(node_id: int) -> BrokerNode:
+        return BrokerNode.open(tmp_path / f"node{node_id}", store, meta, node_id=node_id, lease_ms=1000,
+                               upload_interval_s=3600, maintenance_interval_s=3600)
+
+    nodes: list[BrokerNode] = []
+    try:
+        failing = open_node(1)
+        nodes.append(failing)
+        failing.create_topic("t", 1)
+        failing.produce("t", [InMessage(b"m%d" % i) for i in range(5)])
+        failing.flush()  # committed to objects: whoever serves the partition next has them
+        survivor = open_node(0)
+        nodes.append(survivor)
+        writer: threading.Thread = failing.storage.wal._writer
+        real = os.fdatasync
+
+        def fdatasync(fd: int) -> None:
+            if threading.current_thread() is writer:
+                raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
+            real(fd)
+
+        monkeypatch.setattr(wal_module.os, "fdatasync", fdatasync)
+        with pytest.raises(WalError):
+            failing.produce("t", [InMessage(b"refused")])
+        assert failing.storage.failed is not None
+        deadline = time.monotonic() + 60
+        while not survivor.partition_info("t", 0)["owned"]:
+            assert time.monotonic() < deadline, "nobody took over the failed node's partition"
+            time.sleep(0.05)
+        assert [m.value for m in survivor.fetch("t", 0, 0, 10)[0]] == [b"m%d" % i for i in range(5)]
+        assert survivor.produce("t", [InMessage(b"after")])[0].offset == 5
+    finally:
+        for n in reversed(nodes):
+            n.close()
