@@ -47,6 +47,10 @@ from storage_tier import BlobStore
 log = logging.getLogger("mqindex.broker.failover")
 
 FAILOVERS_PREFIX = "failovers/"
+# replays/<dead node> = {"by": survivor}: a failover whose replay of the dead node's shared WAL is under way. A
+# survivor that dies before it finished leaves it: whoever fails that survivor over replays both WALs, the dead
+# node's first (the survivor never served those partitions, so its own WAL holds nothing of them before it)
+REPLAYS_PREFIX = "failover_replays/"
 
 
 class Failover:
@@ -103,6 +107,8 @@ class Failover:
             log.info("failover of node done elsewhere", extra={"node_id": dead, "reason": str(exc)})
             return {}
         self.membership.leases.fence(dead, new_epoch)
+        if self.wal_store is not None:
+            meta.kv_put(f"{REPLAYS_PREFIX}{dead}", json.dumps({"by": self.parts.node_id}))
         sids = set(closed)
         parts = [p for p in self.parts.all() if p.data_stream in sids or p.meta_stream in sids or p in led]
         set_leaders(meta, {(p.topic.topic_id, p.index): self.parts.node_id for p in parts})
@@ -142,15 +148,21 @@ class Failover:
         replayed = 0
         shared = self.wal_store is not None
         spans: list[tuple[int, int, str]] = []
+        inherited: list[int] = []
         if shared:
             assert self.wal_store is not None
-            wal_records, report, spans = read_wal(self.wal_store, dead)
-            records = [decode_stream_record(w.body) for w in wal_records]
+            # the WALs of nodes the dead one was failing over when it died, before its own (REPLAYS_PREFIX)
+            inherited = sorted(int(k[len(REPLAYS_PREFIX):]) for k, v in
+                               meta.kv_items(REPLAYS_PREFIX).items() if json.loads(v).get("by") == dead)
+            for node in [*inherited, dead]:
+                wal_records, report, node_spans = read_wal(self.wal_store, node)
+                spans += node_spans
+                records += [decode_stream_record(w.body) for w in wal_records]
+                if report.stop_reason:
+                    log.error("dead node's WAL replay stopped early", extra={"node_id": node,
+                                                                             "reason": report.stop_reason})
             restored = self.parts.storage.restore_records(records)
             replayed = sum(restored.get(p.data_stream, 0) for p in opened)
-            if report.stop_reason:
-                log.error("dead node's WAL replay stopped early", extra={"node_id": dead,
-                                                                         "reason": report.stop_reason})
         self.parts.storage.force_upload()
         self.parts.load_states(opened, served=False)
         redispatch_from: dict[tuple[str, int], int] = {}
@@ -168,10 +180,12 @@ class Failover:
         if shared and spans:
             assert self.wal_store is not None
             self.wal_store.delete([k for _, _, k in spans])
+        for node in [*inherited, dead] if shared else []:
+            meta.kv_delete(f"{REPLAYS_PREFIX}{node}")
         report_doc = {
             "node": dead, "fenced_epoch": new_epoch, "by": self.parts.node_id, "at_ms": now_ms(),
             "wal": "shared" if shared else "local", "partitions": [p.name for p in opened],
-            "replayed_records": replayed,
+            "replayed_records": replayed, "replayed_wals_of": [*inherited, dead] if shared else [],
             # with a local WAL the records it acknowledged after these committed ends are lost
             "committed_ends": {p.name: p.acked_end for p in opened},
             "seconds": round(time.monotonic() - started, 3)}
