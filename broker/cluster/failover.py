@@ -78,6 +78,8 @@ class Failover:
             return
         self._last = time.monotonic()
         self._resume_pending()
+        if not self.membership.steady():  # its own lease lapsed lately: the others' may have for the same reason
+            return
         me = self.parts.node_id
         nodes = self.membership.nodes()
         alive = sorted(n.node_id for n in nodes if n.state == "alive")

@@ -34,6 +34,8 @@ class Membership:
         # monotonic time until which this node surely holds its lease: the time a renewal that succeeded was sent,
         # plus the lease (the metadata's expiry counts from when it applied the renewal, which is later)
         self.held_until = 0.0
+        # monotonic time since which this node has held its lease without a gap (see `steady`)
+        self.steady_since = 0.0
         self._view: tuple[float, dict[int, NodeLease]] = (0.0, {})
         self._beat = Periodic("broker-heartbeat", max(lease_ms / 3000, 0.05), self.heartbeat)
 
@@ -41,6 +43,7 @@ class Membership:
         sent = time.monotonic()
         self.leases.register(self.node_id, self.node_epoch, self.http, self.kafka, self.lease_ms)
         self.held_until = sent + self.lease_ms / 1000
+        self.steady_since = sent
         self._beat.start()
         self.started = True
         log.info("node registered", extra={"node_id": self.node_id, "node_epoch": self.node_epoch,
@@ -63,7 +66,16 @@ class Membership:
                 "node_id": self.node_id, "node_epoch": self.node_epoch})
             self.on_fenced()
             return
+        if sent > self.held_until:  # the lease had run out before this renewal: held again only from now
+            self.steady_since = sent
         self.held_until = sent + self.lease_ms / 1000
+
+    def steady(self) -> bool:
+        """Whether this node has held its lease without a gap for a whole lease. Only then may it count other
+        nodes' expired leases as their failure: after the metadata database stalled (or this node could not
+        reach it) for longer than a lease, every lease is expired at once, and the other nodes get a lease's time
+        to renew theirs before any is failed over."""
+        return not self.fenced and time.monotonic() - self.steady_since >= self.lease_ms / 1000
 
     def check_lease(self) -> None:
         """Raise NotOwner unless this node surely still holds its lease. A node that cannot renew it (the
