@@ -194,6 +194,7 @@ class MetadataImage:
                 if below is None or end <= below:
                     sso = node.sso[oid]
                     sso.ranges.pop(sid, None)
+                    sso.data_at.pop(sid, None)
                     if not sso.ranges:
                         del node.sso[oid]
                         self._destroy([oid], at)
@@ -249,8 +250,9 @@ class MetadataImage:
                 return sso.data_at.get(stream_id, o.committed_at)
         return o.committed_at
 
-    def _sources_data_at(self, node: NodeMeta, gone: set[int], at: int) -> dict[int, int]:
-        """Per stream, the newest commit time of its data in the compaction sources `gone`."""
+    def _sources_data_at(self, node: NodeMeta, gone: set[int], streams: set[int], at: int) -> dict[int, int]:
+        """Per stream, the newest commit time of its data in the compaction sources `gone` (stream set objects of
+        `node`, and stream objects of `streams`, the streams the outputs hold)."""
         times: dict[int, int] = {}
 
         def seen(sid: int, t: int | None) -> None:
@@ -260,10 +262,11 @@ class MetadataImage:
         for oid in gone & set(node.sso):
             for sid in node.sso[oid].ranges:
                 seen(sid, self.part_time(oid, sid))
-        for s in self.streams.values():
-            for o in s.stream_objects:
+        for sid in streams:  # a stream object source's stream is one the outputs cover (or it was wholly trimmed)
+            s = self.streams.get(sid)
+            for o in s.stream_objects if s is not None else ():
                 if o.object_id in gone:
-                    seen(s.stream_id, self.part_time(o.object_id, s.stream_id))
+                    seen(sid, self.part_time(o.object_id, sid))
         return times
 
     def _apply_compaction(self, r: Record) -> None:
@@ -273,7 +276,9 @@ class MetadataImage:
         at = r["at"]
         node = self.nodes[r["node_id"]]
         gone = set(r["destroyed"])
-        data_at = self._sources_data_at(node, gone, at)
+        outputs = {o["stream_id"] for o in r.get("stream_objects", [])}
+        outputs |= {sid for sid, _, _ in r["sso"]["ranges"]} if r.get("sso") else set()
+        data_at = self._sources_data_at(node, gone, outputs, at)
         for oid in gone & set(node.sso):
             for sid in node.sso.pop(oid).ranges:
                 keep = [p for p in node.parts.get(sid, []) if p[2] != oid]

@@ -143,9 +143,8 @@ def _build(state: Any) -> MetadataImage:
     ssos = {oid: sso for n in img.nodes.values() for oid, sso in n.sso.items()}
     for oid, sid, t in _rows(state.get("sso_data_at", []), 3):  # absent in images written before it was kept
         sso = ssos.get(_int(oid))
-        if sso is None or _int(sid) not in sso.ranges:
-            raise ValueError(f"data time of stream {sid} in object {oid}, which holds no such range")
-        sso.data_at[_int(sid)] = _int(t)
+        if sso is not None and _int(sid) in sso.ranges:  # a part no longer held has no time to keep
+            sso.data_at[_int(sid)] = _int(t)
     # rows of 9 (with the preparing incarnation), or of 7 in images written before it was recorded
     objects = state["objects"]
     wide = _rows(objects, 9) if objects and isinstance(objects[0], list) and len(objects[0]) == 9 else [
