@@ -147,7 +147,8 @@ class BrokerNode:
 
     def _abandon(self) -> None:
         """Release what a failed open took (no clean-shutdown work)."""
-        for closer in (lambda: self.cluster.stop(), lambda: self.storage.close(), lambda: self.index.close(),
+        for closer in (lambda: self.cluster.stop(shut_down=self._wal_store is None), lambda: self.storage.close(),
+                       lambda: self.index.close(),
                        self.meta.close, self.store.close):
             with contextlib.suppress(Exception):
                 closer()
@@ -352,8 +353,10 @@ class BrokerNode:
             clean = False
             log.error("index flush failed at close; the next open re-dispatches", extra={"error": str(exc)})
         clean = self.partitions.close_all(owned, clean)
-        # shut down only when every stream is closed; else the lease expires and the others fail this node over
-        self.cluster.stop(shut_down=clean)
+        # shut down when every stream is closed. Else, with a shared WAL, the lease is left to expire and the others
+        # fail this node over (they replay its WAL); with a local WAL only this node can read the records it
+        # acknowledged and has not uploaded, so its partitions wait for its restart (shut down, as before)
+        self.cluster.stop(shut_down=clean or self._wal_store is None)
         self.index.close()
         self.meta.close()
         self.store.close()

@@ -266,9 +266,14 @@ class Cluster:
 
     def _unfit(self) -> str | None:
         """Why this node should give up its lease: its WAL (or the node) failed for good, so it acknowledges
-        nothing and cannot hand its partitions over; the others fail it over once the lease expires."""
-        failed = self.parts.storage.failed
-        return None if failed is None else f"the node failed and acknowledges nothing more: {failed}"
+        nothing and cannot hand its partitions over; the others fail it over once the lease expires. With a local
+        WAL, only once every record it acknowledged is uploaded (the uploader goes on meanwhile)."""
+        storage = self.parts.storage
+        if storage.failed is None:
+            return None
+        if self.wal_store is None and storage.cache.size:
+            return None  # a local WAL: only this node has the acknowledged records it has not uploaded yet
+        return f"the node failed and acknowledges nothing more: {storage.failed}"
 
     def _lease_lost(self) -> None:
         self.parts.storage.check_fenced([s.stream_id for p in self.parts.owned() for s in p.streams],

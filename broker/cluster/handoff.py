@@ -51,7 +51,7 @@ def hand_off(parts: PartitionMap, p: Partition, target: int, sync_index: Callabl
         parts.storage.close_streams([meta, data])
     except Exception as exc:  # noqa: BLE001 - keep serving; the watcher tries again
         with p.lock:
-            if not (meta.fenced or data.fenced):
+            if not (meta.fenced or data.fenced or meta.closed or data.closed):  # (closed: the close went through)
                 p.owned, p.why_not_owned = True, ""
         log.error("partition hand-off failed; serving it again", extra={
             "topic": p.topic.name, "partition": p.index, "target": target, "error": f"{type(exc).__name__}: {exc}"})

@@ -197,6 +197,7 @@ class PartitionMap:
             try:
                 self.storage.close_streams([s for p in owned for s in p.streams])
             except Exception as exc:  # noqa: BLE001
+                clean = False  # streams left open: not a clean stop (the lease must not say shut down)
                 log.error("closing streams failed", extra={"error": str(exc)})
         return clean
 

@@ -161,11 +161,25 @@ class StreamStorage:
         if live:
             try:
                 self.meta.close_streams([(s.stream_id, s.epoch) for s in live])
-            except BaseException:
-                for s in live:
-                    s.closed = False
-                    self._open[s.stream_id] = s
+            except MetadataError:  # refused: nothing applied
+                self._reopen(live)
                 raise
+            except BaseException:
+                # the close may have been applied all the same (a connection lost at COMMIT): only the streams the
+                # metadata still has open at our epoch are open again here
+                with contextlib.suppress(Exception):
+                    self.meta.catch_up()
+                    self._reopen([s for s in live if self._still_open(s)])
+                raise
+
+    def _still_open(self, s: Stream) -> bool:
+        m = self.meta.image.streams.get(s.stream_id)
+        return m is not None and m.state == OPENED and m.epoch == s.epoch and m.owner == self.meta.node_id
+
+    def _reopen(self, streams: list[Stream]) -> None:
+        for s in streams:
+            s.closed = False
+            self._open[s.stream_id] = s
 
     def abandon(self, streams: list[Stream]) -> None:
         """This node no longer owns these streams: drop their cached records and stop them holding the WAL."""
