@@ -58,12 +58,28 @@ class ProduceAnswer:
         self._version, self._correlation_id = version, correlation_id
         self._check = waits[0][1].check if waits else None  # the node's: every partition's is the same
         self._verdict: str | None = _UNDECIDED  # why the node could not acknowledge then (None: it could)
-        # the WAL completes its appends in order: once the request's last is done, all of them are
-        last = next((q.futures[-1] for _, q in reversed(waits) if q.futures), None)
-        if last is None:  # nothing new to store (retried batches): decided now
-            self._decide(None)
-        else:
+        # the WAL completes its appends in order: once the last this request queued is done, all of them are, and
+        # so are the first appends of its retried batches (queued by earlier requests)
+        last = next((q.appended for _, q in reversed(waits) if q.appended is not None), None)
+        if last is not None:
             last.add_done_callback(self._decide)
+            return
+        pending = [f for _, q in waits for f in q.futures]  # only retried batches: their first appends
+        if not pending:
+            self._decide(None)
+            return
+        left = [len(pending)]
+        lock = threading.Lock()
+
+        def one_done(_f: Future[Any]) -> None:
+            with lock:
+                left[0] -= 1
+                if left[0]:
+                    return
+            self._decide(None)
+
+        for f in pending:
+            f.add_done_callback(one_done)
 
     def _decide(self, _last: Future[Any] | None) -> None:
         try:

@@ -81,6 +81,8 @@ class Queued:
 
     futures: list[Future[Any]]
     check: Callable[[], None]
+    #: the last append this request queued (None: only retried batches); later in the WAL than every other future
+    appended: Future[Any] | None = None
 
     def wait(self) -> None:
         """Block until every new batch is fsynced (the error of the first that failed)."""
@@ -223,6 +225,7 @@ class ClientBatches:
         now = self.clock()
         results: list[AppendResult] = []
         futures = []
+        last_new: Future[Any] | None = None
         with part.lock:
             data_stream = part.data
             if not part.owned or data_stream is None:
@@ -237,7 +240,7 @@ class ClientBatches:
                 if seen is not None:
                     first_base, first_append = seen
                     if first_append is not None and not first_append.done() and first_append not in futures:
-                        futures.append(first_append)  # queued before anything this request queues: WAL order kept
+                        futures.append(first_append)  # queued by an earlier request: earlier in the WAL
                     results.append(AppendResult(first_base, duplicate=True))
                     continue
                 base = data_stream.next_offset
@@ -254,6 +257,7 @@ class ClientBatches:
                 except Fenced:
                     raise self.parts.not_served(part) from None
                 futures.append(appended)
+                last_new = appended
                 if b.producer_id >= 0:
                     key = (topic, part.index, b.producer_id)
                     st = self._producers.get(key) or producer_state.ProducerState(b.producer_epoch, KEEP_BATCHES)
@@ -261,4 +265,4 @@ class ClientBatches:
                                                   appended)
                 results.append(AppendResult(base))
 
-        return results, Queued(futures, storage.check_usable)
+        return results, Queued(futures, storage.check_usable, last_new)

@@ -128,7 +128,25 @@ def test_the_reader_waits_for_room_beyond_the_in_flight_limits() -> None:
 def _produce_answer(correlation_id: int, futures: list[Future[Any]], check: Any = None) -> ProduceAnswer:
     key = ("t", correlation_id)
     return ProduceAnswer({key: (errors.NONE, 100 + correlation_id, None)},
-                         [(key, Queued(futures, check or (lambda: None)))], -1, VERSION, correlation_id)
+                         [(key, Queued(futures, check or (lambda: None), futures[-1] if futures else None))], -1,
+                         VERSION, correlation_id)
+
+
+def test_the_verdict_waits_for_the_requests_own_last_append_not_a_retried_batchs_first() -> None:
+    """A request with a new batch for one partition and, after it, a retried batch for another whose first append
+    (queued by an earlier request, so earlier in the WAL) is still pending: whether the node may acknowledge is
+    decided once the request's own last append is durable, not when the retried batch's first one is."""
+    mine: Future[Any] = Future()  # this request's append for partition 0
+    earlier: Future[Any] = Future()  # partition 1's retried batch: its first append, still pending
+    checked: list[bool] = []
+    check = lambda: checked.append(True)  # noqa: E731
+    waits = [(("t", 0), Queued([mine], check, mine)), (("t", 1), Queued([earlier], check, None))]
+    answer = ProduceAnswer({("t", 0): (errors.NONE, 5, None), ("t", 1): (errors.NONE, 3, None)}, waits, -1,
+                           VERSION, 9)
+    earlier.set_result(None)
+    assert checked == [], "decided when an earlier append completed, before the request's own"
+    mine.set_result(None)
+    assert checked == [True] and answer.done()
 
 
 def _partitions(frames: list[bytes]) -> list[tuple[int, int, int]]:
