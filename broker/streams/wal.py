@@ -27,6 +27,7 @@ that end, and lets appends in again. Any other write error fails the WAL for goo
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import struct
@@ -43,6 +44,8 @@ from isal import isal_zlib
 from broker.errors import OutOfDisk, WalError
 from storage_tier.disk_space import is_out_of_space
 from storage_tier.durability import fsync_dir
+
+log = logging.getLogger("mqindex.broker.wal")
 
 MAGIC = 0x87654321
 HEADER = struct.Struct(">IIqII")  # magic, body length, body offset, body crc, header crc
@@ -354,6 +357,9 @@ class Wal:
                 self._cut_tail()
             except OSError:
                 pass  # resume() cuts it once space returns; appends stay refused until then
+            except WalError as cut:  # the tail does not scan cleanly: _cut_tail failed the WAL for good; still,
+                log.error("WAL tail could not be cut", extra={"wal": str(self.directory), "error": str(cut)})
+                # every waiter below is told (the writer thread goes on to its end)
         # in WAL order: the failed group first, then what was queued behind it
         try:
             for p in batch + rest:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.errors import OutOfDisk
+from broker.errors import OutOfDisk, WalError
 from broker.streams import wal as wal_module
 from broker.streams.wal import Wal, scan
 from tests.disk_fs import fill, free, small_tmpfs
@@ -126,3 +126,30 @@ def test_resume_waits_until_every_refused_append_is_told(tmp_path: Path, monkeyp
         wal.close()
     records, _ = scan(tmp_path / "wal")
     assert [r.body for r in records] == [b"before", b"after"]
+
+
+def test_a_tail_that_cannot_be_cut_still_tells_every_waiter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Out of disk, the WAL cuts its torn tail; when the tail does not scan cleanly the WAL fails for good, and
+    every append of the refused group commit and queued behind it is still told (none waits forever)."""
+    wal = Wal.open(tmp_path / "wal")
+    try:
+        wal.append(b"before")
+        real = os.fdatasync
+
+        def fdatasync(fd: int) -> None:
+            if threading.current_thread().name.startswith("wal-writer"):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            real(fd)
+
+        def tail_damaged() -> None:
+            raise WalError(f"WAL {wal.directory}: tail does not scan cleanly to the acknowledged end")
+
+        monkeypatch.setattr(wal_module.os, "fdatasync", fdatasync)
+        monkeypatch.setattr(wal, "_cut_tail", tail_damaged)
+        waiting = [wal.append_async(b"refused %d" % i) for i in range(3)]
+        for f in waiting:
+            with pytest.raises(OutOfDisk):
+                f.result(30)
+    finally:
+        monkeypatch.undo()
+        wal.close()
