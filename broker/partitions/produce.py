@@ -126,7 +126,7 @@ class Producer:
             for pi in sorted(served):
                 held.enter_context(served[pi].lock)
             for part in served.values():
-                if not part.owned or part.data is None:
+                if not part.owned or part.data is None or part.data.fenced or part.data.closed:
                     raise self.parts.not_served(part)
             for pi, idxs, msgs, batch in built:
                 part = served[pi]
