@@ -11,50 +11,36 @@ import errno
 import os
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
 from broker.errors import WalError
-from broker.node import BrokerNode
 from broker.partitions.client_messages import InMessage
 from broker.streams import wal as wal_module
+from tests.cluster.conftest import InProcessNodes
 
 
-def test_a_node_whose_wal_failed_is_failed_over(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    store, meta = f"file://{tmp_path}/objects", f"sqlite:///{tmp_path}/meta.sqlite"
+def test_a_node_whose_wal_failed_is_failed_over(nodes: InProcessNodes, monkeypatch: pytest.MonkeyPatch) -> None:
+    failing = nodes.open(1)
+    failing.create_topic("t", 1)
+    failing.produce("t", [InMessage(b"m%d" % i) for i in range(5)])
+    failing.flush()  # committed to objects: whoever serves the partition next has them
+    survivor = nodes.open(0)
+    writer: threading.Thread = failing.storage.wal._writer
+    real = os.fdatasync
 
-    def open_node(node_id: int) -> BrokerNode:
-        return BrokerNode.open(tmp_path / f"node{node_id}", store, meta, node_id=node_id, lease_ms=1000,
-                               upload_interval_s=3600, maintenance_interval_s=3600)
+    def fdatasync(fd: int) -> None:
+        if threading.current_thread() is writer:
+            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
+        real(fd)
 
-    nodes: list[BrokerNode] = []
-    try:
-        failing = open_node(1)
-        nodes.append(failing)
-        failing.create_topic("t", 1)
-        failing.produce("t", [InMessage(b"m%d" % i) for i in range(5)])
-        failing.flush()  # committed to objects: whoever serves the partition next has them
-        survivor = open_node(0)
-        nodes.append(survivor)
-        writer: threading.Thread = failing.storage.wal._writer
-        real = os.fdatasync
-
-        def fdatasync(fd: int) -> None:
-            if threading.current_thread() is writer:
-                raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
-            real(fd)
-
-        monkeypatch.setattr(wal_module.os, "fdatasync", fdatasync)
-        with pytest.raises(WalError):
-            failing.produce("t", [InMessage(b"refused")])
-        assert failing.storage.failed is not None
-        deadline = time.monotonic() + 60
-        while not survivor.partition_info("t", 0)["owned"]:
-            assert time.monotonic() < deadline, "nobody took over the failed node's partition"
-            time.sleep(0.05)
-        assert [m.value for m in survivor.fetch("t", 0, 0, 10)[0]] == [b"m%d" % i for i in range(5)]
-        assert survivor.produce("t", [InMessage(b"after")])[0].offset == 5
-    finally:
-        for n in reversed(nodes):
-            n.close()
+    monkeypatch.setattr(wal_module.os, "fdatasync", fdatasync)
+    with pytest.raises(WalError):
+        failing.produce("t", [InMessage(b"refused")])
+    assert failing.storage.failed is not None
+    deadline = time.monotonic() + 60
+    while not survivor.partition_info("t", 0)["owned"]:
+        assert time.monotonic() < deadline, "nobody took over the failed node's partition"
+        time.sleep(0.05)
+    assert [m.value for m in survivor.fetch("t", 0, 0, 10)[0]] == [b"m%d" % i for i in range(5)]
+    assert survivor.produce("t", [InMessage(b"after")])[0].offset == 5

@@ -9,60 +9,40 @@ blob store; node 1 stops renewing its lease (as a killed node does) with its rec
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import broker.cluster.failover as failover_module
-from broker.node import BrokerNode
 from broker.partitions.client_messages import InMessage
 from storage_tier.errors import StorageUnavailable
+from tests.cluster.conftest import InProcessNodes
 
-LEASE_MS = 1000
 
-
-def test_an_interrupted_failover_replays_the_wal_before_serving(tmp_path: Path,
+def test_an_interrupted_failover_replays_the_wal_before_serving(nodes: InProcessNodes,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    store, meta, wal = f"file://{tmp_path}/objects", f"sqlite:///{tmp_path}/meta.sqlite", \
-        f"sqlite:///{tmp_path}/wal.sqlite"
+    dead = nodes.open(1, shared_wal=True)
+    dead.create_topic("t", 1)
+    acked = dead.produce("t", [InMessage(b"m%02d" % i, key=b"k") for i in range(20)])
+    assert [p.offset for p in acked] == list(range(20))
+    nodes.dies(dead)  # its records only in its shared WAL
+    real_read_wal = failover_module.read_wal
+    failed: list[bool] = []
 
-    def open_node(node_id: int) -> BrokerNode:
-        return BrokerNode.open(tmp_path / f"node{node_id}", store, meta, node_id=node_id, lease_ms=LEASE_MS,
-                               upload_interval_s=3600, maintenance_interval_s=3600, wal_url=wal)
+    def read_wal_once_unavailable(*args: Any, **kw: Any) -> Any:
+        if not failed:
+            failed.append(True)
+            raise StorageUnavailable("sqlite", None, "the WAL store did not answer")
+        return real_read_wal(*args, **kw)
 
-    nodes: list[BrokerNode] = []
-    try:
-        dead = open_node(1)
-        nodes.append(dead)
-        dead.create_topic("t", 1)
-        acked = dead.produce("t", [InMessage(b"m%02d" % i, key=b"k") for i in range(20)])
-        assert [p.offset for p in acked] == list(range(20))
-        dead.cluster.stop_watching()  # node 1 "dies": no more reconciling, no more heartbeats, no uploads
-        dead.cluster.membership._beat.stop()
-
-        real_read_wal = failover_module.read_wal
-        failed: list[bool] = []
-
-        def read_wal_once_unavailable(*args: Any, **kw: Any) -> Any:
-            if not failed:
-                failed.append(True)
-                raise StorageUnavailable("sqlite", None, "the WAL store did not answer")
-            return real_read_wal(*args, **kw)
-
-        monkeypatch.setattr(failover_module, "read_wal", read_wal_once_unavailable)
-        survivor = open_node(0)
-        nodes.append(survivor)
-        deadline = time.monotonic() + 60
-        while not survivor.partition_info("t", 0)["owned"]:
-            assert time.monotonic() < deadline, "the survivor never served the dead node's partition"
-            time.sleep(0.05)
-        assert failed, "the failover's first WAL read was not interrupted"
-        messages, _ = survivor.fetch("t", 0, 0, 100)
-        assert [m.value for m in messages] == [b"m%02d" % i for i in range(20)], \
-            "the partition was served without the dead node's acknowledged records"
-        more = survivor.produce("t", [InMessage(b"after")])
-        assert more[0].offset == 20
-    finally:
-        for n in reversed(nodes):
-            n.close()
+    monkeypatch.setattr(failover_module, "read_wal", read_wal_once_unavailable)
+    survivor = nodes.open(0, shared_wal=True)
+    deadline = time.monotonic() + 60
+    while not survivor.partition_info("t", 0)["owned"]:
+        assert time.monotonic() < deadline, "the survivor never served the dead node's partition"
+        time.sleep(0.05)
+    assert failed, "the failover's first WAL read was not interrupted"
+    messages, _ = survivor.fetch("t", 0, 0, 100)
+    assert [m.value for m in messages] == [b"m%02d" % i for i in range(20)], \
+        "the partition was served without the dead node's acknowledged records"
+    assert survivor.produce("t", [InMessage(b"after")])[0].offset == 20

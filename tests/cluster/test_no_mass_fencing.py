@@ -9,59 +9,44 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from broker.metadata.leases import EXPIRED, LeaseTable
-from broker.node import BrokerNode
 from broker.partitions.client_messages import InMessage
+from tests.cluster.conftest import InProcessNodes
 
 LEASE_MS = 1000
 
 
-def test_a_stall_of_the_database_fences_nobody(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    store, meta = f"file://{tmp_path}/objects", f"sqlite:///{tmp_path}/meta.sqlite"
-
-    def open_node(node_id: int) -> BrokerNode:
-        return BrokerNode.open(tmp_path / f"node{node_id}", store, meta, node_id=node_id, lease_ms=LEASE_MS,
-                               upload_interval_s=3600, maintenance_interval_s=3600)
-
+def test_a_stall_of_the_database_fences_nobody(nodes: InProcessNodes, monkeypatch: pytest.MonkeyPatch) -> None:
     def stalled(*args: Any, **kw: Any) -> bool:
         raise sqlite3.OperationalError("database is locked")
 
-    nodes: list[BrokerNode] = []
+    one = nodes.open(1, lease_ms=LEASE_MS)
+    one.create_topic("t", 1)  # led by node 1
+    zero = nodes.open(0, lease_ms=LEASE_MS)
+    renew0, renew1 = zero.cluster.membership.leases.heartbeat, one.cluster.membership.leases.heartbeat
+    monkeypatch.setattr(zero.cluster.membership.leases, "heartbeat", stalled)
+    monkeypatch.setattr(one.cluster.membership.leases, "heartbeat", stalled)
+    table = LeaseTable(nodes.meta)
     try:
-        one = open_node(1)
-        nodes.append(one)
-        one.create_topic("t", 1)  # led by node 1
-        zero = open_node(0)
-        nodes.append(zero)
-        time.sleep(0.1)
-        renew0, renew1 = zero.cluster.membership.leases.heartbeat, one.cluster.membership.leases.heartbeat
-        monkeypatch.setattr(zero.cluster.membership.leases, "heartbeat", stalled)
-        monkeypatch.setattr(one.cluster.membership.leases, "heartbeat", stalled)
-        table = LeaseTable(meta)
-        try:
-            deadline = time.monotonic() + 30
-            while {n.node_id for n in table.nodes() if n.state == EXPIRED} != {0, 1}:
-                assert time.monotonic() < deadline, "the leases did not run out"
-                time.sleep(0.05)
-        finally:
-            table.close()
-        monkeypatch.setattr(zero.cluster.membership.leases, "heartbeat", renew0)  # node 0 is back first
-        held = zero.cluster.membership.held_until
         deadline = time.monotonic() + 30
-        while zero.cluster.membership.held_until == held:
-            assert time.monotonic() < deadline, "node 0 did not renew"
-            time.sleep(0.02)
-        time.sleep(LEASE_MS / 1000 / 2)  # node 1 renews half a lease later
-        monkeypatch.setattr(one.cluster.membership.leases, "heartbeat", renew1)
-        time.sleep(2 * LEASE_MS / 1000)  # failover checks run twice a second meanwhile
-        assert not one.cluster.membership.fenced, "node 1 was fenced after the database's stall"
-        assert one.partition_info("t", 0)["owned"]
-        assert one.produce("t", [InMessage(b"still serving")])[0].offset == 0
+        while {n.node_id for n in table.nodes() if n.state == EXPIRED} != {0, 1}:
+            assert time.monotonic() < deadline, "the leases did not run out"
+            time.sleep(0.05)
     finally:
-        for n in reversed(nodes):
-            n.close()
+        table.close()
+    monkeypatch.setattr(zero.cluster.membership.leases, "heartbeat", renew0)  # node 0 is back first
+    held = zero.cluster.membership.held_until
+    deadline = time.monotonic() + 30
+    while zero.cluster.membership.held_until == held:
+        assert time.monotonic() < deadline, "node 0 did not renew"
+        time.sleep(0.02)
+    time.sleep(LEASE_MS / 1000 / 2)  # node 1 renews half a lease later
+    monkeypatch.setattr(one.cluster.membership.leases, "heartbeat", renew1)
+    time.sleep(2 * LEASE_MS / 1000)  # failover checks run twice a second meanwhile
+    assert not one.cluster.membership.fenced, "node 1 was fenced after the database's stall"
+    assert one.partition_info("t", 0)["owned"]
+    assert one.produce("t", [InMessage(b"still serving")])[0].offset == 0
