@@ -103,14 +103,15 @@ class Failover:
         node = meta.image.nodes.get(dead)
         if node is None:
             return {}
+        # with a shared WAL, the replay under way is recorded in the fencing transaction itself (REPLAYS_PREFIX)
+        replay = ({f"{REPLAYS_PREFIX}{dead}": json.dumps({"by": self.parts.node_id})}
+                  if self.wal_store is not None else None)
         try:
-            new_epoch, closed = meta.fence_node(dead, node.epoch)
+            new_epoch, closed = meta.fence_node(dead, node.epoch, kv_put=replay)
         except Fenced as exc:
             log.info("failover of node done elsewhere", extra={"node_id": dead, "reason": str(exc)})
             return {}
         self.membership.leases.fence(dead, new_epoch)
-        if self.wal_store is not None:
-            meta.kv_put(f"{REPLAYS_PREFIX}{dead}", json.dumps({"by": self.parts.node_id}))
         sids = set(closed)
         parts = [p for p in self.parts.all() if p.data_stream in sids or p.meta_stream in sids or p in led]
         set_leaders(meta, {(p.topic.topic_id, p.index): self.parts.node_id for p in parts})

@@ -314,11 +314,12 @@ class MetadataClient:
         self.node_epoch = self._txn(build)  # type: ignore[assignment]
         return self.node_epoch  # type: ignore[return-value]
 
-    def fence_node(self, node_id: int, expected_epoch: int) -> tuple[int, list[int]]:
+    def fence_node(self, node_id: int, expected_epoch: int, kv_put: dict[str, str] | None = None
+                   ) -> tuple[int, list[int]]:
         """Failover: end the incarnation `expected_epoch` of another node. Raises its node epoch (its every
-        later change is refused) and closes the streams it holds open, in one transaction; refused (Fenced)
-        when that incarnation is not the current one (another survivor fenced it first, or it re-registered).
-        Returns (new epoch, closed stream ids)."""
+        later change is refused) and closes the streams it holds open, in one transaction (with `kv_put`, the
+        failover's own record of what it does); refused (Fenced) when that incarnation is not the current one
+        (another survivor fenced it first, or it re-registered). Returns (new epoch, closed stream ids)."""
         def build(img: MetadataImage) -> tuple[list[Record], tuple[int, list[int]]]:
             self._check_node(img)
             node = img.nodes.get(node_id)
@@ -328,6 +329,7 @@ class MetadataClient:
             held = sorted(sid for sid, st in img.streams.items() if st.state == OPENED and st.owner == node_id)
             records: list[Record] = [{"type": "node", "node_id": node_id, "epoch": expected_epoch + 1}]
             records += [{"type": "stream_close", "stream_id": sid, "epoch": img.streams[sid].epoch} for sid in held]
+            records += [{"type": "kv_put", "key": k, "value": v} for k, v in (kv_put or {}).items()]
             return records, (expected_epoch + 1, held)
 
         return self._txn(build)  # type: ignore[return-value]
