@@ -9,6 +9,8 @@ from api.kafka.context import Context
 from api.kafka.schemas import APIS, build
 from broker.partitions import group_offsets
 from broker.partitions.client_reads import offset_for_time, offset_of_max_timestamp
+from broker.partitions.topic_errors import InvalidTopicName
+from broker.partitions.topics import validate_topic_name
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 
@@ -53,16 +55,29 @@ async def offset_commit(ctx: Context, req: Any, version: int) -> Any:
         code = errors.NOT_COORDINATOR
     else:
         code = ctx.coordinator.check_commit(req.group_id, req.generation_id_or_member_epoch, req.member_id)
+    # a name no topic can have (one with '/' would also reach into another group's keys) is refused, not stored
+    invalid = {t.name for t in req.topics if not _valid_topic_name(t.name)}
     if code == errors.NONE:
         offsets = {(t.name, p.partition_index): (p.committed_offset, p.committed_metadata)
-                   for t in req.topics for p in t.partitions}
+                   for t in req.topics if t.name not in invalid for p in t.partitions}
         try:
-            await ctx.run(group_offsets.commit, ctx.node.meta, req.group_id, offsets)
+            if offsets:
+                await ctx.run(group_offsets.commit, ctx.node.meta, req.group_id, offsets)
         except Exception:  # noqa: BLE001 - the metadata store refused: the client retries
             code = errors.COORDINATOR_NOT_AVAILABLE
     return build(APIS[8].response, version, throttle_time_ms=0, topics=[
-        dict(name=t.name, partitions=[dict(partition_index=p.partition_index, error_code=code) for p in t.partitions])
+        dict(name=t.name, partitions=[dict(partition_index=p.partition_index,
+                                           error_code=errors.INVALID_TOPIC_EXCEPTION if t.name in invalid else code)
+                                      for p in t.partitions])
         for t in req.topics])
+
+
+def _valid_topic_name(name: object) -> bool:
+    try:
+        validate_topic_name(name)
+    except InvalidTopicName:
+        return False
+    return True
 
 
 async def offset_fetch(ctx: Context, req: Any, version: int) -> Any:

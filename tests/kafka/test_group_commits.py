@@ -93,6 +93,17 @@ def test_offset_fetch_of_every_topic_lists_only_the_groups_own(kafka_server: Kaf
             assert {(t.name, p.partition_index, p.committed_offset) for t in resp.topics for p in t.partitions} == want
 
 
+def test_a_commit_for_a_name_no_topic_can_have_is_refused_and_stores_nothing(kafka_server: KafkaServerProcess) -> None:
+    """OffsetCommit of group `team` for topic `eu/t` (a name with '/', which no topic can have) is refused with
+    INVALID_TOPIC_EXCEPTION and stores nothing: stored, it would read as group `team/eu`'s offset of topic `t`.
+    The request's valid topics are committed."""
+    with Wire(kafka_server.kafka_port) as w:
+        assert w.commit("team", -1, "", {("eu/t", 0): 7, (T, 0): 3}) == [errors.INVALID_TOPIC_EXCEPTION, errors.NONE]
+        for group, want in (("team", {(T, 0, 3)}), ("team/eu", set())):
+            resp = w.call(FETCH_OFFSETS, group_id=group, topics=None)
+            assert {(t.name, p.partition_index, p.committed_offset) for t in resp.topics for p in t.partitions} == want
+
+
 def test_a_superseded_join_is_answered(kafka_server: KafkaServerProcess) -> None:
     g = "g-join-twice"
     port = kafka_server.kafka_port
