@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from broker import overview  # the console's read-only views
-from broker.cluster.cluster import Cluster, lease
+from broker.cluster.cluster import Cluster
 from broker.cluster.cluster_index import index_file_rows
 from broker.cluster.failover import failover_reports
 from broker.cluster.key_lookup import NodeLookups
-from broker.cluster.membership import DEFAULT_LEASE_MS
+from broker.cluster.membership import DEFAULT_LEASE_MS, Membership
 from broker.compaction import CompactionConfig, Compactor
 from broker.metadata import MetadataClient
+from broker.metadata.leases import LeaseTable
 from broker.partitions import reads, topic_admin
 from broker.partitions.client_batches import ClientBatches
 from broker.partitions.client_messages import InMessage, OutMessage, Produced
@@ -160,21 +161,20 @@ class BrokerNode:
                storage_options: dict[str, Any]) -> None:
         started = time.monotonic()
         self.meta.register_node()
-        # the lease of this incarnation before its WAL is read (cluster.lease says why)
-        membership = lease(self.meta.url, self.node_id, self.meta.node_epoch or 0, cluster_options.get("http"),
-                           cluster_options.get("kafka"), cluster_options.get("lease_ms", DEFAULT_LEASE_MS))
+        # the lease of this incarnation before its WAL is read (Cluster says why)
+        membership = Membership(LeaseTable(self.meta.url), self.node_id, self.meta.node_epoch or 0,
+                                cluster_options.pop("http"), cluster_options.pop("kafka"),
+                                cluster_options.pop("lease_ms"))
         membership.start()
         try:
             self.storage = StreamStorage.open(storage_options.pop("wal_dir"), self.store, self.meta,
                                               **storage_options)
             watch_data_paths(self.storage.disk, self.data_dir / "index", self.store)
             self.partitions = parts = PartitionMap(self.meta, self.storage, self.node_id)
-            self.cluster = Cluster(parts, self.meta, self.meta.url, self.node_id, membership=membership,
-                                   **cluster_options)
+            self.cluster = Cluster(parts, self.meta, membership, **cluster_options)
         except BaseException:
             membership.stop(shut_down=False)  # the open failed: the lease is left to expire
             raise
-        self.cluster.start_membership()
         every = parts.load_all()
         self.cluster.claim_at_open(every)
         restored = self.storage.restore_from_wal()

@@ -9,8 +9,7 @@ from api.kafka.context import Context
 from api.kafka.schemas import APIS, build
 from broker.partitions import group_offsets
 from broker.partitions.client_reads import offset_for_time, offset_of_max_timestamp
-from broker.partitions.topic_errors import InvalidTopicName
-from broker.partitions.topics import validate_topic_name
+from broker.partitions.topics import is_topic_name
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 
@@ -56,7 +55,7 @@ async def offset_commit(ctx: Context, req: Any, version: int) -> Any:
     else:
         code = ctx.coordinator.check_commit(req.group_id, req.generation_id_or_member_epoch, req.member_id)
     # a name no topic can have (one with '/' would also reach into another group's keys) is refused, not stored
-    invalid = {t.name for t in req.topics if not _valid_topic_name(t.name)}
+    invalid = {t.name for t in req.topics if not is_topic_name(t.name)}
     if code == errors.NONE:
         offsets = {(t.name, p.partition_index): (p.committed_offset, p.committed_metadata)
                    for t in req.topics if t.name not in invalid for p in t.partitions}
@@ -70,14 +69,6 @@ async def offset_commit(ctx: Context, req: Any, version: int) -> Any:
                                            error_code=errors.INVALID_TOPIC_EXCEPTION if t.name in invalid else code)
                                       for p in t.partitions])
         for t in req.topics])
-
-
-def _valid_topic_name(name: object) -> bool:
-    try:
-        validate_topic_name(name)
-    except InvalidTopicName:
-        return False
-    return True
 
 
 async def offset_fetch(ctx: Context, req: Any, version: int) -> Any:

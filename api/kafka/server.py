@@ -273,8 +273,7 @@ class KafkaServer:
             return await self.ctx.run(session.authenticate, req, version)
         if api_key == API_VERSIONS:
             return await HANDLERS[api_key](self.ctx, req, version)
-        if session.principal is None:
-            raise FrameError(f"{APIS[api_key].name} before SASL authentication on a SASL listener")
+        # (before SASL authentication, any other API was refused by _read_requests without being decoded)
         denied = refusal(api_key, req, version, session.principal)
         if denied is not None:
             log.info("kafka request refused", extra={"peer": session.peer, "principal": session.principal.name,

@@ -1,7 +1,8 @@
 """Cluster: this node's place among the others, composed from leases, leaders, the watcher and peers.
 
-    cluster = Cluster(parts, meta, metadata_url, node_id, http=..., lease_ms=...)
-    cluster.start_membership()          # lease registered (the node is alive for the others)
+    membership = Membership(LeaseTable(metadata_url), node_id, node_epoch, http, kafka, lease_ms)
+    membership.start()                  # lease registered (the node is alive for the others)
+    cluster = Cluster(parts, meta, membership, token=...)
     cluster.claim_at_open(every)        # partitions assigned here, unassigned, or left open by a crash here
     cluster.start(index, dispatcher)    # the watcher, key lookups across nodes
     cluster.create_topic / delete_topic / reassign / rebalance_plan / nodes / drain / stop
@@ -22,13 +23,12 @@ from broker.cluster.assignment import PREFIX, Move, leaders, plan_rebalance, set
 from broker.cluster.cluster_index import ClusterIndex, index_file_rows, publish_files
 from broker.cluster.failover import Failover
 from broker.cluster.handoff import hand_off
-from broker.cluster.membership import DEFAULT_LEASE_MS, Membership
+from broker.cluster.membership import Membership
 from broker.cluster.peers import Peers
 from broker.cluster.watcher import AssignmentWatcher
 from broker.errors import NodeNotLive
 from broker.metadata import MetadataClient
 from broker.metadata.image import OPENED
-from broker.metadata.leases import LeaseTable
 from broker.partitions.client_messages import OutMessage
 from broker.partitions.dispatcher import Dispatcher
 from broker.partitions.partition import Partition
@@ -40,29 +40,22 @@ from storage_tier import StorageUnavailable
 log = logging.getLogger("mqindex.broker.cluster")
 
 
-def lease(metadata_url: str, node_id: int, node_epoch: int, http: str | None, kafka: str | None,
-          lease_ms: int = DEFAULT_LEASE_MS) -> Membership:
-    """This incarnation's lease, not started yet. A node starts it right after it registers its new epoch in the
-    metadata, before it reads its WAL (which can take longer than a lease): until then the lease row shows the
-    previous incarnation's epoch, expired, and a survivor would fence the new incarnation."""
-    return Membership(LeaseTable(metadata_url), node_id, node_epoch, http, kafka, lease_ms)
-
-
 class Cluster:
-    def __init__(self, parts: PartitionMap, meta: MetadataClient, metadata_url: str, node_id: int, *,
-                 http: str | None = None, kafka: str | None = None, lease_ms: int = DEFAULT_LEASE_MS,
-                 token: str | None = None, watch_interval_s: float = 0.1, wal_store: Any = None,
-                 membership: Membership | None = None) -> None:
-        """membership: this node's lease, when started before the cluster (`lease`); made here otherwise."""
+    def __init__(self, parts: PartitionMap, meta: MetadataClient, membership: Membership, *, token: str | None = None,
+                 watch_interval_s: float = 0.1, wal_store: Any = None) -> None:
+        """membership: this node's lease, started already: a node takes it right after it registers its new epoch
+        in the metadata, before it reads its WAL (which can take longer than a lease; until then the lease row
+        shows the previous incarnation's epoch, expired, and a survivor would fence the new incarnation)."""
         self.parts = parts
         self.meta = meta
-        self.node_id = node_id
+        self.node_id = membership.node_id
         self.watch_interval_s = watch_interval_s
         self.wal_store = wal_store  # the shared WAL's store (None: local WALs)
         self.failover: Failover | None = None
-        self.membership = membership or lease(metadata_url, node_id, meta.node_epoch or 0, http, kafka, lease_ms)
-        self.membership.on_fenced = self._lease_lost
-        self.membership.unfit = self._unfit
+        self.membership = membership
+        membership.on_fenced = self._lease_lost
+        membership.unfit = self._unfit
+        parts.storage.ack_checks.append(membership.check_lease)  # no acknowledgement without the lease
         self.peers = Peers(token)
         self.index: ClusterIndex | None = None
         self.watcher: AssignmentWatcher | None = None
@@ -70,11 +63,6 @@ class Cluster:
         parts.remote_message = self.remote_message
 
     # -- opening ----------------------------------------------------------------------------------
-    def start_membership(self) -> None:
-        if not self.membership.started:
-            self.membership.start()
-        self.parts.storage.ack_checks.append(self.membership.check_lease)  # no acknowledgement without the lease
-
     def claim_at_open(self, every: list[Partition]) -> None:
         """Open the partitions assigned here, the unassigned ones nobody holds (recorded as led here), and
         the ones this node's previous incarnation left open (so their WAL records are uploaded; the watcher

@@ -68,8 +68,8 @@ class Failover:
         self._rescuing: set[int] = set()  # dead nodes whose index rescue runs now
         self._rescue_lock = threading.Lock()  # one rescue at a time
         self.done: list[dict[str, Any]] = []
-        # dead node -> (its fenced epoch, the partitions opened here for it, the live nodes, when it began): a
-        # failover interrupted before its replay finished (`_resume_pending`)
+        # dead node -> (its fenced epoch, the partitions claimed here for it, the live nodes, when it began): a
+        # failover not finished yet; one interrupted before its replay finished stays (`_resume_pending`)
         self._pending: dict[int, tuple[int, list[Partition], list[int], float]] = {}
 
     def check(self) -> None:
@@ -116,31 +116,29 @@ class Failover:
         parts = [p for p in self.parts.all() if p.data_stream in sids or p.meta_stream in sids or p in led]
         set_leaders(meta, {(p.topic.topic_id, p.index): self.parts.node_id for p in parts})
         self.parts.claim(parts, serve=False)  # not writable until the dead node's acknowledged records are in
-        opened = [p for p in parts if p.data is not None and p.meta is not None and not p.owned]
-        try:
-            report = self._finish(dead, new_epoch, opened, alive, started)
-        except Exception as exc:  # noqa: BLE001 - the partitions wait for the replay: retried by the next check
-            self._pending[dead] = (new_epoch, opened, alive, started)
-            log.error("failover interrupted: the dead node's partitions stay unserved until its WAL is replayed; "
-                      "retried", extra={"node_id": dead, "partitions": [p.name for p in opened],
-                                        "error": f"{type(exc).__name__}: {exc}"})
-            return {}
-        self._pending.pop(dead, None)
-        return report
+        self._pending[dead] = (new_epoch, parts, alive, started)
+        return self._try_finish(dead)
 
     def _resume_pending(self) -> None:
         """Take up the failovers interrupted after their partitions were opened here, before the dead node's
         acknowledged records were replayed into them (a store or metadata error on the way): those partitions
         are served only once that is done (the watcher leaves partitions being replayed alone)."""
-        for dead, (epoch, opened, alive, started) in list(self._pending.items()):
-            live = [p for p in opened if p.data is not None and p.meta is not None and not p.owned]
-            try:
-                self._finish(dead, epoch, live, alive, started)
-            except Exception as exc:  # noqa: BLE001 - tried again at the next check
-                log.error("failover still interrupted; retried", extra={
-                    "node_id": dead, "error": f"{type(exc).__name__}: {exc}"})
-                continue
-            del self._pending[dead]
+        for dead in list(self._pending):
+            self._try_finish(dead)
+
+    def _try_finish(self, dead: int) -> dict[str, Any]:
+        """Finish the pending failover of `dead` (its report), or leave it pending for the next check ({})."""
+        epoch, parts, alive, started = self._pending[dead]
+        opened = [p for p in parts if p.data is not None and p.meta is not None and not p.owned]
+        try:
+            report = self._finish(dead, epoch, opened, alive, started)
+        except Exception as exc:  # noqa: BLE001 - the partitions wait for the replay: retried by the next check
+            log.error("failover interrupted: the dead node's partitions stay unserved until its WAL is replayed; "
+                      "retried", extra={"node_id": dead, "partitions": [p.name for p in opened],
+                                        "error": f"{type(exc).__name__}: {exc}"})
+            return {}
+        del self._pending[dead]
+        return report
 
     def _finish(self, dead: int, new_epoch: int, opened: list[Partition], alive: list[int],
                 started: float) -> dict[str, Any]:

@@ -26,7 +26,6 @@ class Membership:
         self.lease_ms = lease_ms
         self.on_fenced = on_fenced or (lambda: None)
         self.fenced = False
-        self.started = False
         #: why this node should not keep its lease (None: it may); asked before each renewal (the cluster sets it:
         #: a node whose WAL failed for good serves nothing, and lets its lease expire so the others take over)
         self.unfit: Callable[[], str | None] = lambda: None
@@ -45,7 +44,6 @@ class Membership:
         self.held_until = sent + self.lease_ms / 1000
         self.steady_since = sent
         self._beat.start()
-        self.started = True
         log.info("node registered", extra={"node_id": self.node_id, "node_epoch": self.node_epoch,
                                            "http": self.http, "lease_ms": self.lease_ms})
 

@@ -42,6 +42,12 @@ MAX_PARTITIONS = 10_000
 _NAME_RE = re.compile(r"[a-zA-Z0-9._-]+")
 
 
+def is_topic_name(name: object) -> bool:
+    """Whether a topic could have this name (validate_topic_name's rules, without the error)."""
+    return isinstance(name, str) and len(name) <= MAX_NAME and bool(_NAME_RE.fullmatch(name)) and \
+        name not in (".", "..")
+
+
 def validate_topic_name(name: object) -> str:
     if not isinstance(name, str):
         raise InvalidTopicName(str(name), "must be a string")

@@ -419,7 +419,7 @@ class StreamStorage:
                 lost.append(s)
                 log.info("stream deleted: its cached records are dropped", extra={"stream": sid, "epoch": s.epoch})
                 continue
-            if node_fenced or m.epoch != s.epoch or m.owner != self.meta.node_id or m.state != OPENED:
+            if node_fenced or not self._still_open(s):
                 lost.append(s)
                 log.error("stream fenced: another owner holds it", extra={
                     "stream": sid, "epoch": s.epoch, "current_epoch": m.epoch, "owner": m.owner, "error": str(exc)})
