@@ -74,6 +74,20 @@ def status_for(exc: Exception) -> tuple[int, str | None]:
     return 500, None
 
 
+#: why a body nested past what the JSON parsers read (pydantic's, the json module's) is refused, on every route
+#: that reads a body
+TOO_DEEP = "its arrays and objects are nested too deeply"
+
+
+def unparsable_body(cause: BaseException | None) -> str | None:
+    """The reason FastAPI's body parsing failed (it says only "There was an error parsing the body")."""
+    if isinstance(cause, RecursionError):
+        return f"body is not valid JSON: {TOO_DEEP}"
+    if isinstance(cause, UnicodeError):
+        return "body is not valid JSON: it is not UTF-8 text"
+    return None
+
+
 def _field_of(loc: tuple[Any, ...] | list[Any]) -> str | None:
     return ".".join(str(p) for p in loc if p not in ("body", "query", "path", "header")) or None
 
@@ -96,7 +110,8 @@ def install(app: FastAPI) -> None:
             body = exc.detail
         else:
             field = "body" if exc.status_code in (400, 413) else None
-            body = {"error": str(exc.detail), "field": field}
+            reason = unparsable_body(exc.__cause__) if exc.status_code == 400 else None
+            body = {"error": reason or str(exc.detail), "field": field}
         return JSONResponse(status_code=exc.status_code, content=REDACTOR.value(body),
                             headers=getattr(exc, "headers", None))
 

@@ -13,7 +13,7 @@ from starlette.concurrency import run_in_threadpool
 
 from api.backend import Backend, InMessage, OutMessage
 from api.http.auth import require
-from api.http.errors import as_http, client_error
+from api.http.errors import TOO_DEEP, as_http, client_error
 from api.http.message_json import Page
 from api.http.models import (
     CURSOR_PATTERN,
@@ -122,6 +122,9 @@ def _produce_body_slow(raw: bytes, errors: list[Any]) -> ProduceIn:
     reads): parsed again the way FastAPI does, so such text is refused naming its field."""
     try:
         data = json.loads(raw)
+    except RecursionError:  # past pydantic's depth limit too: refused as FastAPI's parsing refuses it
+        raise RequestValidationError([{"type": "json_invalid", "loc": ("body",), "msg": TOO_DEEP,
+                                       "input": None}]) from None
     except ValueError:
         raise RequestValidationError(errors) from None
     try:
