@@ -7,6 +7,7 @@ Lance listeners otherwise, so a second instance would collide.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import shutil
@@ -83,6 +84,7 @@ class SeaweedFS:
         (self.s3_port, self.s3_grpc, self.master_port, self.master_grpc, self.volume_port, self.volume_grpc,
          self.filer_port, self.filer_grpc) = ports
         self.proc: subprocess.Popen[bytes] | None = None
+        self.die_with_parent = False  # only safe when started from a thread that lives as long as the process
 
     @property
     def endpoint(self) -> str:
@@ -107,7 +109,8 @@ class SeaweedFS:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         logf = open(self.data_dir / "weed.log", "ab")  # noqa: SIM115 - lives as long as the process
         self.proc = subprocess.Popen(self.command(), stdout=logf, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+                                     start_new_session=True,
+                                     preexec_fn=_die_with_parent if self.die_with_parent else None)
         logf.close()
         log.info("seaweedfs starting", extra={"endpoint": self.endpoint, "dir": str(self.data_dir)})
         if bucket:
@@ -186,25 +189,54 @@ class SeaweedFS:
         self.stop()
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGTERM when the process that started it dies (Linux), so a helper killed
+    outright (SIGKILL, OOM) does not leave `weed` behind."""
+    pr_set_pdeathsig = 1
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """`python -m storage_tier.seaweedfs_server [DIR] [--port P] [--bucket B]`: a local S3 until Ctrl-C."""
+    """`python -m storage_tier.seaweedfs_server [DIR] [--port P] [--bucket B]`: a local S3 until Ctrl-C or
+    SIGTERM (or SIGHUP); either stops `weed` with it, also while it is still starting."""
     import argparse
 
-    p = argparse.ArgumentParser(description="run a local SeaweedFS S3 server on loopback")
+    p = argparse.ArgumentParser(description="run a local SeaweedFS S3 server on loopback until Ctrl-C")
     p.add_argument("dir", nargs="?", default="./data/seaweedfs")
     p.add_argument("--port", type=int, default=None, help="S3 port (default: a free one)")
     p.add_argument("--bucket", default="mqindex")
     args = p.parse_args(argv)
-    server = SeaweedFS(args.dir, s3_port=args.port).start(bucket=args.bucket)
-    print(f"SeaweedFS S3 ready: {server.store_url(args.bucket)}  (Ctrl-C stops it)", flush=True)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
     try:
+        server = SeaweedFS(args.dir, s3_port=args.port)
+    except SeaweedFSError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    server.die_with_parent = True
+    try:
+        server.start(bucket=args.bucket)
+        print(f"SeaweedFS S3 ready: {server.store_url(args.bucket)}  (Ctrl-C stops it)", flush=True)
         assert server.proc is not None
-        server.proc.wait()
+        rc = server.proc.wait()
+        print(f"weed exited with {rc}; see {server.data_dir}/weed.log", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
-        pass
+        return 0
+    except SeaweedFSError as exc:
+        print(exc, file=sys.stderr)
+        return 1
     finally:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # a second signal must not cut the stop short
+            signal.signal(sig, signal.SIG_IGN)
         server.stop()
-    return 0
 
 
 if __name__ == "__main__":
