@@ -11,6 +11,7 @@ import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from api.node_settings import BY_NAME, coerce
 from api.security.tokens import fingerprint
@@ -136,6 +137,11 @@ def _coerce(name: str, value: Any) -> Any:
         if floor < 0:
             raise ConfigError(f"min_free_bytes must be >= 0, got {floor}")
         return floor
+    if name in ("kafka_listener", "kafka_advertised"):
+        return _host_port(name, value, empty_means="no Kafka listener" if name == "kafka_listener"
+                          else "the listener's own address")
+    if name == "advertised_url":
+        return _http_url(name, value)
     if name in _BOOLS:
         if isinstance(value, bool):
             return value
@@ -173,6 +179,46 @@ def _coerce(name: str, value: Any) -> Any:
     if not isinstance(value, str):
         raise ConfigError(f"{name} must be a string")
     return value
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _host_port(name: str, value: Any, empty_means: str) -> str:
+    """HOST:PORT (an IPv6 host in brackets), port 0-65535; empty is allowed and means `empty_means`."""
+    text = str(value).strip() if isinstance(value, str) else value
+    if not isinstance(text, str):
+        raise ConfigError(f"{name} ({_flag(name)}) must be a string HOST:PORT")
+    if not text:
+        return ""
+    host, sep, port = text.rpartition(":")
+    bare = host.strip("[]")
+    if (not sep or not bare or not port.isdigit() or int(port) > 65535 or any(c.isspace() for c in text)
+            or (":" in bare and not host.startswith("["))):
+        raise ConfigError(f"{name} ({_flag(name)}) {text!r} is not HOST:PORT (for example 127.0.0.1:9092, "
+                          f"[::1]:9092 for IPv6, port 0-65535; empty: {empty_means})")
+    return text
+
+
+def _http_url(name: str, value: Any) -> str:
+    """http(s)://HOST[:PORT] with a numeric port; empty is allowed (the default applies)."""
+    if not isinstance(value, str):
+        raise ConfigError(f"{name} ({_flag(name)}) must be a string http(s)://HOST:PORT")
+    text = value.strip()
+    if not text:
+        return ""
+    try:
+        parts = urlsplit(text)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.path in ("", "/") \
+            and not parts.query and not any(c.isspace() for c in text)
+        ok = ok and (parts.port is None or parts.port > 0)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ConfigError(f"{name} ({_flag(name)}) {text!r} is not http(s)://HOST:PORT (for example "
+                          "http://10.0.0.5:8080)")
+    return text
 
 
 def load_settings(config_file: str | None = None, env: dict[str, str] | None = None,
