@@ -12,7 +12,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api.backend import Backend
 from api.config import Settings
-from api.http import errors, health
+from api.http import docs_pages, errors, health
 from api.http.auth import AuthenticateFirst, require
 from api.http.body_limit import BodyLimit
 from api.http.compaction_metrics import CompactionCollector
@@ -33,7 +33,7 @@ PAGE = Path(__file__).parent.parent / "web" / "index.html"
 
 def create_app(settings: Settings, backend: Backend, stores: Mapping[str, BlobStore] | None = None,
                metrics: Metrics | None = None, readiness: Readiness | None = None) -> FastAPI:
-    app = FastAPI(title="mqindex", version="0.1.0",
+    app = FastAPI(title="mqindex", version="0.1.0", docs_url=None, redoc_url=None,  # api/http/docs_pages.py
                   description="Produce, fetch and find messages by key or id on object storage. Every error "
                               "answers JSON {\"error\", \"field\"}; bad input is a 4xx naming the field "
                               "(validation errors are 400, never 422); damage in the store is a 502 that also "
@@ -55,6 +55,7 @@ def create_app(settings: Settings, backend: Backend, stores: Mapping[str, BlobSt
     app.include_router(health.router)
     app.include_router(console_router)
     app.include_router(index_admin_router)
+    docs_pages.install(app)
 
     # --metrics-auth: /metrics asks for a token with the read scope, like the data it describes
     metrics_guard = [Depends(require("read"))] if getattr(settings, "metrics_auth", False) else []
