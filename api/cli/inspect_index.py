@@ -17,12 +17,12 @@ from index_file.source import BlobSource, ByteSource
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="index file path (or, with --store, the object key)")
-    parser.add_argument("--store", help="BlobStore URL to read FILE from with ranged GETs (s3://..., file://...)")
+    parser.add_argument("--store", metavar="URL", help="BlobStore URL to read FILE from with ranged GETs (s3://..., file://...)")
     parser.add_argument("--topic", help="topic of --key")
     parser.add_argument("--key", help="print the hits for this key (needs --topic)")
-    parser.add_argument("--max", type=int, default=64, help="at most this many hits (default 64)")
-    parser.add_argument("--begin", type=int, default=0, help="earliest store time, ms")
-    parser.add_argument("--end", type=int, default=None, help="latest store time, ms")
+    parser.add_argument("--max", type=int, default=64, help="at most this many hits (default: %(default)s)")
+    parser.add_argument("--begin", type=int, default=0, help="earliest store time, ms (default: %(default)s)")
+    parser.add_argument("--end", type=int, default=None, help="latest store time, ms (default: no limit)")
     parser.add_argument("--slots", type=int, default=None,
                         help="slot count of a RocketMQ unsealed file (default 5,000,000; compacted: from the size)")
 
@@ -77,9 +77,9 @@ def run(args: argparse.Namespace) -> int:
     source: ByteSource | str
     store = None
     if args.store:
-        from storage_tier import open_store
+        from api.cli import stores
 
-        store = open_store(args.store)
+        store = stores.open_existing(args.store, "--store")
         source = BlobSource(store, args.file)
     else:
         source = args.file
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"hits         {len(hits)} for {args.topic}#{args.key}"
                   + ("" if fmt is not FileFormat.ROCKETMQ else " (32-bit hash: candidates, verify the records)"))
             for h in hits:
-                print(f"  queue {h.queue_id} offset {h.offset} size {h.size} time {_ts(h.store_time_ms)}")
+                print(f"  partition {h.queue_id} offset {h.offset} size {h.size} time {_ts(h.store_time_ms)}")
         reader.close()  # type: ignore[attr-defined]
         return 0
     except FormatError as exc:

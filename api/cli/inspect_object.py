@@ -1,8 +1,10 @@
 """`mqindex inspect-object KEY_OR_PATH [--store URL] [--records]`: dump an S3Stream object.
 
 Prints the footer (index position and length), one line per index entry and, with --records, every
-stream record of every block with the Kafka RecordBatch header fields of its payload. Without --store
-the argument is a local file path, read in place.
+stream record of every block and what its payload is: a partition's data stream holds Kafka RecordBatch v2
+bytes (whatever produced them: the HTTP API and Kafka clients alike), printed with their header fields; its
+meta stream holds partition state records (one JSON snapshot each), printed with their fields. Anything
+else is said to be neither. Without --store the argument is a local file path, read in place.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ import argparse
 import os
 from collections.abc import Callable
 
+from api.cli import stores
+from api.cli.client import iso_time
 from broker.errors import RecordFormatError
 from broker.objects.reader import ObjectReader
+from broker.partitions.partition_state import PartitionState
 from broker.partitions.records import parse_batches
-from storage_tier import open_store
 
 
 class _LocalFile:
@@ -37,7 +41,8 @@ class _LocalFile:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("object", metavar="KEY_OR_PATH", help="object key in --store, or a local file path")
     parser.add_argument("--store", metavar="URL", help="store URL (file://, s3://, sqlite://, postgresql://)")
-    parser.add_argument("--records", action="store_true", help="also dump each stream record and Kafka batch")
+    parser.add_argument("--records", action="store_true",
+                        help="also dump each stream record: its Kafka batches or partition state")
 
 
 def dump(reader: ObjectReader, records: bool, out: Callable[[str], None]) -> None:
@@ -57,7 +62,7 @@ def dump(reader: ObjectReader, records: bool, out: Callable[[str], None]) -> Non
             try:
                 batches = list(parse_batches(r.payload))
             except RecordFormatError as exc:
-                out(f"  payload: {len(r.payload)} bytes, not a Kafka RecordBatch v2 ({exc})")
+                out(_not_kafka(r.payload, exc))
                 continue
             for b in batches:
                 h = b.header
@@ -69,9 +74,22 @@ def dump(reader: ObjectReader, records: bool, out: Callable[[str], None]) -> Non
                     f"transactional={h.is_transactional} control={h.is_control}")
 
 
+def _not_kafka(payload: bytes, exc: RecordFormatError) -> str:
+    """What a payload that is no valid Kafka batch is: a partition state record, a damaged batch, or neither."""
+    if len(payload) > 16 and payload[16] == 2:  # magic 2: a Kafka batch that fails its checks
+        return f"  payload: {len(payload)} bytes, a DAMAGED Kafka RecordBatch v2 ({exc})"
+    try:
+        st = PartitionState.decode(payload)
+    except ValueError:
+        return f"  payload: {len(payload)} bytes, not a Kafka RecordBatch v2 nor a partition state record ({exc})"
+    return (f"  payload: {len(payload)} bytes, a partition state record (meta stream): start_offset={st.start_offset} "
+            f"clean_shutdown={st.clean_shutdown} index_checkpoint={st.index_checkpoint} node_id={st.node_id} "
+            f"epoch={st.epoch} at={iso_time(st.at_ms)}")
+
+
 def run(args: argparse.Namespace) -> int:
     if args.store:
-        store = open_store(args.store)
+        store = stores.open_existing(args.store, "--store")
         try:
             dump(ObjectReader(store, args.object), args.records, print)
         finally:

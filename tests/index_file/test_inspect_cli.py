@@ -60,7 +60,7 @@ def test_inspect_each_format(files: dict[str, Path], capsys: pytest.CaptureFixtu
     assert slots in out and items in out
     assert f"{BEGIN}" in out
     assert "hits         3 for orders#order-2" in out
-    assert "queue 1 offset 37 size 137" in out  # newest of order-2: i = 37
+    assert "partition 1 offset 37 size 137" in out  # newest of order-2: i = 37
 
 
 def test_inspect_remote_object(files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -92,4 +92,4 @@ def test_console_script(files: dict[str, Path]) -> None:
     assert res.returncode == 0, res.stderr
     assert "format       native-compacted" in res.stdout
     assert "hits         2 for orders#order-0" in res.stdout
-    assert "queue 2 offset 35" in res.stdout
+    assert "partition 2 offset 35" in res.stdout
