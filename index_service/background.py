@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from index_file import FormatError
+from index_file.key_filter import FILTER_SUFFIX
 from index_service import ranges
 from index_service.config import ServiceConfig
 from index_service.external_builds import adopt_builds
@@ -179,8 +180,8 @@ class Background:
             return
         claimed = {mf.remote_key for mf in self.files.by_state(FileState.UPLOADED)}
         pending = {mf.stem for mf in self.files.by_state(FileState.COMPACTED, FileState.SEALED)}
-        orphans = [k for k in keys if k not in claimed
-                   and k[len(prefix):].removesuffix(COMPACTED_EXT) not in pending]
+        orphans = [k for k in keys if k.removesuffix(FILTER_SUFFIX) not in claimed
+                   and k[len(prefix):].removesuffix(FILTER_SUFFIX).removesuffix(COMPACTED_EXT) not in pending]
         if orphans:
             store.delete(orphans)  # type: ignore[union-attr]
             log.info("deleted orphan objects", extra={"keys": orphans, "count": len(orphans)})

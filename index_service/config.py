@@ -64,6 +64,11 @@ class ServiceConfig:
     remote_prefix: str = "index/"
     #: part size of multipart uploads (files above it are uploaded in parts)
     upload_part_bytes: int = 16 * 1024 * 1024
+    #: consult each sealed file's key filter before reading it (False: read every file in range, as RocketMQ does)
+    key_filters: bool = True
+    #: memory held for key filters, least recently used dropped first (about 2.3 bytes per distinct key of a
+    #: file: 64 MiB holds the filters of some 29 million keys; a filter not held is read again from local disk)
+    filter_cache_bytes: int = 64 * 1024 * 1024
     #: milliseconds clock (tests inject one)
     clock: Callable[[], int] = field(default=wall_clock_ms)
     #: called with each hit that is not exact (RocketMQ files compare a 32-bit hash only); returns
@@ -90,7 +95,8 @@ class ServiceConfig:
         return cfg
 
     def validate(self) -> None:
-        for name in ("slots", "max_items", "query_threads", "write_batch", "max_pending", "upload_part_bytes"):
+        for name in ("slots", "max_items", "query_threads", "write_batch", "max_pending", "upload_part_bytes",
+                     "filter_cache_bytes"):
             if int(getattr(self, name)) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         if self.roll_age_ms <= 0 or (self.retention_ms is not None and self.retention_ms <= 0):

@@ -5,9 +5,13 @@ fsyncs that folder, swaps the file's form in the map (queries move from the old 
 one), and only then removes the previous form. A crash at any point leaves either the old form, or
 both forms (recovery keeps the newer one after verifying it), never neither.
 
+A compacted file's key filter (key_filters.py) is written beside it before the file is served, put beside
+the object in the store after the upload is verified and written beside the manifest before the manifest
+(an upload whose local filter is missing or damaged builds it again from the compacted file first).
+
 Named crash points (ServiceConfig.crash_hook) mark each step for the crash tests:
   compact:scratch-written, compact:published, compact:done
-  upload:put-done, upload:verified, upload:manifest-written, upload:done
+  upload:put-done, upload:verified, upload:filter-written, upload:manifest-written, upload:done
   expire:manifest-removed, expire:done
 """
 
@@ -21,11 +25,13 @@ from dataclasses import dataclass
 
 import crc32c
 
-from index_file import CompactedIndexReader, compact
+from index_file import CompactedIndexReader, FormatError, compact
+from index_file.key_filter import filter_for_compacted, verify_filter
 from index_file.native_compacted import HEADER_SIZE, CompactedHeader
 from index_service import ranges
 from index_service.config import ServiceConfig
 from index_service.file_map import FileMap
+from index_service.key_filters import FilterCache, filter_key, local_filter_path, write_local_filter
 from index_service.managed_file import ManagedFile
 from index_service.model import FileState
 from index_service.remote_source import CachedSummarySource
@@ -70,6 +76,7 @@ class Lifecycle:
     files: FileMap
     config: ServiceConfig
     store: object | None
+    filters: FilterCache | None = None
 
     def hook(self, point: str) -> None:
         if self.config.crash_hook is not None:
@@ -87,8 +94,15 @@ class Lifecycle:
         self.folders.publish(scratch, dest)
         self.hook("compact:published")
         reader = CompactedIndexReader(str(dest))  # verifies every block CRC32C of the new form
+        try:
+            write_local_filter(self.folders, local_filter_path(self.folders, mf.stem, FileState.COMPACTED),
+                               filter_for_compacted(reader))
+        except BaseException:
+            reader.close()
+            raise
         mf.size_bytes = stats.bytes
         mf.swap(FileState.COMPACTED, reader, str(dest))
+        self._forget_filter(mf)
         self.folders.remove(src)
         self.hook("compact:done")
         log.info("compacted", extra={"file": mf.stem, "state": "COMPACTED", "items": stats.items,
@@ -127,6 +141,10 @@ class Lifecycle:
         self.hook("upload:put-done")
         self.verify_remote(key, size, crc)
         self.hook("upload:verified")
+        filter_data = self._filter_of_compacted(mf)
+        store.put(filter_key(key), filter_data)  # type: ignore[attr-defined]
+        write_local_filter(self.folders, local_filter_path(self.folders, mf.stem, FileState.UPLOADED), filter_data)
+        self.hook("upload:filter-written")
         with open(path, "rb") as f:
             head = f.read(HEADER_SIZE)
             header = CompactedHeader.parse(str(path), head)
@@ -142,10 +160,30 @@ class Lifecycle:
         mf.remote_key = key
         mf.size_bytes = size
         mf.swap(FileState.UPLOADED, reader, key)
+        self._forget_filter(mf)
         self.folders.remove(path)
+        self.folders.remove(local_filter_path(self.folders, mf.stem, FileState.COMPACTED))
         self.hook("upload:done")
         log.info("uploaded", extra={"file": mf.stem, "state": "UPLOADED", "key": key, "bytes": size,
                                     "seconds": round(time.perf_counter() - started, 4)})
+
+    def _filter_of_compacted(self, mf: ManagedFile) -> bytes:
+        """The key filter kept beside the compacted file; built again from the file when it is missing or
+        fails its checks (a crash between compaction and the filter's write, a damaged disk)."""
+        path = local_filter_path(self.folders, mf.stem, FileState.COMPACTED)
+        try:
+            data = path.read_bytes()
+            verify_filter(data, str(path))
+            return data
+        except (OSError, FormatError) as exc:
+            log.warning("key filter rebuilt from the compacted file", extra={"file": mf.stem, "path": str(path),
+                                                                              "error": str(exc)})
+        with CompactedIndexReader(str(self.folders.compacted(mf.stem))) as reader:
+            return filter_for_compacted(reader)
+
+    def _forget_filter(self, mf: ManagedFile) -> None:
+        if self.filters is not None:
+            self.filters.forget(mf.stem)
 
     def verify_remote(self, key: str, size: int, crc: int) -> None:
         """Size (HEAD) and CRC32C of the object as the store returns it, read back in parts."""
@@ -170,7 +208,10 @@ class Lifecycle:
             self.folders.remove(self.folders.manifest(mf.stem))
             self.hook("expire:manifest-removed")
             if self.store is not None:
-                self.store.delete([key])  # type: ignore[attr-defined]
+                self.store.delete([key, filter_key(key)])  # type: ignore[attr-defined]
+        self._forget_filter(mf)
+        for st in (FileState.UPLOADED, FileState.COMPACTED):
+            self.folders.remove(local_filter_path(self.folders, mf.stem, st))
         self.folders.remove(self.folders.compacted(mf.stem))
         self.folders.remove(self.folders.unsealed(mf.stem))
         ranges.remove(self.folders, mf.stem)

@@ -11,7 +11,9 @@ Rules (each pins a known RocketMQ defect):
   32-bit hash only, so their hits go through the verifier when one is configured (and are dropped
   unless it confirms them), or are returned with exact=False for the caller to check;
 - a file whose bytes fail a check (an uploaded file damaged in the store) is skipped: the answer comes
-  from the other files and names the damaged one in `Hits.damaged`.
+  from the other files and names the damaged one in `Hits.damaged`;
+- a sealed file whose key filter says the key is not in it is skipped without a read (key_filters.py); a
+  file without a usable filter is read.
 """
 
 from __future__ import annotations
@@ -21,11 +23,16 @@ from dataclasses import dataclass, field
 
 from index_file import IndexHit
 from index_file.errors import FormatError
+from index_file.hashing import fingerprint
 from index_service.file_map import FileMap
+from index_service.key_filters import FilterCache
+from index_service.lookup_stats import LookupStats, start_counting, stop_counting
 from index_service.managed_file import ManagedFile
+from index_service.model import FileState
 from storage_tier.errors import BlobNotFound
 
 _UNBOUNDED = 1 << 30
+_FILTERED = (FileState.COMPACTED, FileState.UPLOADED)
 
 
 def _rank(h: IndexHit) -> tuple[int, int, int]:
@@ -72,6 +79,8 @@ class Hits(list[IndexHit]):
 class QueryStats:
     files_considered: int = 0
     files_read: int = 0
+    files_filtered: int = 0  # skipped unread: their key filter said no
+    gets: int = 0  # object store GETs the lookup made
     stopped_early: bool = False
     damaged: list[DamagedFile] = field(default_factory=list)
 
@@ -83,15 +92,36 @@ def _damaged(mf: ManagedFile, exc: Exception) -> DamagedFile:
 
 
 def run_query(files: FileMap, topic: str, key: str, max_count: int, lo: int, hi: int,
-              verifier: Callable[[IndexHit], bool] | None, stats: QueryStats | None = None) -> Hits:
+              verifier: Callable[[IndexHit], bool] | None, stats: QueryStats | None = None,
+              filters: FilterCache | None = None, lookups: LookupStats | None = None) -> Hits:
     stats = stats if stats is not None else QueryStats()
+    start_counting()
+    try:
+        hits = _run(files, topic, key, max_count, lo, hi, verifier, stats, filters, lookups)
+    finally:
+        stats.gets = stop_counting()
+    if lookups is not None:
+        lookups.lookup(stats.files_read, stats.gets, 0, 0, 0)
+    return hits
+
+
+def _run(files: FileMap, topic: str, key: str, max_count: int, lo: int, hi: int,
+         verifier: Callable[[IndexHit], bool] | None, stats: QueryStats, filters: FilterCache | None,
+         lookups: LookupStats | None) -> Hits:
     held: list[IndexHit] = []
     cands = files.candidates(lo, hi)
     stats.files_considered = len(cands)
+    fp = fingerprint(topic, key)
+    maybe = no = false_positives = 0
     for newest, mf in cands:
         if len(held) >= max_count and newest < held[-1].store_time_ms:
             stats.stopped_early = True  # the global counter: nothing older can enter the answer
             break
+        filtered = filters is not None and mf.exact
+        if filtered and not filters.may_contain(mf, fp):  # type: ignore[union-attr]
+            no += 1
+            stats.files_filtered += 1
+            continue
         stats.files_read += 1
         try:
             if mf.exact:
@@ -103,7 +133,14 @@ def run_query(files: FileMap, topic: str, key: str, max_count: int, lo: int, hi:
         except (FormatError, BlobNotFound) as exc:
             stats.damaged.append(_damaged(mf, exc))
             continue
+        if filtered and mf.state in _FILTERED:
+            maybe += 1
+            bounds = mf.time_bounds()
+            if not hits and bounds is not None and lo <= bounds[0] and bounds[1] <= hi:
+                false_positives += 1  # the whole file was searched: the key is not in it
         held = merge(held, hits, max_count)
+    if lookups is not None:
+        lookups.add(filter_maybe=maybe, filter_no=no, false_positives=false_positives)
     return Hits(held, stats.damaged)
 
 

@@ -33,6 +33,7 @@ from index_service import ranges
 from index_service.checkpoint import CheckpointStore
 from index_service.config import ServiceConfig
 from index_service.file_map import FileMap
+from index_service.key_filters import local_filter_path
 from index_service.lifecycle import uploaded_reader
 from index_service.managed_file import ManagedFile
 from index_service.model import FileState
@@ -130,6 +131,7 @@ def recover(folders: StateFolders, files: FileMap, config: ServiceConfig, store:
         stem = p.name[: -len(COMPACTED_EXT)]
         if stem in uploaded:
             folders.remove(p)  # the upload was verified and recorded; only the local delete was missed
+            folders.remove(local_filter_path(folders, stem, FileState.COMPACTED))
             rep.finished_transitions += 1
             continue
         try:

@@ -8,6 +8,7 @@ ranged GET of the block that can hold the key (zero when the block fence rules i
 from __future__ import annotations
 
 from index_file.errors import FormatError
+from index_service.lookup_stats import count_get
 
 
 class CachedSummarySource:
@@ -32,6 +33,7 @@ class CachedSummarySource:
             return self._tail[start - self._tail_offset:end - self._tail_offset]
         if end == start:
             return b""
+        count_get()
         data = self.store.get(self.key, start, end)  # type: ignore[attr-defined]
         if len(data) != end - start:
             raise FormatError(self.name, "truncated", f"wanted {end - start} bytes at {start}, got {len(data)}")

@@ -34,7 +34,9 @@ from index_service.checkpoint import CheckpointStore, QueueKey
 from index_service.config import ServiceConfig
 from index_service.external_builds import adopt_builds
 from index_service.file_map import FileMap
+from index_service.key_filters import FilterCache
 from index_service.lifecycle import Lifecycle
+from index_service.lookup_stats import LookupStats
 from index_service.managed_file import ManagedFile
 from index_service.model import FileInfo, FileState
 from index_service.query import QueryStats, run_query
@@ -132,7 +134,10 @@ class IndexService:
         self.store = store
         self.files_map = FileMap()
         self.checkpoints = CheckpointStore(folders)
-        self.lifecycle = Lifecycle(folders, self.files_map, config, store)
+        #: what lookups cost and what the key filters saved (/metrics: lookup_stats.LookupCollector)
+        self.lookup_stats = LookupStats()
+        self.filters = FilterCache(folders, store, config.filter_cache_bytes, self.lookup_stats)
+        self.lifecycle = Lifecycle(folders, self.files_map, config, store, self.filters)
         self.recovery: RecoveryReport | None = None
         self._closed = False
         self._topics: set[str] = set()  # topics whose names were validated
@@ -227,8 +232,9 @@ class IndexService:
             f: Future[list[IndexHit]] = Future()
             f.set_result([])
             return f
+        filters = self.filters if self.config.key_filters else None
         return self._pool.submit(run_query, self.files_map, topic, key, max_count, lo, hi, self.config.verifier,
-                                 stats)
+                                 stats, filters, self.lookup_stats)
 
     def files(self) -> list[FileInfo]:
         """Every live file, oldest begin first."""

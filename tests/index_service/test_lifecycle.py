@@ -41,9 +41,11 @@ def test_lifecycle_all_states_and_retention(backend: str, tmp_path: Path,
         assert [f.state for f in svc.files()] == [FileState.UPLOADED] * 6 + [FileState.WRITING]
         assert len(list((idx / "writing").iterdir())) == 1
         assert list((idx / "compacted").iterdir()) == []
-        assert len(list((idx / "uploaded").iterdir())) == 6
+        # each manifest has its key filter beside it, here and in the store
+        assert sorted(p.suffix for p in (idx / "uploaded").iterdir()) == [".filter"] * 6 + [".json"] * 6
         remote = open_store(url)
-        assert len(remote.list("index/")) == 6
+        objects = [f.location for f in svc.files()[:6]]
+        assert sorted(remote.list("index/")) == sorted(k + s for k in objects for s in ("", ".filter"))
         for i in (0, 33, 64):
             assert as_tuples(svc.query("orders", f"o{i}", 5)) == model.query("orders", f"o{i}", 5)
         assert as_tuples(svc.query("orders", "all", 100)) == model.query("orders", "all", 100)
@@ -65,8 +67,8 @@ def test_lifecycle_all_states_and_retention(backend: str, tmp_path: Path,
         assert len(rep.expired) == 7 and rep.rolled  # the file holding "fresh" rolled by age, is uploaded
         (kept,) = [f for f in svc.files() if f.items]
         assert kept.state is FileState.UPLOADED and kept.items == 2
-        assert remote.list("index/") == [kept.location]
-        assert len(list((idx / "uploaded").iterdir())) == 1
+        assert remote.list("index/") == [kept.location, kept.location + ".filter"]
+        assert sorted(p.suffix for p in (idx / "uploaded").iterdir()) == [".filter", ".json"]
         assert svc.query("orders", "o5", 5) == []
         assert [h.offset for h in svc.query("orders", "all", 100)] == [1000]
         remote.close()
