@@ -6,7 +6,8 @@ pyproject.toml. The version ranges below are what the handlers really implement:
 schemas' own, the maximums stop before topic ids (Fetch 13+, Produce 13), the batched FindCoordinator and
 OffsetFetch forms we do not serve, and transactions.
 
-`build(cls, version, **fields)` turns nested dicts and lists of dicts into the schema's data classes.
+`build(cls, version, **fields)` turns nested dicts and lists of dicts into the schema's data classes, keeping only
+the fields the version has.
 """
 
 from __future__ import annotations
@@ -104,13 +105,20 @@ APIS: dict[int, Api] = {a.key: a for a in (
 
 
 def build(cls: Any, version: int, **fields: Any) -> Any:
-    """An instance of the schema class `cls` at `version`; nested structs may be given as dicts."""
+    """An instance of the schema class `cls` at `version`; nested structs may be given as dicts.
+
+    Handlers give every field any version of the answer has; only the fields `version` has are set (a nested
+    struct that `version` does not have is never built: its class refuses versions outside its own range), so
+    one call serves every version an API advertises. A name the schema does not know at all is a KeyError."""
     struct_fields = cls._struct.fields
     kwargs: dict[str, Any] = {}
     for name, value in fields.items():
         f = struct_fields[name]
+        if not f.for_version_q(version):
+            continue
         if f.is_struct_array():
-            value = [build(f.data_class, version, **v) if isinstance(v, dict) else v for v in value]
+            value = None if value is None else [build(f.data_class, version, **v) if isinstance(v, dict) else v
+                                                for v in value]
         elif f.is_struct() and isinstance(value, dict):
             value = build(f.data_class, version, **value)
         kwargs[name] = value

@@ -64,6 +64,12 @@ class Wire:
         self.send(api, **fields)
         return self.recv()
 
+    def raw(self, token: bytes) -> bytes:
+        """A raw SASL token (after SaslHandshake v0) and the server's raw answer."""
+        self.sock.sendall(struct.pack(">i", len(token)) + token)
+        (size,) = struct.unpack(">i", self._exact(4))
+        return self._exact(size)
+
     def _exact(self, n: int) -> bytes:
         out = bytearray()
         while len(out) < n:
