@@ -3,12 +3,16 @@
 `ClusterIndex.query` has IndexService.query's contract (newest first: store time, then offset, then
 partition; exactly min(max_count, matches); no duplicates) over the whole cluster:
 - this node's IndexService answers for its own files (writing, compacted and uploaded);
-- every other live node answers for its own files through its HTTP API (`/v1/internal/index/query`), in
-  parallel: entries not yet uploaded are reached where they live;
-- a node that is not alive (shut down, or its lease expired) cannot answer, so its uploaded files, which it
-  publishes in the metadata KV (`index_files/<node>`: store key and time range of each), are read directly
-  from the object store, one ranged GET per file after a cached summary load; so are the files a failover
-  rebuilt from what a dead node held only locally (`index_rescued/<node>.<epoch>`, same format).
+- another live node that may hold entries of the topic not yet uploaded (it has an index claim on one of the
+  topic's partitions, `index_claims/<node>` in the metadata KV) answers for its own files through its HTTP API
+  (`/v1/internal/index/query`), in parallel: entries not yet uploaded are reached where they live;
+- every other node, alive without a claim on the topic or not alive (shut down, or its lease expired), holds
+  nothing of the topic beyond the uploaded files it publishes in the metadata KV (`index_files/<node>`: store
+  key and time range of each), so those are read directly from the object store, one ranged GET per file after
+  a cached summary load; so are the files a failover rebuilt from what a dead node held only locally
+  (`index_rescued/<node>.<epoch>`, same format). A node publishes its files before it narrows its claims, so
+  the claims and the published lists are read from one caught-up image: a claim read as gone means the files
+  that replaced it are listed.
   A published file is `[store key, oldest store time it may hold, newest store time]`; a query's range is
   matched against both. The oldest is the earlier of the file's creation and its oldest entry: entries can be
   older than the file (dispatched late after a roll; a rescue indexes old records at their own times). Files
@@ -31,6 +35,7 @@ from typing import Any
 from broker.cluster.membership import Membership
 from broker.cluster.peers import Peers
 from broker.metadata import MetadataClient
+from broker.partitions.index_claims import CLAIMS_PREFIX, parse_claims
 from broker.partitions.index_rescue import RESCUED_PREFIX, published_row
 from index_file import IndexHit, RemoteCompactedIndexReader
 from index_service.query import Hits
@@ -97,23 +102,38 @@ class ClusterIndex:
 
     def query(self, topic: str, key: str, max_count: int, begin_ms: int, end_ms: int | None) -> list[IndexHit]:
         alive = self.membership.alive()
-        futures = [self._pool.submit(self.peers.index_query, n.http, topic, key, max_count, begin_ms, end_ms)
-                   for nid, n in sorted(alive.items()) if nid != self.node_id and n.http]
+        asked = self.nodes_to_ask(topic, alive)
+        futures = [self._pool.submit(self.peers.index_query, alive[nid].http, topic, key, max_count, begin_ms,
+                                     end_ms) for nid in asked]
         local = self.local(topic, key, max_count, begin_ms, end_ms)
-        groups = [local, *self._departed(alive, topic, key, max_count, begin_ms, end_ms)]
+        groups = [local, *self._published(set(asked), topic, key, max_count, begin_ms, end_ms)]
         groups += [f.result() for f in futures]
         # damaged local files the index skipped stay reported (key_lookup lists them as unreadable)
         return Hits(merge_hits(groups, max_count), list(getattr(local, "damaged", [])))
 
-    def _departed(self, alive: dict[int, Any], topic: str, key: str, max_count: int, begin_ms: int,
-                  end_ms: int | None) -> list[list[IndexHit]]:
-        """Hits from the published uploaded files of nodes that are not alive."""
+    def nodes_to_ask(self, topic: str, alive: dict[int, Any]) -> list[int]:
+        """The other live nodes that may hold entries of `topic` not yet uploaded: those with an index claim on
+        one of its partitions. Reads the metadata caught up (one query), so a claim recorded before an entry was
+        acknowledged is seen, and `_published` then reads the lists of the same image."""
+        claims = self.meta.kv_items(CLAIMS_PREFIX, refresh=True)
+        out = []
+        for nid, n in sorted(alive.items()):
+            if nid == self.node_id or not n.http:
+                continue
+            if any(c.topic == topic for c in parse_claims(claims.get(f"{CLAIMS_PREFIX}{nid}"))):
+                out.append(nid)
+        return out
+
+    def _published(self, asked: set[int], topic: str, key: str, max_count: int, begin_ms: int,
+                   end_ms: int | None) -> list[list[IndexHit]]:
+        """Hits from the published uploaded files of the nodes not asked (this one excepted: its own index
+        answers for its files)."""
         out = []
         hi = end_ms if end_ms is not None else 1 << 62
         published = []
         for k, v in self.meta.kv_items(FILES_PREFIX, refresh=False).items():
             node = int(k[len(FILES_PREFIX):])
-            if node == self.node_id or node in alive:
+            if node == self.node_id or node in asked:
                 continue
             published.append(v)
         # index entries a dead node held only locally, rebuilt by the failover (no node answers for them)
