@@ -11,7 +11,8 @@ maintenance cycle of a running service (`maintain()`, or the background thread).
 1. writes each file's manifest into `uploaded/` (the same manifest the service writes after its own
    uploads, plus `sort_tag`, so two builds of the same window, or a build and an online file with the
    same begin time, never collide in the file map);
-2. adds every file of the build to the file map in one step (a query sees all of them or none);
+2. keeps each file's key filter beside its manifest (key_filters.adopt_filter: the builder's, else built from
+   the object), then adds every file of the build to the file map in one step (a query sees all of them or none);
 3. expires the files of any earlier attempt of the same build `name` (their manifests, then their
    objects), so running the same build twice leaves one set of files; while both sets are briefly in
    the map, queries de-duplicate hits by (queue, offset), so answers do not change;
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from index_service.file_map import FileMap
+from index_service.key_filters import adopt_filter
 from index_service.lifecycle import Lifecycle, uploaded_reader
 from index_service.managed_file import ManagedFile
 from index_service.model import FileState
@@ -193,8 +195,9 @@ def adopt_builds(folders: StateFolders, files: FileMap, lifecycle: Lifecycle) ->
                     folders.write_document(manifest, fb)
                 if stem in present:
                     continue
-                mf = ManagedFile(stem, int(fb["begin_ms"]), FileState.UPLOADED, uploaded_reader(lifecycle.store, fb),
-                                 str(fb["key"]), sort_tag=stem)
+                reader = uploaded_reader(lifecycle.store, fb)
+                adopt_filter(folders, lifecycle.store, stem, reader, str(fb["key"]))  # before it is served
+                mf = ManagedFile(stem, int(fb["begin_ms"]), FileState.UPLOADED, reader, str(fb["key"]), sort_tag=stem)
                 mf.remote_key = str(fb["key"])
                 mf.size_bytes = int(fb["size"])
                 new.append(mf)

@@ -6,7 +6,10 @@ Every compacted file gets a key filter (index_file/key_filter.py) before it is s
     uploaded/<stem>.filter     beside an UPLOADED file's manifest, written before the manifest
     <store key>.filter         beside the uploaded object in the store, put before the manifest is written
                                (so a published file, the service's own, a rescued one or one a departed node
-                               published, always has its filter; Spark builds put theirs before registering)
+                               published, always has its filter)
+
+A file built outside the service (Spark) gets its filter when the service adopts it, before serving it: the
+builder's `<key>.filter` if it put one, else one built from the object's fingerprint columns (`adopt_filter`).
 
 A lookup asks `FilterCache.may_contain(file, fingerprint)` before it reads a file. Filters are loaded
 lazily on first use (the local copy, else the store's, which is then kept locally) and held in an LRU
@@ -23,8 +26,11 @@ import uuid
 from collections import OrderedDict
 from pathlib import Path
 
+import numpy as np
+
 from index_file.errors import FormatError
-from index_file.key_filter import FILTER_SUFFIX, KeyFilter, verify_filter
+from index_file.key_filter import FILTER_SUFFIX, KeyFilter, encode_filter, unique_fingerprints, verify_filter
+from index_file.native_compacted import ITEM_SIZE, CompactedIndexReader
 from index_service.lookup_stats import LookupStats, count_get
 from index_service.managed_file import ManagedFile
 from index_service.model import FileState
@@ -66,6 +72,45 @@ def check_filter_object(store: object, object_key: str) -> str | None:
     except FormatError as exc:
         return exc.check
     return None
+
+
+def remote_fingerprints(reader: CompactedIndexReader, blocks_per_get: int = 32) -> np.ndarray:
+    """The distinct fingerprints of a compacted file in the store, read `blocks_per_get` blocks (2 MiB) a
+    ranged GET, each block checked against its CRC32C; only the fingerprint columns are kept."""
+    h = reader.header
+    parts: list[np.ndarray] = []
+    for first in range(0, h.block_count, blocks_per_get):
+        last = min(h.block_count, first + blocks_per_get)
+        start, end = h.block_range(first)[0], h.block_range(last - 1)[1]
+        data = memoryview(reader.source.read(start, end))
+        for b in range(first, last):
+            bs, be = (x - start for x in h.block_range(b))
+            reader._check_block(b, data[bs:be])
+            parts.append(np.frombuffer(data, dtype="<u8", count=(be - bs) // ITEM_SIZE, offset=bs).copy())
+    return unique_fingerprints(np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64))
+
+
+def adopt_filter(folders: StateFolders, store: object, stem: str, reader: CompactedIndexReader,
+                 object_key: str) -> None:
+    """Keep the filter of an uploaded file registered from outside the service (a Spark build) beside its
+    manifest before it is served: the builder's `<key>.filter` when it put one that passes its checks, else one
+    built from the object's fingerprint columns (ranged GETs, once). A file whose object fails its checks is
+    served without a filter (every lookup reads it and reports the damage)."""
+    dest = local_filter_path(folders, stem, FileState.UPLOADED)
+    if dest.exists():
+        return
+    key = filter_key(object_key)
+    try:
+        data = store.get(key)  # type: ignore[attr-defined]
+        verify_filter(data, key)
+    except (BlobNotFound, FormatError):
+        try:
+            data = encode_filter(remote_fingerprints(reader))
+        except FormatError as exc:
+            log.warning("no key filter for a damaged index file", extra={"file": stem, "object": object_key,
+                                                                         "check": exc.check, "error": str(exc)})
+            return
+    write_local_filter(folders, dest, bytes(data))
 
 
 class _Unusable:

@@ -199,3 +199,38 @@ def test_metrics_count_filter_answers_files_and_gets(tmp_path: Path, url: str) -
         assert 'mqindex_index_lookup_files_bucket{le="1"} 10.0' in text
     finally:
         svc.close()
+
+
+def test_files_built_outside_the_service_get_their_filter_when_adopted(tmp_path: Path, url: str) -> None:
+    """A Spark-style build (compacted files uploaded by the builder, then registered) is served with a key
+    filter built from the objects at adoption: a lookup reads the one file holding the key."""
+    from index_file import NativeIndexWriter, compact
+    from index_service import external_builds as eb
+    from jobs import spark_build as sb
+    from storage_tier import open_store
+
+    store = open_store(url)
+    name, attempt = "0123456789abcdef", "aaaaaaaaaaaa"
+    manifests = []
+    for seq in range(12):
+        begin = 1_000 + 1_000 * seq
+        stem = sb.build_stem(begin, name, attempt, seq)
+        src, dst = tmp_path / f"{stem}.mqxu", tmp_path / f"{stem}.mqxc"
+        w = NativeIndexWriter.create(src, begin, 64, 3000)
+        w.put_batch([("orders", 0, begin + i, 10, begin + i, [f"b{seq}-{i}"]) for i in range(3000)])
+        w.seal()
+        w.close()
+        stats = compact(src, dst, items_per_block=256)  # 12 blocks a file
+        key = sb.build_key(name, attempt, stem)
+        size, crc = sb._upload(store, dst, key, 1 << 20, sb.abort_marker(name, attempt))
+        manifests.append(sb._manifest(dst, key, stem, crc, size, stats.items, begin))
+    eb.register_build(tmp_path / "idx", name, attempt, manifests)
+    svc = open_service(tmp_path / "idx", url)
+    try:
+        assert len(list((tmp_path / "idx" / "uploaded").glob("b*.filter"))) == 12
+        offsets, gets, stats = _lookup(svc, "b7-1234")
+        assert offsets == [8_000 + 1234] and gets == 1 and stats.files_read == 1
+        assert _lookup(svc, "b7-absent")[1] == 0
+    finally:
+        svc.close()
+        store.close()
