@@ -166,7 +166,12 @@ class Cluster:
         if isinstance(target, bool) or not isinstance(target, int) or target not in self.membership.alive(0):
             raise NodeNotLive(target)
         old = leaders(self.meta, refresh=True).get((info.topic_id, partition))
-        before = self.meta.get_stream(p.data_stream).epoch
+        current = self.meta.get_stream(p.data_stream)
+        before = current.epoch
+        if old is not None and old.node == target and current.state == OPENED and current.owner == target:
+            # already led and served there: nothing to move, no epoch raised
+            return {"topic": topic, "partition": partition, "from": target, "to": target, "leader_epoch": old.epoch,
+                    "stream_epoch": current.epoch, "seconds": round(time.monotonic() - started, 3), "unchanged": True}
         lead = set_leaders(self.meta, {(info.topic_id, partition): target})[(info.topic_id, partition)]
         deadline = time.monotonic() + wait_s
         while True:

@@ -54,11 +54,12 @@ def test_admin_verbs_tables_and_json(tmp_path: Path) -> None:
         nodes = json.loads(ok(url, "nodes", "--json"))
         assert [(n["node_id"], n["state"]) for n in nodes] == [(0, "alive")]
         assert sorted(nodes[0]["partitions"]) == ["audit-0", "orders-0", "orders-1"]
-        assert ok(url, "nodes").splitlines()[0].split() == ["NODE_ID", "EPOCH", "STATE", "HTTP", "PARTITIONS"]
+        assert ok(url, "nodes").splitlines()[0].split() == ["NODE_ID", "EPOCH", "STATE", "HTTP", "KAFKA",
+                                                            "LEASE_EXPIRES", "PARTITIONS"]
 
         moved = json.loads(ok(url, "reassign", "orders", "1", "--to", "0", "--json"))
-        assert (moved["topic"], moved["partition"], moved["to"]) == ("orders", 1, 0)
-        assert "orders-1: node 0 -> node 0" in ok(url, "reassign", "orders", "1", "--to", "0")
+        assert (moved["topic"], moved["partition"], moved["to"], moved["unchanged"]) == ("orders", 1, 0, True)
+        assert "orders-1: node 0 leads it already; nothing moved" in ok(url, "reassign", "orders", "1", "--to", "0")
 
         totals = json.loads(ok(url, "compact", "--json"))
         assert totals["runs"] == 0

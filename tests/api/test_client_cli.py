@@ -40,7 +40,8 @@ def test_cli_round_trip(tmp_path: Path) -> None:
         r = cli(url, "get", first["msg_id"], "--json")
         assert json.loads(r.stdout)["value"] == "first"
         r = cli(url, "consume", "orders", "-p", str(first["partition"]), "-o", "0", "-n", "10", "--json")
-        assert [m["value"] for m in json.loads(r.stdout)] == ["first", "second from stdin"]
+        page = json.loads(r.stdout)
+        assert [m["value"] for m in page["messages"]] == ["first", "second from stdin"] and page["next_offset"] == 2
 
         for args, needle in [(("query", "nope", "k"), "404"), (("get", "xyz"), "400"),
                              (("produce", "orders", "v", "--header", "novalue"), "KEY=VALUE"),
@@ -49,6 +50,6 @@ def test_cli_round_trip(tmp_path: Path) -> None:
             assert r.returncode == 1 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
         r = subprocess.run([MQINDEX, "query", "orders", "k", "--url", "http://127.0.0.1:1"], capture_output=True,
                            text=True, timeout=60)
-        assert r.returncode == 1 and "cannot reach" in r.stderr
+        assert r.returncode == 1 and "cannot reach" in r.stderr and "mqindex serve" in r.stderr
     finally:
         server.stop()
