@@ -222,3 +222,55 @@ class FilterCache:
             log.warning("could not keep a key filter locally", extra={"file": mf.stem, "path": str(path),
                                                                        "error": str(exc)})
         return f, True
+
+
+class ObjectFilters:
+    """Filters of uploaded files known only by their store key (files another node published): fetched from the
+    store on first use (one GET each), held in an LRU bounded by bytes. A missing or damaged filter, or a store
+    that does not answer, means "read the file"."""
+
+    def __init__(self, store: object, max_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+        self.store = store
+        self.max_bytes = max_bytes
+        self._lru: OrderedDict[str, KeyFilter | _Unusable] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    @property
+    def bytes_held(self) -> int:
+        return self._bytes
+
+    def may_contain(self, object_key: str, topic: str, key: str) -> bool:
+        with self._lock:
+            f = self._lru.get(object_key)
+            if f is not None:
+                self._lru.move_to_end(object_key)
+        if f is None:
+            f = self._fetch(object_key)
+            if f is None:
+                return True
+            if f.nbytes <= self.max_bytes:
+                with self._lock:
+                    old = self._lru.pop(object_key, None)
+                    self._bytes += f.nbytes - (old.nbytes if old is not None else 0)
+                    self._lru[object_key] = f
+                    while self._bytes > self.max_bytes:
+                        self._bytes -= self._lru.popitem(last=False)[1].nbytes
+        if isinstance(f, _Unusable):
+            return True
+        return f.may_contain_key(topic, key)
+
+    def _fetch(self, object_key: str) -> KeyFilter | _Unusable | None:
+        key = filter_key(object_key)
+        try:
+            count_get()
+            return KeyFilter(self.store.get(key), key)  # type: ignore[attr-defined]
+        except (BlobNotFound, FormatError) as exc:
+            log.warning("index file has no usable key filter; lookups read the file",
+                        extra={"object": object_key, "filter": key,
+                               "check": exc.check if isinstance(exc, FormatError) else "missing"})
+            return _UNUSABLE
+        except Exception as exc:  # noqa: BLE001 - the store did not answer: read the file this time
+            log.warning("could not fetch a key filter; the file is read",
+                        extra={"object": key, "error": f"{type(exc).__name__}: {exc}"})
+            return None

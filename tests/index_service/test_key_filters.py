@@ -234,3 +234,29 @@ def test_files_built_outside_the_service_get_their_filter_when_adopted(tmp_path:
     finally:
         svc.close()
         store.close()
+
+
+def test_filters_of_published_files_are_read_from_the_store(tmp_path: Path, url: str) -> None:
+    """Files another node uploaded and published are known by store key only: their filters come from the
+    store, once each, and rule out the files without the key."""
+    from index_service.key_filters import ObjectFilters
+    from storage_tier import open_store
+
+    clock = ManualClock()
+    svc = open_service(tmp_path / "idx", url, clock)
+    try:
+        _fill(svc, clock, files=10)
+        keys = [loc for _stem, loc in _uploaded(svc)]
+    finally:
+        svc.close()
+    store = open_store(url)
+    try:
+        filters = ObjectFilters(store, max_bytes=1 << 20)
+        before = store.meter.snapshot()
+        assert [k for k in keys if filters.may_contain(k, "orders", "o55")] == [keys[2]]
+        assert [k for k in keys if filters.may_contain(k, "orders", "o56")] == [keys[2]]
+        assert (store.meter.snapshot() - before)["GET"] == 10  # one per filter, then held
+        store.delete([keys[0] + ".filter"])
+        assert ObjectFilters(store).may_contain(keys[0], "orders", "anything")  # no filter: read the file
+    finally:
+        store.close()
