@@ -12,25 +12,24 @@ running: it only writes manifests (atomically) into <index-dir>/imported/.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
+from api.cli import data_dir
 from index_service.rocketmq_import import register_directory
 
 
 def index_dir(args: argparse.Namespace) -> Path:
     if args.index_dir:
         return Path(args.index_dir)
-    data = args.data_dir or os.environ.get("MQINDEX_DATA_DIR") or "./data"
-    return Path(data) / "index"
+    return Path(args.data_dir or data_dir.default()) / "index"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("directory", help="directory holding RocketMQ tiered index files")
-    parser.add_argument("--data-dir", dest="data_dir", help="service data directory (default $MQINDEX_DATA_DIR "
-                                                            "or ./data); the index lives in DATA_DIR/index")
-    parser.add_argument("--index-dir", dest="index_dir", help="the index service directory itself")
+    parser.add_argument("--data-dir", dest="data_dir", help=data_dir.HELP + "; the index lives in DATA_DIR/index")
+    parser.add_argument("--index-dir", dest="index_dir",
+                        help="the index service directory itself (default: DATA_DIR/index)")
     parser.add_argument("--slots", type=int, default=None,
                         help="slot count of unsealed files (default RocketMQ's 5,000,000; compacted files "
                              "carry theirs)")

@@ -1,6 +1,8 @@
 """The `mqindex` command line: one sub-command per module, imported only when used.
 
-Each command module exposes `add_arguments(parser)` and `run(args) -> int`.
+Each command module exposes `add_arguments(parser)` and `run(args) -> int`. Only the module of the command
+given is imported (to define its arguments and run it): `mqindex --help` and the client commands start
+without loading the server, the broker or the HTTP client libraries.
 """
 
 from __future__ import annotations
@@ -8,10 +10,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
-import logging
 import sys
-
-from api.cli import log_format
+from collections.abc import Sequence
+from typing import Any
 
 # command -> (module, one-line help). A command appears once its module exists.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -23,7 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "nodes": ("api.cli.client", "list the cluster's nodes and the partitions each leads"),
     "reassign": ("api.cli.client", "move a partition to another node"),
     "rebalance": ("api.cli.client", "plan (and with --execute run) moves that even out the partitions"),
-    "topics": ("api.cli.topics", "create, list, describe and alter topics (retention configs)"),
+    "topics": ("api.cli.topics", "create, list, describe, alter (retention configs) and delete topics"),
     "inspect-index": ("api.cli.inspect_index", "dump an index file (native or RocketMQ format)"),
     "inspect-object": ("api.cli.inspect_object", "dump a stream object's data blocks and index block"),
     "import-rocketmq": ("api.cli.import_rocketmq", "register a directory of RocketMQ tiered index files"),
@@ -35,26 +36,82 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Every option that takes a value shows its default: the help's own words, else "(default: X)"."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if (not action.option_strings or action.nargs == 0 or action.required or "default" in text
+                or action.default is argparse.SUPPRESS):
+            return text
+        if action.default is None or action.default == []:
+            return f"{text} (default: none)"
+        return f"{text} (default: %(default)s)"
+
+
+class Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
+class _Version(argparse.Action):
+    """--version: the installed package's version, looked up only when asked."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            v = version("mqindex")
+        except PackageNotFoundError:
+            v = "unknown (not installed)"
+        print(f"mqindex {v}")
+        parser.exit()
+
+
 def available() -> dict[str, tuple[str, str]]:
     return {name: spec for name, spec in COMMANDS.items() if importlib.util.find_spec(spec[0]) is not None}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mqindex", description="Find messages by key or id on object storage.")
+def chosen(argv: Sequence[str]) -> str | None:
+    """The command named in argv (the first word that is not an option), if any."""
+    for word in argv:
+        if not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; the arguments of the command named in `argv` only (of every command when argv is None)."""
+    parser = Parser(prog="mqindex", description="Find messages by key or id on object storage.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    parser.add_argument("--version", action=_Version, help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    only = None if argv is None else chosen(argv)
     for name, (module, help_text) in available().items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        mod = importlib.import_module(module)
-        add = getattr(mod, f"add_{name.replace('-', '_')}_arguments", None) or mod.add_arguments
-        add(p)
         p.set_defaults(_module=module, _name=name)
+        if argv is None or name == only:
+            mod = importlib.import_module(module)
+            add = getattr(mod, f"add_{name.replace('-', '_')}_arguments", None) or mod.add_arguments
+            add(p)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
+    if args.command is None:  # bare `mqindex`: what there is to run
+        parser.print_help()
+        return 0
+    import logging
+
+    from api.cli import log_format
+
     log_format.configure(logging.DEBUG if args.verbose else logging.INFO)
     if not args.verbose:
         logging.getLogger("httpx").setLevel(logging.WARNING)  # the client commands print their own results

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
+from api.cli import data_dir
 from jobs.spark_build import (
     DEFAULT_MAX_ITEMS,
     DEFAULT_NAMESPACE,
@@ -33,8 +33,7 @@ from jobs.spark_build import (
 def index_dir(args: argparse.Namespace) -> Path:
     if args.index_dir:
         return Path(args.index_dir)
-    data = args.data_dir or os.environ.get("MQINDEX_DATA_DIR") or "./data"
-    return Path(data) / "index"
+    return Path(args.data_dir or data_dir.default()) / "index"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,9 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--index-store", dest="index_store", default=None,
                         help="store the index files go to (default: --store, as the broker's own index)")
     parser.add_argument("--index-dir", dest="index_dir", help="the index service directory to register the build in")
-    parser.add_argument("--data-dir", dest="data_dir", help="broker data directory (default $MQINDEX_DATA_DIR or "
-                                                            "./data); the index is DATA_DIR/index")
-    parser.add_argument("--topic", required=True)
+    parser.add_argument("--data-dir", dest="data_dir", help=data_dir.HELP + "; the index is DATA_DIR/index")
+    parser.add_argument("--topic", required=True, help="topic to index")
     parser.add_argument("--partitions", default=None, help="comma-separated partitions (default: all)")
     parser.add_argument("--from", dest="from_ts", default=None, help="window start (inclusive): ms or ISO 8601")
     parser.add_argument("--to", dest="to_ts", default=None, help="window end (exclusive): ms or ISO 8601")
@@ -66,7 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--slots", type=int, default=DEFAULT_SLOTS, help="hash slots of the files while built")
     parser.add_argument("--wait-served", dest="wait_served", type=float, default=30.0,
                         help="seconds to wait for a running service to adopt the build")
-    parser.add_argument("--progress-interval", dest="progress_interval", type=float, default=2.0)
+    parser.add_argument("--progress-interval", dest="progress_interval", type=float, default=2.0,
+                        help="seconds between progress lines (default: %(default)s)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 

@@ -21,20 +21,22 @@ from api.cli.client import _common, _request, _table
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     create = sub.add_parser("create", help="create a topic")
-    create.add_argument("name")
-    create.add_argument("--partitions", type=int, default=1)
+    create.add_argument("name", help="topic name: 1-249 letters, digits, '.', '_' and '-'")
+    create.add_argument("--partitions", type=int, default=1, help="number of partitions (default: %(default)s)")
     alter = sub.add_parser("alter", help="set or remove configs of a topic")
-    alter.add_argument("name")
+    alter.add_argument("name", help="the topic")
     alter.add_argument("--delete-config", action="append", default=[], metavar="NAME",
-                       help="remove a config (the server default applies again); repeatable")
+                       help="remove a config (the server default applies again); repeatable (default: none)")
     describe = sub.add_parser("describe", help="show a topic, its configs and its partitions")
-    describe.add_argument("name")
+    describe.add_argument("name", help="the topic")
     listing = sub.add_parser("list", help="list the topics")
     delete = sub.add_parser("delete", help="delete a topic: its partitions, data, configs and group offsets")
-    delete.add_argument("name")
+    delete.add_argument("name", help="the topic")
     for q in (create, alter):
-        q.add_argument("--retention-ms", type=int, help="keep records this long (-1 = forever)")
-        q.add_argument("--retention-bytes", type=int, help="keep at most this many bytes per partition (-1 = no limit)")
+        q.add_argument("--retention-ms", type=int,
+                       help="keep records this long, ms (-1 = forever; default: the server's default)")
+        q.add_argument("--retention-bytes", type=int,
+                       help="keep at most this many bytes per partition (-1 = no limit; default: the server's default)")
     for q in (create, alter, describe, listing, delete):
         _common(q)
 
