@@ -168,7 +168,8 @@ class Cluster:
         old = leaders(self.meta, refresh=True).get((info.topic_id, partition))
         current = self.meta.get_stream(p.data_stream)
         before = current.epoch
-        if old is not None and old.node == target and current.state == OPENED and current.owner == target:
+        if (old is not None and old.node == target and current.state == OPENED and current.owner == target
+                and (target != self.node_id or self.parts.get(info.name, partition).owned)):
             # already led and served there: nothing to move, no epoch raised
             return {"topic": topic, "partition": partition, "from": target, "to": target, "leader_epoch": old.epoch,
                     "stream_epoch": current.epoch, "seconds": round(time.monotonic() - started, 3), "unchanged": True}
