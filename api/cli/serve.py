@@ -38,7 +38,8 @@ def settle_collector() -> None:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="TOML file with data_dir, host, port, store, metadata, tokens")
-    p.add_argument("--data-dir", dest="data_dir", help="data directory (default ./data)")
+    p.add_argument("--data-dir", dest="data_dir",
+                   help="the server's data directory (default: $MQINDEX_DATA_DIR, else ./data)")
     p.add_argument("--host", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default 8080)")
     p.add_argument("--store", help="object store URL (default file://DATA_DIR/objects)")
