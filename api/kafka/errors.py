@@ -34,8 +34,16 @@ UNSUPPORTED_VERSION = 35
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INVALID_PRODUCER_EPOCH = 47
 KAFKA_STORAGE_ERROR = 56
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 TOPIC_DELETION_DISABLED = 73
 INVALID_RECORD = 87
+
+# Transactions are not served: FindCoordinator(TRANSACTION) and InitProducerId with a transactional id answer
+# TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which librdkafka, kafka-python and aiokafka all report at once as fatal
+# (COORDINATOR_NOT_AVAILABLE is retried until the client's timeout, UNSUPPORTED_VERSION too by librdkafka)
+TRANSACTIONS_UNSUPPORTED = TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+TRANSACTIONS_MESSAGE = ("transactions are not supported by this server "
+                        "(an idempotent producer is: leave transactional.id unset)")
 
 BY_NAME = {"OUT_OF_ORDER_SEQUENCE_NUMBER": OUT_OF_ORDER_SEQUENCE_NUMBER,
            "INVALID_PRODUCER_EPOCH": INVALID_PRODUCER_EPOCH}

@@ -9,6 +9,8 @@ from api.kafka.context import Context
 from api.kafka.schemas import APIS, build
 from broker.partitions.topic_errors import TopicNotFound
 
+GROUP, TRANSACTION = 0, 1  # FindCoordinator's key types
+
 
 def api_versions_body(version: int, error: int = errors.NONE) -> dict[str, Any]:
     return dict(error_code=error, throttle_time_ms=0,
@@ -62,9 +64,11 @@ async def metadata(ctx: Context, req: Any, version: int) -> Any:
 
 async def find_coordinator(ctx: Context, req: Any, version: int) -> Any:
     resp = APIS[10].response
-    if req.key_type != 0:  # transactions are not served
-        return build(resp, version, throttle_time_ms=0, error_code=errors.COORDINATOR_NOT_AVAILABLE,
-                     error_message="transactions are not supported", node_id=-1, host="", port=-1)
+    if req.key_type != GROUP:  # transactions are not served: refused at once (errors.TRANSACTIONS_UNSUPPORTED)
+        code, message = ((errors.TRANSACTIONS_UNSUPPORTED, errors.TRANSACTIONS_MESSAGE) if req.key_type == TRANSACTION
+                         else (errors.INVALID_REQUEST, f"unknown coordinator key type {req.key_type}"))
+        return build(resp, version, throttle_time_ms=0, error_code=code, error_message=message, node_id=-1, host="",
+                     port=-1)
     brokers = await ctx.run(ctx.brokers)
     node = ctx.coordinator_for(req.key)
     host, port = brokers[node]
