@@ -2,7 +2,7 @@
 
 - bad input: a 4xx with a JSON body {"error", "field"} naming the field at fault (also an unparsable body,
   an unknown route (404), a wrong method (405), a body over the size limit (413) and every validation
-  error, which is a 400, never a 422);
+  error, which is a 400, never a 422, told in one plain sentence: api/http/plain_errors.py);
 - damage in the store (a broker object or an index file failing a check when read back): 502 with
   {"error", "field": null, "object", "check"} naming the object key and the failed check (OPERATIONS.md);
 - the store or the metadata unavailable, or this node fenced: 503;
@@ -25,6 +25,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.http.models import FieldError
+from api.http.plain_errors import plain
 from api.security.redact import REDACTOR
 from broker.errors import Fenced, MessageIdError, NodeNotLive, NotLeader, ObjectFormatError, OutOfDisk
 from broker.partitions.topic_errors import TopicExists
@@ -88,21 +89,12 @@ def unparsable_body(cause: BaseException | None) -> str | None:
     return None
 
 
-def _field_of(loc: tuple[Any, ...] | list[Any]) -> str | None:
-    return ".".join(str(p) for p in loc if p not in ("body", "query", "path", "header")) or None
-
-
 def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
-        first = errors[0] if errors else {"loc": (), "msg": "bad request"}
-        if first.get("type") == "json_invalid":
-            return JSONResponse(status_code=400, content=REDACTOR.value(
-                {"error": f"body is not valid JSON: {first['msg']}", "field": "body"}))
-        field = _field_of(first["loc"])
-        return JSONResponse(status_code=400, content=REDACTOR.value(
-            {"error": f"{field}: {first['msg']}" if field else first["msg"], "field": field}))
+        message, field = plain(errors[0]) if errors else ("bad request", None)
+        return JSONResponse(status_code=400, content=REDACTOR.value({"error": message, "field": field}))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
 
 MAX_VALUE_BYTES = 1024 * 1024  # one message's value
 MAX_MESSAGES_PER_REQUEST = 1000
@@ -32,16 +33,26 @@ def check_text(value: str) -> str:
 Text = Annotated[str, AfterValidator(check_text)]
 
 
-def _json_number(v: object) -> object:
-    """A JSON number (60 or 60.0, as JSON Schema's integer allows), never a boolean or a string."""
-    if isinstance(v, bool | str):
-        raise ValueError("must be an integer")
+#: a topic config value: -1 (unlimited) or 1 to 2**53 (the integers every JSON number represents exactly; the
+#: broker accepts up to 2**63-1: broker/partitions/topic_config.py)
+MAX_CONFIG_INT = 2**53
+CONFIG_NAMES = ("retention.ms", "retention.bytes")
+
+
+def _config_int(v: object) -> int:
+    """A JSON number (60 or 60.0, as JSON Schema's integer allows) that is -1 or 1 to MAX_CONFIG_INT, never a
+    boolean or a string; refused with one sentence saying so."""
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if type(v) is not int or not (v == -1 or 1 <= v <= MAX_CONFIG_INT):
+        got = {bool: "a boolean", type(None): "null", dict: "an object", list: "an array"}.get(type(v)) \
+            or json.dumps(v)[:40]
+        raise ValueError(f"must be -1 (unlimited) or an integer from 1 to {MAX_CONFIG_INT} (got {got})")
     return v
 
 
-#: a topic config value: -1 (unlimited) or 1 to 2**53 (the integers every JSON number represents exactly; the
-#: broker accepts up to 2**63-1: broker/partitions/topic_config.py)
-ConfigInt = Annotated[Annotated[int, Field(ge=1, le=2**53)] | Literal[-1], BeforeValidator(_json_number)]
+ConfigInt = Annotated[int, PlainValidator(_config_int), WithJsonSchema(
+    {"anyOf": [{"type": "integer", "minimum": 1, "maximum": MAX_CONFIG_INT}, {"type": "integer", "const": -1}]})]
 
 
 class TopicConfigsNew(BaseModel):

@@ -45,6 +45,10 @@ def check_shape(r: Any) -> None:
         body = r.json()
         assert set(body) >= {"error", "field"} and isinstance(body["error"], str) and body["error"], body
         assert body["field"] is None or isinstance(body["field"], str)
+        # a plain sentence: no validator's wording, no regular expression, no union member's tag
+        for leak in ("Input should", "String should", "Field required", "Value error", "[a-z", "{1,", "constrained",
+                     "There was an error"):
+            assert leak not in body["error"], body
 
 
 # unicode of every category, lone surrogates and control characters included

@@ -36,9 +36,10 @@ def end(client: TestClient) -> int:
 
 
 @pytest.mark.parametrize("content, content_type, error", [
-    (b'{"messages": [{"value": "x"}]}', "text/plain", "valid dictionary"),
-    (b'{"messages": [{"value": "x"}]}', None, "valid dictionary"),
-    (b"", "application/json", "Field required"),
+    (b'{"messages": [{"value": "x"}]}', "text/plain", "body must be a JSON object, sent with content-type "
+                                                      "application/json"),
+    (b'{"messages": [{"value": "x"}]}', None, "body must be a JSON object"),
+    (b"", "application/json", "body is required"),
     (b'{"messages": [{"value": "x"}', "application/json", "not valid JSON"),
     (b'{"messages": []}', "application/json", "messages"),
     (b'{"messages": [{"value": "x", "partition": -1}]}', "application/json", "partition"),
