@@ -33,6 +33,26 @@ def _int(url: str, params: dict[str, str], name: str, default: int) -> int:
         raise UnsupportedStoreURL(f"{url}: {name} must be an integer") from None
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def check_endpoint(url: str, endpoint: str) -> str:
+    """`endpoint` (the endpoint= of an s3 or oss URL) normalized as scheme://host:port; UnsupportedStoreURL unless it
+    is http(s)://HOST[:PORT] with a numeric port and nothing after it."""
+    try:
+        parts = urlsplit(endpoint)
+        port = parts.port
+        ok = parts.scheme.lower() in _DEFAULT_PORTS and bool(parts.hostname) and parts.path in ("", "/") \
+            and not parts.query and not parts.fragment
+    except ValueError:
+        ok = False
+    if not ok:
+        raise UnsupportedStoreURL(f"{url}: endpoint {endpoint!r} is not http(s)://HOST[:PORT] (a numeric port, "
+                                  "nothing after it)")
+    scheme = parts.scheme.lower()
+    return f"{scheme}://{(parts.hostname or '').lower()}:{port or _DEFAULT_PORTS[scheme]}"
+
+
 def sqlite_path(url: str) -> str:
     """The file of a `sqlite:///abs/path` or `sqlite://./rel/path` URL."""
     parts = urlsplit(url)
@@ -69,11 +89,14 @@ def open_store(url: str) -> BlobStore:
 
         if not parts.netloc:
             raise UnsupportedStoreURL(f"{url}: an s3 URL needs a bucket (s3://bucket/prefix)")
+        endpoint = params.pop("endpoint", None)
+        if endpoint:
+            check_endpoint(url, endpoint)
         store = S3Store(
             url,
             bucket=parts.netloc,
             prefix=parts.path.lstrip("/"),
-            endpoint=params.pop("endpoint", None),
+            endpoint=endpoint,
             region=params.pop("region", "us-east-1"),
             access_key=params.pop("access_key", None),
             secret_key=params.pop("secret_key", None),
@@ -130,6 +153,7 @@ def _oss_store(url: str, bucket: str, path: str, params: dict[str, str], retry: 
         raise UnsupportedStoreURL(f"{url}: an oss URL needs endpoint=oss-REGION.aliyuncs.com")
     if "://" not in endpoint:
         endpoint = "https://" + endpoint
+    check_endpoint(url, endpoint)
     host = urlsplit(endpoint).hostname or ""
     known = _OSS_HOST.match(host)
     region = params.pop("region", None) or (known.group("region") if known else None)
