@@ -77,8 +77,10 @@ def objects(meta: MetadataClient) -> dict[str, Any]:
 
 
 def index_files(files: list[dict[str, Any]], now_ms: int | None = None) -> list[dict[str, Any]]:
-    """The index files with `upload_lag_ms`: for a file still on local disk, how long its oldest item has
-    waited to reach object storage; 0 once uploaded (or imported, or expired)."""
+    """The index files with `upload_lag_ms`: for a file on local disk waiting to be uploaded, how long its oldest
+    item has waited to reach object storage; 0 once uploaded (or imported, or expired); None while the file is
+    still being written (it is not waiting for the upload yet)."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    return [f | {"upload_lag_ms": max(0, now - int(f["begin_ms"])) if f["state"] in LOCAL_STATES else 0}
+    return [f | {"upload_lag_ms": None if f["state"] == "WRITING" else
+                 max(0, now - int(f["begin_ms"])) if f["state"] in LOCAL_STATES else 0}
             for f in files]

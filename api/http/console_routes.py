@@ -5,6 +5,7 @@
     GET /v1/console/objects               stream set objects / stream objects (counts, bytes), last compaction
     GET /v1/console/index                 index files with their upload lag
     GET /v1/console/node                  this node: WAL bytes not yet uploaded, disk and failure state
+    GET /v1/console/session               the caller's scopes (the page disables the actions it may not take)
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.concurrency import run_in_threadpool
 
-from api.http.auth import require
+from api.http.auth import principal, require
 from api.http.errors import as_http, client_error
 from api.http.models import TOPIC_PATTERN
 from api.http.routes import ERRORS
+from api.security.principals import SCOPES
 from broker import overview
 
 router = APIRouter(responses=ERRORS, tags=["console"])
@@ -61,3 +63,11 @@ async def console_index(request: Request) -> dict[str, Any]:
 async def console_node(request: Request) -> dict[str, Any]:
     """This node: its id, WAL bytes not yet uploaded, the out-of-disk path and failure, if any."""
     return await _node_call(request, "node_overview")  # type: ignore[no-any-return]
+
+
+@router.get("/v1/console/session")
+async def console_session(request: Request) -> dict[str, Any]:
+    """The scopes the caller's token grants (every scope when no tokens are configured); 401 for no or an
+    unknown token when tokens are configured."""
+    caller = principal(request)
+    return {"scopes": sorted(s for s in SCOPES if caller.allows(s))}

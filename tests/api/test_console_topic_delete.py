@@ -28,10 +28,11 @@ def test_console_delete_topic_with_confirmation(tmp_path: Path, browser: Browser
                        json={"messages": [{"key": f"k{i}", "value": f"v{i}"} for i in range(12)]})
         assert r.status_code == 200, r.text
 
-        # a read-only token: the dialog is accepted, the server refuses, nothing is deleted
+        # a read-only token: the button is disabled; forced, the server refuses and nothing is deleted
         page = open_page(browser, url, "topics", "reader-tok")
+        expect(page.locator("button.delete-topic[data-topic='orders']")).to_be_disabled()
         page.once("dialog", lambda d: d.accept())
-        page.click("button.delete-topic[data-topic='orders']")
+        page.locator("button.delete-topic[data-topic='orders']").evaluate("b => { b.disabled = false; b.click(); }")
         expect(page.locator("#topics-error")).to_contain_text("403")
         assert httpx.get(f"{url}/v1/topics/orders", headers=ADMIN).status_code == 200
         page.screenshot(path=str(artifacts_dir / "console-delete-topic-read-only.png"), full_page=True)
