@@ -34,6 +34,8 @@ class Settings:
     lease_ms: int = 10_000  # a node is dead to the others this long after its last heartbeat
     wal: str = ""  # WAL location: empty/file://DIR = local (DATA_DIR/wal); any store URL = shared WAL (failover)
     cluster_token: str = ""  # bearer token this node presents to the others (needed when tokens are configured)
+    # seconds serve waits at start for the object store, the WAL store and the metadata database to answer
+    startup_wait_s: float = 10.0
     # -- node and index settings (api/node_settings.py: names, defaults, what each does) --
     node: dict[str, Any] = field(default_factory=dict)  # only the settings given; the rest take defaults
     # free-space floor of the data paths: writes are refused below it (None: 1% of the filesystem or 256 MiB,
@@ -69,6 +71,7 @@ class Settings:
             lease_ms=self.lease_ms,
             cluster_token=self.cluster_token,
             wal=self.wal,
+            startup_wait_s=self.startup_wait_s,
             node=dict(self.node),
             min_free_bytes=self.min_free_bytes,
             users=dict(self.users), allow_anonymous=self.allow_anonymous, tls_cert=self.tls_cert,
@@ -88,7 +91,8 @@ def shown_settings(settings: Settings) -> dict[str, Any]:
     return REDACTOR.value({
         "host": settings.host, "port": settings.port, "data_dir": settings.data_dir, "store": settings.store,
         "metadata": settings.metadata, "node_id": settings.node_id, "advertised_url": settings.advertised_url,
-        "lease_ms": settings.lease_ms, "min_free_bytes": settings.min_free_bytes,
+        "lease_ms": settings.lease_ms, "startup_wait_s": settings.startup_wait_s,
+        "min_free_bytes": settings.min_free_bytes,
         "tokens": len(settings.tokens), "users": sorted(settings.users), "cluster_token": bool(settings.cluster_token),
         "allow_anonymous": settings.allow_anonymous, "tls": bool(settings.tls_cert),
         "tls_client_ca": settings.tls_client_ca or None, "metrics_auth": settings.metrics_auth,
@@ -129,6 +133,14 @@ def _coerce(name: str, value: Any) -> Any:
         if not 0 <= node < 2**31:
             raise ConfigError(f"node_id must be 0 to 2**31-1, got {node}")
         return node
+    if name == "startup_wait_s":
+        try:
+            wait = float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"startup_wait_s must be a number of seconds, got {value!r}") from None
+        if not 0 <= wait <= 3600:
+            raise ConfigError(f"startup_wait_s must be 0 to 3600 seconds, got {value!r}")
+        return wait
     if name == "min_free_bytes":
         try:
             floor = int(value)

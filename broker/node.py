@@ -104,7 +104,9 @@ class BrokerNode:
             fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(lock_fd)
-            raise RuntimeError(f"{d} is in use by another broker process") from None
+            raise RuntimeError(f"the data directory {d} is in use by another broker process (it holds "
+                               f"{d / 'broker.lock'}): stop that process, or give this one another data "
+                               "directory (--data-dir)") from None
         store = open_store(store_url)
         meta = MetadataClient(metadata_url, node_id, namespace, **(metadata_options or {}))
         node = cls(d, store, meta, node_id=node_id, retention=RetentionPolicy(retention_ms, retention_bytes),

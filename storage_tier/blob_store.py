@@ -102,6 +102,10 @@ class BlobStore(abc.ABC):
         self.meter = Meter()
         self.retry = retry or RetryPolicy()
 
+    def retry_bound(self) -> float:
+        """The retry bound of this store now: calls retrying when `retry` is replaced by a shorter one stop at it."""
+        return self.retry.deadline_s
+
     # -- public contract -------------------------------------------------------------------------
     def put(self, key: str, data: bytes) -> None:
         self._put(check_key(self.name, key), bytes(data))

@@ -151,7 +151,8 @@ class DBStore(BlobStore):
                     self._drop_conn()
                 raise
 
-        return self.retry.run(attempt, backend=self.name, key=key, op=op, is_transient=self.dialect.is_transient)
+        return self.retry.run(attempt, backend=self.name, key=key, op=op, is_transient=self.dialect.is_transient,
+                              bound=self.retry_bound)
 
     def _create_schema(self) -> None:
         kt, bt = self.dialect.key_type, self.dialect.blob_type
@@ -245,7 +246,7 @@ class DBStore(BlobStore):
                 raise
 
         data: bytes = self.retry.run(retry_attempt, backend=self.name, key=key, op="get",
-                                     is_transient=self.dialect.is_transient)
+                                     is_transient=self.dialect.is_transient, bound=self.retry_bound)
         self.meter.add_bytes(bytes_out=len(data))
         return data
 

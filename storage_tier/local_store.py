@@ -41,7 +41,8 @@ class LocalStore(BlobStore):
 
     def _run(self, op: str, key: str | None, fn):  # type: ignore[no-untyped-def]
         try:
-            return self.retry.run(fn, backend=self.name, key=key, op=op, is_transient=_transient)
+            return self.retry.run(fn, backend=self.name, key=key, op=op, is_transient=_transient,
+                                  bound=self.retry_bound)
         except OSError as exc:
             raise self.out_of_space(key, exc) or exc from exc
 

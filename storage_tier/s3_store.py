@@ -107,7 +107,8 @@ class S3Store(BlobStore):
             self.meter.record(kind, bytes_in=bytes_in)
             return fn()
 
-        return self.retry.run(attempt, backend=self.name, key=key, op=op, is_transient=is_transient)
+        return self.retry.run(attempt, backend=self.name, key=key, op=op, is_transient=is_transient,
+                              bound=self.retry_bound)
 
     def ensure_bucket(self) -> None:
         def create() -> None:

@@ -7,10 +7,17 @@ import gc
 import logging
 import signal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from api.config import load_settings
+from api.cli.serve_checks import bind_port, check_port_free, check_reachable, check_wal_url
+from api.config import Settings, load_settings
 from api.node_settings import NODE_SETTINGS, open_kwargs
+from api.security.redact import REDACTOR, secrets_of_url
 from api.security.startup import kafka_start, secure_start
+
+if TYPE_CHECKING:
+    from api.http.health import Readiness
+    from broker.node import BrokerNode
 
 log = logging.getLogger("mqindex.serve")
 
@@ -34,6 +41,44 @@ def settle_collector() -> None:
     """
     gc.freeze()
     gc.set_threshold(YOUNG_COLLECTION_AFTER, *gc.get_threshold()[1:])
+
+
+#: seconds between two probes of the object store (and the shared WAL's store) while serving
+READINESS_PROBE_S = 5.0
+#: at a stop while the store does not answer: the retry bound of its requests (the WAL keeps what is not uploaded)
+STOP_RETRY_S = 2.0
+#: how the watched stores are named in /healthz/ready and in the log
+WATCHED = {"--store": "object store (--store)", "--wal": "WAL store (--wal)"}
+
+
+def shared_stores(settings: Settings) -> dict[str, str]:
+    """Flag -> URL of the stores this node needs other machines for: the object store, and the WAL's when shared."""
+    stores = {"--store": settings.store}
+    if settings.wal and not settings.wal.startswith("file://"):
+        stores["--wal"] = settings.wal
+    return stores
+
+
+def either(*reasons: Readiness | None) -> Readiness:
+    """A readiness that is the first of `reasons` that has a reason not to be ready."""
+    def reason() -> str | None:
+        for r in reasons:
+            found = r() if r is not None else None
+            if found is not None:
+                return found
+        return None
+
+    return reason
+
+
+def give_up_fast(node: BrokerNode) -> None:
+    """Cut the retry bound of the node's stores to STOP_RETRY_S: a stop does not wait out a store that does not
+    answer (the final upload fails, the stop is unclean, the WAL keeps the records for the next start)."""
+    from storage_tier import BlobStore, RetryPolicy
+
+    for store in (node.store, getattr(node.index, "store", None)):
+        if isinstance(store, BlobStore):
+            store.retry = RetryPolicy(deadline_s=min(store.retry.deadline_s, STOP_RETRY_S))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -79,6 +124,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--access-log", dest="access_log", action="store_const", const=True,
                    help="log a line per HTTP request (off by default: it costs a sixth of a small request's CPU; "
                         "/metrics counts requests per route)")
+    p.add_argument("--startup-wait-s", dest="startup_wait_s", type=float, metavar="S",
+                   help="seconds to wait at start for the object store, the WAL store and the metadata database "
+                        "to answer before giving up (default 10)")
     p.add_argument("--min-free-bytes", dest="min_free_bytes", type=int,
                    help="free-space floor of the data paths: writes are refused below it "
                         "(default 1%% of the filesystem or 256 MiB, whichever is smaller)")
@@ -90,11 +138,13 @@ def run(args: argparse.Namespace) -> int:
     from api.http.app import app_for_node
     from api.security.redact import install_log_redaction
     from broker.node import BrokerNode
+    from storage_tier.reachability import StoreWatch
 
     settings = load_settings(args.config, data_dir=args.data_dir, host=args.host, port=args.port,
                              store=args.store, metadata=args.metadata, node_id=args.node_id,
                              advertised_url=args.advertised_url, lease_ms=args.lease_ms, wal=args.wal,
                              min_free_bytes=args.min_free_bytes, allow_anonymous=args.allow_anonymous,
+                             startup_wait_s=args.startup_wait_s,
                              tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca,
                              metrics_auth=args.metrics_auth, access_log=args.access_log,
                              kafka_listener=args.kafka_listener, kafka_advertised=args.kafka_advertised,
@@ -102,17 +152,32 @@ def run(args: argparse.Namespace) -> int:
                              kafka_tls_client_ca=args.kafka_tls_client_ca,
                              **{s.name: getattr(args, s.name) for s in NODE_SETTINGS}).resolved()
     tls = secure_start(settings)  # secrets registered for redaction, TLS files checked, protected mode
+    REDACTOR.add(secrets_of_url(settings.wal))
+    check_wal_url(settings.wal, settings.store)
     kafka_tls, kafka_auth = kafka_start(settings) if settings.kafka_listener else (None, None)
-    Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
-    log.info("opening the node (recovering from the WAL and the index state folders if needed)",
-             extra={"data_dir": settings.data_dir})
-    node = BrokerNode.open(settings.data_dir, settings.store, settings.metadata, node_id=settings.node_id,
-                           http_address=settings.advertised_url,
-                           kafka_address=(settings.kafka_advertised or settings.kafka_listener) or None,
-                           lease_ms=settings.lease_ms,
-                           cluster_token=settings.cluster_token or None, min_free_bytes=settings.min_free_bytes,
-                           wal_url=settings.wal or None,
-                           **open_kwargs(settings.node))
+    # before anything opens (api/cli/serve_checks.py): the ports are free, the stores and the metadata answer.
+    # The HTTP port stays bound from here on: uvicorn serves these sockets
+    http_sockets = bind_port("--port", settings.host, settings.port, host_flag="--host")
+    try:
+        if settings.kafka_listener:
+            from api.kafka.context import split_address
+
+            check_port_free("--kafka-listener", *split_address(settings.kafka_listener))
+        Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
+        check_reachable(shared_stores(settings), {"--metadata": settings.metadata}, settings.startup_wait_s)
+        log.info("opening the node (recovering from the WAL and the index state folders if needed)",
+                 extra={"data_dir": settings.data_dir})
+        node = BrokerNode.open(settings.data_dir, settings.store, settings.metadata, node_id=settings.node_id,
+                               http_address=settings.advertised_url,
+                               kafka_address=(settings.kafka_advertised or settings.kafka_listener) or None,
+                               lease_ms=settings.lease_ms,
+                               cluster_token=settings.cluster_token or None, min_free_bytes=settings.min_free_bytes,
+                               wal_url=settings.wal or None,
+                               **open_kwargs(settings.node))
+    except BaseException:
+        for sock in http_sockets:
+            sock.close()
+        raise
     kafka = None
     if settings.kafka_listener:  # -- Kafka listener (api/kafka) --
         from api.kafka import KafkaServer
@@ -122,6 +187,10 @@ def run(args: argparse.Namespace) -> int:
                             authenticator=kafka_auth, advertised=settings.kafka_advertised or None)
         kafka.start()
     app = app_for_node(settings, node)
+    # readiness (/healthz/ready) is also false while the object store or the shared WAL's store does not answer
+    watch = StoreWatch({WATCHED[flag]: url for flag, url in shared_stores(settings).items()},
+                       READINESS_PROBE_S).start()
+    app.state.readiness = either(app.state.readiness, watch.reason)
     settle_collector()
     scheme = "https" if tls else "http"
     log.info("serving %s://%s:%s (store %s, metadata %s, data %s)", scheme, settings.host, settings.port,
@@ -140,9 +209,15 @@ def run(args: argparse.Namespace) -> int:
                             access_log=settings.access_log, loop="uvloop", http="httptools",
                             **(tls.uvicorn_options() if tls else {}))
     install_log_redaction()  # again: uvicorn's own handlers exist now
-    uvicorn.Server(config).run()
+    uvicorn.Server(config).run(sockets=http_sockets)
     if kafka is not None:
         kafka.stop()
+    unreachable = watch.check_now(timeout=STOP_RETRY_S + 1)
+    watch.stop()
+    if unreachable is not None:
+        give_up_fast(node)
+        log.warning("stopping while %s: the final upload is tried for %ss only; the WAL keeps every acknowledged "
+                    "record and the next start uploads them", unreachable, STOP_RETRY_S)
     # uploads what is cached, marks a clean shutdown, closes streams and the index
     node.close()
     log.info("stopped", extra={"signal": stopped_by[0] if stopped_by else None})

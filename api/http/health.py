@@ -1,6 +1,7 @@
 """Liveness and readiness: `/healthz` and `/healthz/live` answer 200 while the process serves requests;
-`/healthz/ready` answers 200 only while the node accepts writes, else 503 with the reason (for example
-"not accepting writes: out of disk on /data/wal"). Reads go on while a node is not ready."""
+`/healthz/ready` answers 200 only while the node accepts writes and its object store answers (`mqindex serve`
+probes it), else 503 with the reason (for example "not accepting writes: out of disk on /data/wal", or "the object
+store (--store) does not answer: ..."). Reads go on while a node is not ready."""
 
 from __future__ import annotations
 
