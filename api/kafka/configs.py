@@ -22,11 +22,24 @@ DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 LONG = 5
 
 
-def _int_value(name: str, value: str | None) -> int:
+def config_value(name: str, value: str | None) -> int | None:
+    """A config of a Kafka request as the broker takes it: a name it does not know is refused as such whatever
+    its value (`cleanup.policy=compact` is not a supported config, not a value that "must be an integer"), then
+    the value must be an integer (None: unset)."""
+    if name not in topic_config.KNOWN:
+        raise InvalidField(f"configs.{name}",
+                           f"is not a supported topic config; the supported ones are {', '.join(topic_config.KNOWN)}")
+    if value is None:
+        return None
     try:
-        return int(value or "")
+        return int(value)
     except ValueError:
         raise InvalidField(f"configs.{name}", f"must be an integer, got {value!r}") from None
+
+
+def refusal_text(exc: Exception) -> str:
+    """The error message of a refused config: the config's name first, as Kafka users know it."""
+    return str(exc).removeprefix("configs.")
 
 
 def _code(exc: Exception) -> int:
@@ -78,7 +91,7 @@ def _alter(ctx: Context, r: Any, change: dict[str, int | None], validate_only: b
         else:
             ctx.node.alter_topic_configs(r.resource_name, checked)
     except Exception as exc:  # noqa: BLE001 - answered per resource with Kafka's code
-        out.update(error_code=_code(exc), error_message=str(exc))
+        out.update(error_code=_code(exc), error_message=refusal_text(exc))
     return out
 
 
@@ -87,15 +100,18 @@ async def incremental_alter_configs(ctx: Context, req: Any, version: int) -> Any
         change: dict[str, int | None] = {}
         try:
             for c in r.configs:
+                value = config_value(c.name, c.value if c.config_operation == SET else None)
                 if c.config_operation == SET:
-                    change[c.name] = _int_value(c.name, c.value)
+                    if value is None:
+                        raise InvalidField(f"configs.{c.name}", "needs a value to SET (DELETE unsets it)")
+                    change[c.name] = value
                 elif c.config_operation == DELETE:
                     change[c.name] = None
                 else:
                     raise InvalidField(f"configs.{c.name}", "is not a list: APPEND and SUBTRACT do not apply")
         except InvalidField as exc:
-            return dict(error_code=errors.INVALID_CONFIG, error_message=str(exc), resource_type=r.resource_type,
-                        resource_name=r.resource_name)
+            return dict(error_code=errors.INVALID_CONFIG, error_message=refusal_text(exc),
+                        resource_type=r.resource_type, resource_name=r.resource_name)
         return _alter(ctx, r, change, req.validate_only)
 
     responses = [await ctx.run(alter, r) for r in req.resources]
@@ -108,10 +124,10 @@ async def alter_configs(ctx: Context, req: Any, version: int) -> Any:
         change: dict[str, int | None] = dict.fromkeys(topic_config.KNOWN)
         try:
             for c in r.configs:
-                change[c.name] = _int_value(c.name, c.value)
+                change[c.name] = config_value(c.name, c.value)
         except InvalidField as exc:
-            return dict(error_code=errors.INVALID_CONFIG, error_message=str(exc), resource_type=r.resource_type,
-                        resource_name=r.resource_name)
+            return dict(error_code=errors.INVALID_CONFIG, error_message=refusal_text(exc),
+                        resource_type=r.resource_type, resource_name=r.resource_name)
         return _alter(ctx, r, change, req.validate_only)
 
     responses = [await ctx.run(alter, r) for r in req.resources]

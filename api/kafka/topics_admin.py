@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from api.kafka import errors
+from api.kafka.configs import config_value, refusal_text
 from api.kafka.context import Context
 from api.kafka.schemas import APIS, build
 from broker.errors import InvalidField
@@ -27,12 +28,7 @@ async def create_topics(ctx: Context, req: Any, version: int) -> Any:
         try:
             if t.assignments:
                 raise InvalidField("assignments", "manual replica assignments are not supported")
-            configs: dict[str, int | None] = {}
-            for c in t.configs:
-                try:
-                    configs[c.name] = int(c.value) if c.value is not None else None
-                except ValueError:
-                    raise InvalidField(f"configs.{c.name}", f"must be an integer, got {c.value!r}") from None
+            configs = {c.name: config_value(c.name, c.value) for c in t.configs}
             topic_config.check_configs(configs, allow_unset=True)  # unknown names and bad values: INVALID_CONFIG
             if req.validate_only:
                 validate_topic_name(t.name)
@@ -43,7 +39,7 @@ async def create_topics(ctx: Context, req: Any, version: int) -> Any:
         except InvalidField as exc:
             code = (errors.INVALID_CONFIG if exc.field.startswith("configs") else
                     errors.INVALID_PARTITIONS if "partitions" in exc.field else errors.INVALID_REQUEST)
-            out.update(error_code=code, error_message=str(exc))
+            out.update(error_code=code, error_message=refusal_text(exc))
         except Exception as exc:  # noqa: BLE001 - answered per topic with Kafka's code
             out.update(error_code=errors.code_for(exc), error_message=str(exc))
         return out
