@@ -119,13 +119,14 @@ def _send(method: str, url: str, headers: dict[str, str], params: dict[str, Any]
 
 
 def _request(args: argparse.Namespace, method: str, path: str, params: dict[str, Any] | None = None,
-             json: Any = None) -> Any:  # noqa: A002 - the keyword httpx's callers know
-    """One request; a 421 (another node leads the partition) is followed to the leader it names."""
+             send: Any = None) -> Any:
+    """One request (`send`: its JSON body); a 421 (another node leads the partition) is followed to the leader
+    it names."""
     headers = {"Authorization": f"Bearer {args.token}"} if args.token else {}
     base = args.url.rstrip("/")
     for _ in range(3):
         try:
-            status, body = _send(method, base + path, headers, params, json)
+            status, body = _send(method, base + path, headers, params, send)
         except (OSError, ValueError) as exc:  # URLError is an OSError; a malformed URL a ValueError
             reason = getattr(exc, "reason", exc)
             raise ClientError(f"cannot reach {base}: {reason}; is `mqindex serve` running there? "
@@ -177,7 +178,7 @@ def run_produce(args: argparse.Namespace) -> int:
         msg["value"], msg["encoding"] = base64.b64encode(raw).decode("ascii"), "base64"
     if args.partition is not None:
         msg["partition"] = args.partition
-    body = _request(args, "POST", f"/v1/topics/{args.topic}/messages", json={"messages": [msg]})
+    body = _request(args, "POST", f"/v1/topics/{args.topic}/messages", send={"messages": [msg]})
     if args.json:
         print(json.dumps(body["results"], indent=2))
     else:
@@ -301,7 +302,7 @@ def run_nodes(args: argparse.Namespace) -> int:
 
 def run_reassign(args: argparse.Namespace) -> int:
     body = _request(args, "POST", "/v1/admin/reassignments",
-                    json={"topic": args.topic, "partition": args.partition, "to": args.to})
+                    send={"topic": args.topic, "partition": args.partition, "to": args.to})
     if args.json:
         print(json.dumps(body, indent=2))
     elif body.get("unchanged"):
@@ -314,7 +315,7 @@ def run_reassign(args: argparse.Namespace) -> int:
 
 
 def run_rebalance(args: argparse.Namespace) -> int:
-    plan = _request(args, "POST", "/v1/admin/rebalance", json={"execute": False})["plan"]
+    plan = _request(args, "POST", "/v1/admin/rebalance", send={"execute": False})["plan"]
     if args.json and not args.execute:
         print(json.dumps(plan, indent=2))
         return 0
@@ -326,7 +327,7 @@ def run_rebalance(args: argparse.Namespace) -> int:
     done = []
     for i, m in enumerate(plan, 1):  # one move at a time, progress on stderr
         done.append(_request(args, "POST", "/v1/admin/reassignments",
-                             json={"topic": m["topic"], "partition": m["partition"], "to": m["to"]}))
+                             send={"topic": m["topic"], "partition": m["partition"], "to": m["to"]}))
         print(f"[{i}/{len(plan)}] {m['topic']}-{m['partition']} -> node {m['to']} "
               f"in {done[-1]['seconds']:.3f}s", file=sys.stderr)
     if args.json:

@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "delete":
         return _delete(args)
     if args.action == "create":
-        _request(args, "POST", "/v1/topics", json={"name": args.name, "partitions": args.partitions,
+        _request(args, "POST", "/v1/topics", send={"name": args.name, "partitions": args.partitions,
                                                   "configs": _configs(args)})
     elif args.action == "alter":
         change = _configs(args)
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
             change[name] = None
         if not change:
             raise ValueError("nothing to alter: give --retention-ms, --retention-bytes or --delete-config")
-        _request(args, "PATCH", f"/v1/topics/{args.name}/configs", json={"configs": change})
+        _request(args, "PATCH", f"/v1/topics/{args.name}/configs", send={"configs": change})
     body = _request(args, "GET", f"/v1/topics/{args.name}")
     if args.action == "describe":
         parts = _request(args, "GET", "/v1/console/partitions", params={"topic": args.name})["partitions"]

@@ -188,7 +188,7 @@ class Cluster:
         log.info("partition reassigned", extra={"topic": topic, "partition": partition, "target": target,
                                                 "source": None if old is None else old.node, "seconds": seconds})
         return {"topic": topic, "partition": partition, "from": None if old is None else old.node, "to": target,
-                "leader_epoch": lead.epoch, "stream_epoch": s.epoch, "seconds": round(seconds, 3)}
+                "leader_epoch": lead.epoch, "stream_epoch": s.epoch, "seconds": round(seconds, 3), "unchanged": False}
 
     def rebalance(self, execute: bool) -> dict[str, Any]:
         """The plan (and with execute, the moves done one by one)."""
