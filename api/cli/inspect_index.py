@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import sys
+from pathlib import Path
 
 from index_file.detect import FileFormat, open_reader
 from index_file.errors import FormatError
@@ -81,6 +82,10 @@ def run(args: argparse.Namespace) -> int:
 
         store = stores.open_existing(args.store, "--store")
         source = BlobSource(store, args.file)
+    elif not Path(args.file).is_file():
+        print(f"mqindex inspect-index: no such index file {args.file!r} (give --store URL to read a key from a store)",
+              file=sys.stderr)
+        return 1
     else:
         source = args.file
     try:

@@ -46,6 +46,9 @@ def test_inspect_with_a_missing_store_creates_nothing(tmp_path: Path) -> None:
         r = run(tmp_path, cmd, "some/key", "--store", f"file://{tmp_path}/objects")
         assert r.returncode == 1 and f"no store directory at {tmp_path}/objects (--store)" in r.stderr, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
+    r = run(tmp_path, "inspect-index", "missing.idx")
+    assert r.returncode == 1 and r.stderr.strip() == ("mqindex inspect-index: no such index file 'missing.idx' "
+                                                      "(give --store URL to read a key from a store)")
     assert tree(tmp_path) == []
 
 
