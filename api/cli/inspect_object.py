@@ -12,10 +12,11 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable
+from typing import Any
 
 from api.cli import stores
 from api.cli.client import iso_time
-from broker.errors import RecordFormatError
+from broker.errors import ObjectFormatError, RecordFormatError
 from broker.objects.reader import ObjectReader
 from broker.partitions.partition_state import PartitionState
 from broker.partitions.records import parse_batches
@@ -87,13 +88,29 @@ def _not_kafka(payload: bytes, exc: RecordFormatError) -> str:
             f"epoch={st.epoch} at={iso_time(st.at_ms)}")
 
 
+def _reader(source: Any, key: str) -> ObjectReader:
+    """The object's reader; an index file given by mistake is named as one, with the command that reads it."""
+    try:
+        return ObjectReader(source, key)
+    except ObjectFormatError as exc:
+        from index_file.detect import detect_format
+        from index_file.errors import FormatError
+
+        try:
+            fmt = detect_format(key, source.get(key, 0, 4))
+        except FormatError:
+            raise exc from None
+        raise ObjectFormatError(key, "not a stream object", f"it is an index file ({fmt.value}): read it with "
+                                                             f"mqindex inspect-index") from None
+
+
 def run(args: argparse.Namespace) -> int:
     if args.store:
         store = stores.open_existing(args.store, "--store")
         try:
-            dump(ObjectReader(store, args.object), args.records, print)
+            dump(_reader(store, args.object), args.records, print)
         finally:
             store.close()
     else:
-        dump(ObjectReader(_LocalFile(args.object), args.object), args.records, print)
+        dump(_reader(_LocalFile(args.object), args.object), args.records, print)
     return 0

@@ -71,3 +71,17 @@ def test_installed_entry_point(stored) -> None:  # type: ignore[no-untyped-def]
     res = subprocess.run([str(ROOT / ".venv/bin/mqindex"), "inspect-object", "nope/key", "--store", url],
                          capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert res.returncode == 1 and "no such blob" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_an_index_file_is_named_as_one(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from index_file import IndexEntry, NativeIndexWriter, compact
+
+    w = NativeIndexWriter.create(tmp_path / "n.idx", 1_700_000_000_000, slots=16, max_items=100)
+    w.put_batch([IndexEntry("orders", 0, i, 10, 1_700_000_000_000 + i, ("k",)) for i in range(5)])
+    w.seal()
+    w.close()
+    compact(tmp_path / "n.idx", tmp_path / "n.cidx")
+    assert main(["inspect-object", str(tmp_path / "n.cidx")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a stream object (it is an index file (native-compacted): read it with " \
+                             "mqindex inspect-index)" in err[0]
