@@ -363,3 +363,46 @@ def test_a_left_member_is_gone_at_every_leave_version(server: KafkaServerProcess
             _gone(b, group, rejoined.generation_id, jb.member_id)
     no_failed_requests(server)
 
+
+
+def test_every_version_answers_errors_too(server: KafkaServerProcess) -> None:
+    """The answers that carry an error (fields left unset, nulls) are well formed at every version as well."""
+    missing = "no-such-topic"
+    with Wire(server.kafka_port) as w:
+        for v in versions(0):
+            resp = w.call((0, v), transactional_id=None, acks=1, timeout_ms=1_000, topic_data=[dict(
+                name=missing, partition_data=[dict(index=0, records=batch(b"x"))])])
+            assert resp.responses[0].partition_responses[0].error_code == errors.UNKNOWN_TOPIC_OR_PARTITION
+        for v in versions(1):
+            resp = w.call((1, v), replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1000, isolation_level=0,
+                          session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="", topics=[dict(
+                              topic=missing, partitions=[dict(partition=0, current_leader_epoch=-1, fetch_offset=0,
+                                                              last_fetched_epoch=-1, log_start_offset=-1,
+                                                              partition_max_bytes=1000)])])
+            assert resp.responses[0].partitions[0].error_code == errors.UNKNOWN_TOPIC_OR_PARTITION
+        for v in versions(11):
+            resp = w.call((11, v), group_id="errors", session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
+                          member_id="nobody", group_instance_id=None, protocol_type="consumer", reason=None,
+                          protocols=[dict(name="range", metadata=b"")])
+            assert resp.error_code == errors.UNKNOWN_MEMBER_ID
+        for v in versions(14):
+            resp = w.call((14, v), group_id="errors", generation_id=1, member_id="nobody", group_instance_id=None,
+                          protocol_type=None, protocol_name=None, assignments=[])
+            assert resp.error_code == errors.UNKNOWN_MEMBER_ID
+        for v in versions(13):
+            resp = w.call((13, v), group_id="errors", **leaving(v, "nobody"))
+            codes = [resp.error_code] if v < 3 else [m.error_code for m in resp.members]
+            assert codes == [errors.UNKNOWN_MEMBER_ID], resp
+        for v in versions(19):
+            resp = w.call((19, v), timeout_ms=1_000, validate_only=False, topics=[dict(
+                name="bad/name", num_partitions=1, replication_factor=1, assignments=[], configs=[])])
+            assert resp.topics[0].error_code == errors.INVALID_TOPIC_EXCEPTION
+        for v in versions(20):
+            resp = w.call((20, v), topic_names=[missing], timeout_ms=1_000)
+            assert resp.responses[0].error_code == errors.UNKNOWN_TOPIC_OR_PARTITION
+        for v in versions(32):
+            resp = w.call((32, v), include_synonyms=False, include_documentation=False, resources=[
+                dict(resource_type=2, resource_name=missing, configuration_keys=None)])
+            assert resp.results[0].error_code == errors.UNKNOWN_TOPIC_OR_PARTITION
+        assert w.call((18, 0)).error_code == errors.NONE
+    no_failed_requests(server)
