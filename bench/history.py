@@ -1,0 +1,143 @@
+"""Key lookups over a history of many index files, cold, with and without key filters (SeaweedFS S3).
+
+Writes `--messages` keyed messages spread over `--days` of store time through the index service's real writer,
+compaction and upload (files roll every `--messages / --files` items), closes the service, opens it again
+cold and looks up keys with no time range: keys present (each in one file; a tenth of the messages share 1,000
+repeated keys, the lookups ask the unique ones) and keys absent. For each it prints object store GETs per lookup
+and p50/p99 latency, with the key filters and without them (the same files and fences, every file in range
+asked), next to the RocketMQ layout's cost for the same files (2 GETs per file in range, no filters), and the
+bytes per message of the index files and of their filters.
+
+    python -m bench.history --messages 1000000 --files 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import percentile, save_results, store_or_seaweedfs
+
+DAY_MS = 86_400_000
+
+
+class _Clock:
+    """The service's clock: the store time of the history being written (files begin at their first entry)."""
+
+    def __init__(self, now: int) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def _key(i: int) -> str:
+    return f"r{i % 1000}" if i % 10 == 0 else f"u{i}"
+
+
+def _write(idx: Path, store_url: str, n: int, files: int, days: float, t0: int) -> dict[str, Any]:
+    from index_service import IndexService
+
+    per_file = max(1, n // files)
+    step = days * DAY_MS / n
+    clock = _Clock(t0)
+    started = time.perf_counter()
+    svc = IndexService.open(idx, store=store_url, max_items=per_file, slots=max(1024, per_file // 4),
+                            maintain_interval_s=0, roll_age_ms=1 << 50, clock=clock)
+    try:
+        chunk = 10_000
+        for lo in range(0, n, chunk):
+            recs = [("orders", i % 16, i, 100, t0 + int(i * step), [_key(i)]) for i in range(lo, min(n, lo + chunk))]
+            clock.now = recs[-1][4]
+            svc.put_batch(recs)
+            svc.flush()
+            if (lo // chunk) % 20 == 19:
+                svc.maintain()  # compact and upload as the history grows, as the background would
+        svc.flush()
+        svc.roll()
+        svc.maintain()
+        infos = svc.files()
+    finally:
+        svc.close()
+    uploaded = [f for f in infos if f.state.value == "UPLOADED"]
+    filter_bytes = sum(p.stat().st_size for p in (idx / "uploaded").glob("*.filter"))
+    return {"files": len(uploaded), "index_bytes": sum(f.size_bytes for f in uploaded), "filter_bytes": filter_bytes,
+            "write_s": round(time.perf_counter() - started, 1)}
+
+
+def _lookups(idx: Path, store_url: str, keys: list[str], filters: bool) -> dict[str, float]:
+    from index_service import IndexService
+
+    svc = IndexService.open(idx, store=store_url, maintain_interval_s=0, key_filters=filters)
+    meter = svc.store.meter  # type: ignore[union-attr]
+    gets: list[int] = []
+    lat: list[float] = []
+    try:
+        for k in keys:
+            before = meter.snapshot()
+            t = time.perf_counter()
+            svc.query("orders", k, 10)
+            lat.append(time.perf_counter() - t)
+            gets.append((meter.snapshot() - before)["GET"])
+        held = svc.filters.bytes_held
+    finally:
+        svc.close()
+    return {"gets_mean": sum(gets) / len(gets), "gets_p99": percentile(gets, 99), "p50_ms": percentile(lat, 50) * 1e3,
+            "p99_ms": percentile(lat, 99) * 1e3, "filter_memory": held}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="bench.history", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--messages", type=int, default=200_000, help="keyed messages written (default: %(default)s)")
+    ap.add_argument("--files", type=int, default=100, help="index files they roll into (default: %(default)s)")
+    ap.add_argument("--days", type=float, default=1.0, help="store time the history spans (default: %(default)s)")
+    ap.add_argument("--lookups", type=int, default=200, help="lookups of each kind (default: %(default)s)")
+    ap.add_argument("--peer-lookups", type=int, default=20,
+                    help="lookups of each kind without filters (each reads every file; default: %(default)s)")
+    ap.add_argument("--store", default=None, help="store URL (default: a SeaweedFS started for the run)")
+    args = ap.parse_args(argv)
+
+    work = Path(tempfile.mkdtemp(prefix="mqindex-bench-history-"))
+    weed = None
+    try:
+        store_url, weed = store_or_seaweedfs(args.store, work, f"bench-history-{int(time.time())}")
+        n = args.messages
+        t0 = int(time.time() * 1000) - int(args.days * DAY_MS)
+        print(f"[bench] writing {n:,} messages into ~{args.files} files over {args.days:g} days", flush=True)
+        built = _write(work / "idx", store_url, n, args.files, args.days, t0)
+        rng = random.Random(7)
+        present = [f"u{i}" for i in rng.sample(range(n), args.lookups * 2) if i % 10][:args.lookups]
+        absent = [f"absent-{rng.getrandbits(48)}" for _ in range(args.lookups)]
+        rows = {}
+        for filters in (True, False):
+            for kind, keys in (("present", present), ("absent", absent)):
+                rows[(filters, kind)] = _lookups(work / "idx", store_url, keys if filters else keys[:args.peer_lookups],
+                                                 filters)
+        files = built["files"]
+        print(f"\n{n:,} messages, {files} uploaded index files, {args.days:g} days, cold start, no time range")
+        print(f"{'lookup':<34}{'GETs/lookup':>12}{'p99 GETs':>10}{'p50 ms':>9}{'p99 ms':>9}")
+        for (filters, kind), r in rows.items():
+            name = f"mqindex {'with' if filters else 'without'} filters, {kind}"
+            print(f"{name:<34}{r['gets_mean']:>12.3f}{r['gets_p99']:>10.0f}{r['p50_ms']:>9.2f}{r['p99_ms']:>9.2f}")
+        print(f"{'RocketMQ layout, either':<34}{2 * files:>12.3f}{2 * files:>10}")
+        per_msg = (built["index_bytes"] + built["filter_bytes"]) / n
+        print(f"\nindex bytes per message {built['index_bytes'] / n:.2f} + filters {built['filter_bytes'] / n:.2f} "
+              f"= {per_msg:.2f}; filter memory held after the lookups "
+              f"{rows[(True, 'present')]['filter_memory'] / 1e6:.2f} MB; written in {built['write_s']} s")
+        save_results("history", {"messages": n, "days": args.days, **built,
+                                 "rows": {f"{'with' if f else 'without'}-{k}": v for (f, k), v in rows.items()}})
+    finally:
+        if weed is not None:
+            weed.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
