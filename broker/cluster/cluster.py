@@ -85,8 +85,10 @@ class Cluster:
         def sync_index() -> None:
             dispatcher.wait_idle(60.0)
 
+        config = getattr(index, "config", None)
         self.index = ClusterIndex(self.node_id, index.query, self.membership, self.peers, self.meta,
-                                  getattr(index, "store", None))
+                                  getattr(index, "store", None),
+                                  filter_cache_bytes=getattr(config, "filter_cache_bytes", None))
         root = getattr(getattr(index, "folders", None), "root", None)
         index_url = getattr(getattr(index, "config", None), "store_url", None)  # a rescue opens its own store
         self.failover = Failover(self.parts, self.membership, self.wal_store, dispatcher.enqueue_catch_up,

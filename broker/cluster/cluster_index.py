@@ -10,7 +10,8 @@ partition; exactly min(max_count, matches); no duplicates) over the whole cluste
   nothing of the topic beyond the uploaded files it publishes in the metadata KV (`index_files/<node>`: store
   key and time range of each), so those are read directly from the object store, one ranged GET per file after
   a cached summary load; so are the files a failover rebuilt from what a dead node held only locally
-  (`index_rescued/<node>.<epoch>`, same format). A node publishes its files before it narrows its claims, so
+  (`index_rescued/<node>.<epoch>`, same format); a file whose key filter (`<store key>.filter`) rules the
+  key out is not read. A node publishes its files before it narrows its claims, so
   the claims and the published lists are read from one caught-up image: a claim read as gone means the files
   that replaced it are listed.
   A published file is `[store key, oldest store time it may hold, newest store time]`; a query's range is
@@ -38,6 +39,7 @@ from broker.metadata import MetadataClient
 from broker.partitions.index_claims import CLAIMS_PREFIX, parse_claims
 from broker.partitions.index_rescue import RESCUED_PREFIX, published_row
 from index_file import IndexHit, RemoteCompactedIndexReader
+from index_service.key_filters import ObjectFilters
 from index_service.query import Hits
 
 log = logging.getLogger("mqindex.broker.cluster")
@@ -88,7 +90,8 @@ def merge_hits(groups: list[list[IndexHit]], max_count: int) -> list[IndexHit]:
 
 class ClusterIndex:
     def __init__(self, node_id: int, local: LocalQuery, membership: Membership, peers: Peers,
-                 meta: MetadataClient, index_store: Any, max_readers: int = 256) -> None:
+                 meta: MetadataClient, index_store: Any, max_readers: int = 256,
+                 filter_cache_bytes: int | None = None) -> None:
         self.node_id = node_id
         self.local = local
         self.membership = membership
@@ -99,6 +102,9 @@ class ClusterIndex:
         self._max_readers = max_readers
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(8, thread_name_prefix="cluster-query")
+        # the key filter beside each published file: a file whose filter says no is never read
+        self.filters = ObjectFilters(index_store) if filter_cache_bytes is None else \
+            ObjectFilters(index_store, filter_cache_bytes)
 
     def query(self, topic: str, key: str, max_count: int, begin_ms: int, end_ms: int | None) -> list[IndexHit]:
         alive = self.membership.alive()
@@ -140,7 +146,7 @@ class ClusterIndex:
         published += self.meta.kv_items(RESCUED_PREFIX, refresh=False).values()
         for v in published:
             for row in json.loads(v):
-                if not time_overlaps(row, begin_ms, hi):
+                if not time_overlaps(row, begin_ms, hi) or not self.filters.may_contain(row[0], topic, key):
                     continue
                 out.append(self._reader(row[0]).query(topic, key, max_count, begin_ms, hi))
         return out

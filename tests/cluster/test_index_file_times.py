@@ -146,3 +146,46 @@ def test_rescued_entries_are_found_by_a_range_ending_before_the_rescue(two_nodes
     want = sorted((p1, a["offset"]) for a in acked)
     assert sorted(_by_key(c.url(0), "moved", end, 500)) == want
     assert sorted(_by_key(c.url(0), "moved", end, 7)) == want  # cursor pages: each round's end is lower still
+
+
+def test_a_departed_nodes_published_files_are_read_only_where_their_key_filter_holds_the_key(
+        tmp_path: Path, seaweedfs: SeaweedFS, pg_url: Callable[[], str], closing: list[Any]) -> None:
+    meta_url = pg_url()
+    store_url = seaweedfs.store_url("mqindex", f"filters-{uuid.uuid4().hex[:8]}")
+    clock = ManualClock()
+    dead = IndexService.open(tmp_path / "node7", store=store_url, remote_prefix="index-node-7/", clock=clock,
+                             maintain_interval_s=0, slots=64, max_items=1000)
+    closing.append(dead)
+    for f in range(12):  # twelve uploaded files, each with keys of its own
+        for i in range(5):
+            dead.put(TOPIC, 0, f * 5 + i, 10, [f"key-{f}-{i}"], clock.now + i)
+        dead.flush()
+        assert dead.compact_now() is not None
+        clock.advance(1000)
+    dead.maintain()
+    uploaded = {f.location: f for f in dead.files() if f.items and f.state is FileState.UPLOADED}
+    assert len(uploaded) == 12
+    meta7 = MetadataClient(meta_url, 7)
+    closing.append(meta7)
+    publish_files(meta7, 7, index_file_rows(dead))
+    dead.close()
+
+    local = IndexService.open(tmp_path / "node0", store=store_url, remote_prefix="index-node-0/", clock=clock,
+                              maintain_interval_s=0)
+    closing.append(local)
+    meta0 = MetadataClient(meta_url, 0)
+    closing.append(meta0)
+    leases = LeaseTable(meta_url)
+    closing.append(leases)
+    peers = Peers()
+    closing.append(peers)
+    index = ClusterIndex(0, local.query, Membership(leases, 0, 0, None, None), peers, meta0, local.store)
+    closing.append(index)
+    meta0.catch_up()
+
+    hits = index.query(TOPIC, "key-7-3", 10, 0, None)
+    assert [h.offset for h in hits] == [38]
+    holder = next(loc for loc, f in uploaded.items() if f.min_ms <= clock.now - 5000 + 3 <= f.end_ms)
+    assert list(index._readers) == [holder]  # only the file whose filter holds the key was opened
+    assert index.query(TOPIC, "no-such-key", 10, 0, None) == []
+    assert list(index._readers) == [holder]  # an absent key opens no file
