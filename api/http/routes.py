@@ -43,9 +43,12 @@ from api.http.models import (
     encode_bytes,
 )
 from api.http.produce_json import produce_messages, produced_answer
+from api.http.store_time import StoreTime, iso
 
 T = TypeVar("T")
 
+TIME_FORMS = ("milliseconds since the epoch, or ISO 8601 (2026-04-07T01:12:26Z; UTC when it has no zone; a date "
+              "alone is its midnight UTC)")
 #: the page's next offset as a response header, readable before the body (a client pipelines pages with it)
 NEXT_OFFSET_HEADER = "X-Next-Offset"
 TopicPath = Annotated[str, Path(pattern=TOPIC_PATTERN, description="topic name")]
@@ -206,14 +209,14 @@ async def fetch(request: Request, topic: TopicPath, partition: Annotated[int, Pa
 @router.get("/v1/messages", response_model=LookupOut, dependencies=[Depends(require("read"))])
 async def find_by_key(request: Request, topic: Annotated[str, Query(pattern=TOPIC_PATTERN)],
                       key: Annotated[Text, Query(min_length=1)],
-                      begin: Annotated[int, Query(ge=0, le=MAX_INT, description="store time from, ms")] = 0,
-                      end: Annotated[int | None, Query(ge=0, le=MAX_INT, description="store time to, ms")] = None,
+                      begin: Annotated[StoreTime, Query(description=f"store time from: {TIME_FORMS}")] = 0,
+                      end: Annotated[StoreTime | None, Query(description=f"store time to: {TIME_FORMS}")] = None,
                       max: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 64,
                       cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN,
                                                           description="next_cursor of the previous page")] = None
                       ) -> LookupOut:
     if end is not None and begin > end:
-        raise client_error("begin", f"({begin}) is after end ({end})")
+        raise client_error("begin", f"({iso(begin)}) is after end ({iso(end)})")
     page = await call(request, Backend.find_by_key, topic, key, begin, end, max, cursor)
     messages, next_cursor = page
     unreadable = list(getattr(page, "unreadable", ()))  # broker.partitions.key_lookup.LookupPage
