@@ -121,6 +121,9 @@ def plain(error: Mapping[str, Any]) -> tuple[str, str]:
     msg = str(error.get("msg", "bad request"))
     if kind == "json_invalid":
         return f"body is not valid JSON: {_json_reason(error)}", WHOLE_BODY
+    if loc and loc[-1] == "[key]":  # a key of an object (a header's name): named by the object, not itself
+        owner = field_of(loc[:-2]) or WHOLE_BODY
+        return f"{owner} has a name that {_predicate(kind, ctx, value, msg, False)}", owner
     field = field_of(loc)
     if field is None:  # the body as a whole
         if kind == "missing":
