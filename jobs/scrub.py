@@ -28,6 +28,7 @@ from broker.partitions.topics import TopicRegistry
 from index_file.errors import FormatError
 from index_file.native_compacted import CompactedIndexReader
 from index_file.source import BlobSource
+from index_service.key_filters import check_filter_object
 from index_service.state_folders import MANIFEST_EXT, UPLOADED, DocumentError, decode_document
 from storage_tier import BlobStore
 from storage_tier.errors import BlobNotFound, InvalidRange
@@ -59,6 +60,10 @@ class Damaged:
 class ScrubReport:
     objects_checked: int = 0
     index_files_checked: int = 0
+    filters_checked: int = 0
+    # uploaded index files with no key filter beside them (uploaded before filters existed): not damage, every
+    # lookup reads them
+    filters_missing: list[str] = field(default_factory=list)
     bytes_read: int = 0
     damaged: list[Damaged] = field(default_factory=list)
 
@@ -184,6 +189,14 @@ def scrub_index_files(store: BlobStore, index_dir: Path, report: ScrubReport, pr
             report.damaged.append(Damaged("index", key, exc.check, str(exc)))
             log.error("damaged index file", extra={"object": key, "check": exc.check, "error": str(exc)})
         report.index_files_checked += 1
+        problem = check_filter_object(counting, key)
+        if problem == "missing":
+            report.filters_missing.append(key)
+        elif problem is not None:
+            report.damaged.append(Damaged("index", f"{key}.filter", problem, f"key filter of {key}: {problem}"))
+            log.error("damaged key filter", extra={"object": f"{key}.filter", "check": problem})
+        else:
+            report.filters_checked += 1
 
 
 def scrub(store: BlobStore | None, meta: MetadataClient | None, index_store: BlobStore | None = None,

@@ -43,7 +43,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def format_report(report: ScrubReport) -> list[str]:
     lines = [f"checked {report.objects_checked} objects, {report.index_files_checked} index files, "
-             f"{report.bytes_read} bytes read: {len(report.damaged)} damaged"]
+             f"{report.filters_checked} key filters, {report.bytes_read} bytes read: {len(report.damaged)} damaged"]
+    if report.filters_missing:
+        lines.append(f"{len(report.filters_missing)} index files have no key filter (uploaded before filters "
+                     f"existed; lookups read them): {', '.join(report.filters_missing[:5])}"
+                     f"{' ...' if len(report.filters_missing) > 5 else ''}")
     for d in report.damaged:
         lines.append(f"DAMAGED {d.component} {d.object}: {d.check} ({d.error})")
         for r in d.ranges:

@@ -192,6 +192,8 @@ class ScrubOut(BaseModel):
 
     objects_checked: int
     index_files_checked: int
+    filters_checked: int
+    filters_missing: list[str]
     bytes_read: int
     damaged: list[dict[str, Any]]
 

@@ -186,3 +186,28 @@ def test_damaged_index_file_is_skipped_reported_and_scrubbed(node_env: dict[str,
     assert [(d["component"], d["object"], d["check"]) for d in report["damaged"]] == [
         ("index", damaged_key, "block crc32c")]
     assert report["index_files_checked"] == 2
+
+
+def test_scrub_checks_the_key_filters_of_uploaded_index_files(node_env: dict[str, Any]) -> None:
+    node, client, raw = node_env["node"], node_env["client"], node_env["raw"]
+    node.create_topic("ix", 1)
+    for i in range(3):
+        upload_index_file(node, i)
+        time.sleep(0.01)  # the next file begins at a later millisecond
+    manifests = sorted((node_env["data_dir"] / "index" / "uploaded").glob("*.json"))
+    keys = [json.loads(json.loads(p.read_text())["body"])["key"] for p in manifests]
+    assert len(keys) == 3
+    r = client.post("/v1/admin/scrub")
+    assert r.status_code == 200
+    assert r.json()["damaged"] == [] and r.json()["filters_checked"] == 3 and r.json()["filters_missing"] == []
+
+    flipped = bytearray(raw.get(keys[0] + ".filter"))
+    flipped[-1] ^= 0x40
+    raw.put(keys[0] + ".filter", bytes(flipped))
+    raw.delete(keys[1] + ".filter")  # as a file uploaded before filters existed
+    report = client.post("/v1/admin/scrub").json()
+    assert [(d["component"], d["object"]) for d in report["damaged"]] == [("index", keys[0] + ".filter")]
+    assert report["filters_missing"] == [keys[1]] and report["filters_checked"] == 1
+    # the lookup still answers completely from the files themselves
+    r = client.get("/v1/messages", params={"topic": "ix", "key": "ik", "max": 100})
+    assert r.status_code == 200 and len(r.json()["messages"]) == 15, r.text
