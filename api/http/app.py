@@ -26,6 +26,7 @@ from api.http.request_metrics import RequestMetrics
 from api.http.routes import router
 from api.http.topic_routes import router as topic_router
 from broker.node import BrokerNode
+from index_service.lookup_stats import LookupCollector
 from storage_tier import BlobStore
 
 PAGE = Path(__file__).parent.parent / "web" / "index.html"
@@ -101,6 +102,9 @@ def app_for_node(settings: Settings, node: BrokerNode) -> FastAPI:
     metrics.watch_disk(node.storage.disk)
     node.wal.fsync_observer = metrics.wal_fsync.observe
     metrics.registry.register(CompactionCollector(node.compactor))  # broker/compaction figures
+    stats = getattr(node.index, "lookup_stats", None)
+    if stats is not None:  # key filter answers, files and GETs per lookup (index_service/lookup_stats.py)
+        metrics.registry.register(LookupCollector(stats))
 
     def readiness() -> str | None:
         if node.storage.failed is not None:
