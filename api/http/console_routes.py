@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from starlette.concurrency import run_in_threadpool
 
 from api.http.auth import principal, require
@@ -21,6 +21,8 @@ from api.http.models import TOPIC_PATTERN
 from api.http.routes import ERRORS
 from api.security.principals import SCOPES
 from broker import overview
+from broker.partitions.topic_errors import InvalidTopicName
+from broker.partitions.topics import validate_topic_name
 
 router = APIRouter(responses=ERRORS, tags=["console"])
 
@@ -43,6 +45,11 @@ async def console_partitions(request: Request,
                              topic: Annotated[str | None, Query(pattern=TOPIC_PATTERN)] = None) -> dict[str, Any]:
     """Every partition (of `topic`, or all): leader node and leader epoch, stream epoch, start/end offsets,
     bytes in object storage (stream objects exactly, a share of each stream set object by offsets)."""
+    if topic is not None:
+        try:  # '.' and '..' pass the pattern; the broker's refusal would name its own field
+            validate_topic_name(topic)
+        except InvalidTopicName as exc:
+            raise HTTPException(400, detail={"error": str(exc), "field": "topic"}) from exc
     return {"partitions": await _node_call(request, "partitions_overview", topic)}
 
 

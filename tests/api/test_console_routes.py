@@ -7,7 +7,7 @@ from __future__ import annotations
 import string
 
 from fastapi.testclient import TestClient
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from broker.overview import index_files
@@ -63,6 +63,8 @@ def test_session_names_the_callers_scopes(client: TestClient) -> None:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(topic=st.one_of(st.text(max_size=300), st.text(alphabet=string.ascii_letters + "._-", min_size=1,
                                                          max_size=20), st.just("orders")))
+@example(topic=".")
+@example(topic="..")
 def test_any_topic_parameter_is_answered_cleanly(client: TestClient, topic: str) -> None:
     if not client.get("/v1/topics").json():
         client.post("/v1/topics", json={"name": "orders", "partitions": 1})
