@@ -143,7 +143,8 @@ class ScramServer:
             salt = _hmac(self._decoy_key, name.encode())[:SALT_BYTES]
             credential = ScramCredential(salt, self._decoy_iterations, b"\0" * 32, b"\0" * 32)
         self._gs2 = f"{cbind},{authzid},"
-        self._combined = attrs[1][1] + self._nonce
+        self._client_nonce = attrs[1][1]
+        self._combined = self._client_nonce + self._nonce
         server_first = (f"r={self._combined},s={base64.b64encode(credential.salt).decode()},"
                         f"i={credential.iterations}")
         self._auth_prefix = f"{bare},{server_first}"
@@ -163,7 +164,10 @@ class ScramServer:
         attrs = dict(_attrs(without_proof, "client-final message"))
         if attrs.get("c") != base64.b64encode(self._gs2.encode()).decode():
             raise SaslError("SCRAM channel binding does not match the client-first message")
-        if attrs.get("r") != self._combined:
+        # librdkafka before 2.6.1 (Debian 12's kcat among them) sends its own nonce once more in front of the
+        # combined one (confluentinc/librdkafka#4895). That form still carries this exchange's fresh server
+        # nonce, which is what guards against a replay, so it is taken; nothing else but the exact nonce is.
+        if attrs.get("r") not in (self._combined, self._client_nonce + self._combined):
             raise SaslError("SCRAM nonce does not match")
         try:
             proof = base64.b64decode(proof_b64, validate=True)

@@ -242,3 +242,22 @@ def test_sasl_handshake_v0_with_raw_tokens(sasl_server: KafkaServerProcess) -> N
         bad = b"\0token\0not-a-token-at-all"
         s.sendall(struct.pack(">i", len(bad)) + bad)
         assert s.recv(4) == b"", "a wrong raw PLAIN token must close the connection"
+
+
+def test_kcat_scram(sasl_server: KafkaServerProcess) -> None:
+    """Debian's kcat (librdkafka before 2.6.1, which repeats its own nonce in the client-final message) logs in with
+    SCRAM-SHA-256; a wrong password is still refused."""
+    create(conf(sasl_server, "token", ADMIN_TOKEN, "PLAIN"), "kcat-scram")
+    assert produce(conf(sasl_server, "token", ADMIN_TOKEN, "PLAIN"), "kcat-scram", 3) == [None] * 3
+
+    def kcat(password: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["kcat", "-b", sasl_server.bootstrap, "-X", "security.protocol=SASL_PLAINTEXT",
+                               "-X", "sasl.mechanism=SCRAM-SHA-256", "-X", "sasl.username=alice",
+                               "-X", f"sasl.password={password}", "-C", "-t", "kcat-scram", "-e", "-f", "%k\\n"],
+                              capture_output=True, text=True, timeout=60)
+
+    ok = kcat(USERS["alice"][0])
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.split() == ["k0", "k1", "k2"]
+    bad = kcat("wrong-password")
+    assert bad.returncode != 0 and "k0" not in bad.stdout
