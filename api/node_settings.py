@@ -54,6 +54,9 @@ NODE_SETTINGS: tuple[NodeSetting, ...] = (
     NodeSetting("index_maintain_interval_s", float, 1.0, "seconds between index compaction/upload/expiry cycles",
                 "index.maintain_interval_s", 0.01),
     NodeSetting("index_query_threads", int, 4, "threads answering index queries", "index.query_threads", 1),
+    NodeSetting("index_filter_cache_bytes", int, 64 * MIB, "bytes of index key filters held in memory (least "
+                "recently used dropped first; a filter not held is read from local disk or the store)",
+                "index.filter_cache_bytes", 0),
     # broker/compaction (CompactionConfig): stream set object and stream object compaction
     NodeSetting("compaction_interval_s", float, 300.0, "seconds between compaction cycles (0: none but on request)",
                 "compaction.interval_s", 0),

@@ -19,7 +19,7 @@ from api.http.compaction_metrics import CompactionCollector
 from api.http.console_routes import router as console_router
 from api.http.health import Readiness
 from api.http.index_admin_routes import router as index_admin_router
-from api.http.metrics import Metrics
+from api.http.metrics import FilterMemoryCollector, Metrics
 from api.http.models import MAX_REQUEST_BYTES
 from api.http.produce_lane import ProduceLane
 from api.http.request_metrics import RequestMetrics
@@ -105,6 +105,9 @@ def app_for_node(settings: Settings, node: BrokerNode) -> FastAPI:
     stats = getattr(node.index, "lookup_stats", None)
     if stats is not None:  # key filter answers, files and GETs per lookup (index_service/lookup_stats.py)
         metrics.registry.register(LookupCollector(stats))
+    holders = {"local": getattr(node.index, "filters", None),
+               "published": getattr(getattr(getattr(node, "cluster", None), "index", None), "filters", None)}
+    metrics.registry.register(FilterMemoryCollector({k: v for k, v in holders.items() if v is not None}))
 
     def readiness() -> str | None:
         if node.storage.failed is not None:

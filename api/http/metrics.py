@@ -67,6 +67,25 @@ class NodeCollector(Collector):
                                   value=self.wal_fsyncs())
 
 
+class FilterMemoryCollector(Collector):
+    """Bytes of index key filters held in memory by this node's index and by its cluster lookups (the filters of
+    other nodes' published files), each bounded by index_filter_cache_bytes."""
+
+    def __init__(self, holders: Mapping[str, Any]) -> None:
+        self.holders = dict(holders)
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        held = GaugeMetricFamily("mqindex_index_filter_bytes", "Bytes of index key filters held in memory",
+                                 labels=["scope"])
+        limit = GaugeMetricFamily("mqindex_index_filter_limit_bytes", "The bound on the bytes of index key filters "
+                                  "held in memory (index_filter_cache_bytes)", labels=["scope"])
+        for scope, h in self.holders.items():
+            held.add_metric([scope], h.bytes_held)
+            limit.add_metric([scope], h.max_bytes)
+        yield held
+        yield limit
+
+
 class DiskCollector(Collector):
     """Free bytes and the free-space floor of each data path, and whether writes are refused for lack of disk."""
 

@@ -16,8 +16,9 @@ def metric(text: str, name: str, labels: str = "") -> float:
     return float(m.group(1)) if m else 0.0
 
 
-def test_metrics_count_filter_answers_and_files_read_per_lookup(tmp_path: Path) -> None:
-    s = ServerProcess(tmp_path / "data", "--index-max-items", "10", "--index-maintain-interval-s", "0.2").start()
+def test_metrics_count_filter_answers_files_read_per_lookup_and_filter_memory(tmp_path: Path) -> None:
+    s = ServerProcess(tmp_path / "data", "--index-max-items", "10", "--index-maintain-interval-s", "0.2",
+                      "--index-filter-cache-bytes", "1000000").start()
     try:
         assert httpx.post(f"{s.url}/v1/topics", json={"name": "orders", "partitions": 1}).status_code == 201
         for f in range(4):  # three sealed files of ten entries and a full writing one, each with keys of its own
@@ -41,5 +42,9 @@ def test_metrics_count_filter_answers_and_files_read_per_lookup(tmp_path: Path) 
         # present key: two sealed files ruled out; absent key: all three (the writing file has no filter yet)
         assert maybe >= 1 and said_no >= 2 + 3, text
         assert metric(text, "mqindex_index_lookup_files_count") >= 2
+        # the filters held in memory, under the bound the setting gives
+        for scope in ("local", "published"):
+            assert metric(text, "mqindex_index_filter_limit_bytes", f'{{scope="{scope}"}}') == 1_000_000, text
+        assert 0 < metric(text, "mqindex_index_filter_bytes", '{scope="local"}') <= 1_000_000, text
     finally:
         s.stop()
