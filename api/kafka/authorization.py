@@ -98,6 +98,13 @@ REFUSALS: dict[int, Refusal] = {
     14: _top_level(protocol_type=None, protocol_name=None, assignment=b""),
     19: _create_topics, 20: _delete_topics, 22: _top_level(producer_id=-1, producer_epoch=-1),
     32: _describe_configs, 33: _alter_configs, 44: _alter_configs,
+    15: lambda req, version, code: dict(throttle_time_ms=0, groups=[
+        dict(error_code=code, group_id=g, group_state="", protocol_type="", protocol_data="", members=[])
+        for g in req.groups]),
+    16: _top_level(groups=[]),
+    42: lambda req, version, code: dict(throttle_time_ms=0, results=[dict(group_id=g, error_code=code)
+                                                                     for g in req.groups_names]),
+    47: _top_level(topics=[]),
 }
 
 

@@ -32,6 +32,12 @@ class Member:
     join: asyncio.Future[dict] | None = None
     sync: asyncio.Future[tuple[int, bytes]] | None = None
     assignment: bytes = b""
+    client_id: str = ""
+    client_host: str = ""
+
+    def metadata(self, protocol: str | None) -> bytes:
+        """The member's metadata for the group's chosen protocol (its subscription), b"" before one is chosen."""
+        return dict(self.protocols).get(protocol or "", b"")
 
 
 @dataclass
@@ -50,9 +56,11 @@ class GroupCoordinator:
     def __init__(self) -> None:
         self.groups: dict[str, Group] = {}
         self._reaper: asyncio.Task[None] | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None  # the listener's: group state is read and changed there
 
     def start(self) -> None:
-        self._reaper = asyncio.get_running_loop().create_task(self._expire_loop())
+        self.loop = asyncio.get_running_loop()
+        self._reaper = self.loop.create_task(self._expire_loop())
 
     def stop(self) -> None:
         if self._reaper is not None:
@@ -60,7 +68,8 @@ class GroupCoordinator:
 
     # -- join and sync ----------------------------------------------------------------------------
     async def join(self, group_id: str, member_id: str, client_id: str, protocol_type: str,
-                   protocols: list[tuple[str, bytes]], session_timeout_ms: int, rebalance_timeout_ms: int) -> dict:
+                   protocols: list[tuple[str, bytes]], session_timeout_ms: int, rebalance_timeout_ms: int,
+                   client_host: str = "") -> dict:
         if not group_id:
             return dict(error_code=errors.INVALID_GROUP_ID)
         g = self.groups.setdefault(group_id, Group(group_id))
@@ -74,6 +83,7 @@ class GroupCoordinator:
         if m is None:
             m = g.members[member_id] = Member(member_id, protocols, session_timeout_ms, rebalance_timeout_ms)
         m.protocols, m.session_timeout_ms, m.rebalance_timeout_ms = protocols, session_timeout_ms, rebalance_timeout_ms
+        m.client_id, m.client_host = client_id, client_host
         m.last_seen = time.monotonic()
         g.protocol_type = protocol_type
         if m.join is not None and not m.join.done():

@@ -20,12 +20,18 @@ from kafka.protocol.admin import (
     AlterConfigsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
 )
 from kafka.protocol.consumer import (
     FetchRequest,
@@ -40,6 +46,8 @@ from kafka.protocol.consumer import (
     ListOffsetsResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
     SyncGroupRequest,
@@ -101,6 +109,10 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api(DescribeConfigsRequest, DescribeConfigsResponse, 4),
     _api(AlterConfigsRequest, AlterConfigsResponse, 2),
     _api(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 1),
+    _api(DescribeGroupsRequest, DescribeGroupsResponse, 6),
+    _api(ListGroupsRequest, ListGroupsResponse, 5),
+    _api(DeleteGroupsRequest, DeleteGroupsResponse, 2),
+    _api(OffsetDeleteRequest, OffsetDeleteResponse, 0),
 )}
 
 

@@ -58,7 +58,8 @@ HANDLERS: dict[int, Handler] = {
     9: offsets.offset_fetch, 10: metadata.find_coordinator, 11: groups.join_group, 12: groups.heartbeat,
     13: groups.leave_group, 14: groups.sync_group, 18: metadata.api_versions, 19: topics_admin.create_topics,
     20: topics_admin.delete_topics, 22: producer_id.init_producer_id, 32: configs.describe_configs,
-    33: configs.alter_configs, 44: configs.incremental_alter_configs,
+    33: configs.alter_configs, 44: configs.incremental_alter_configs, 15: groups.describe_groups,
+    16: groups.list_groups, 42: groups.delete_groups, 47: groups.offset_delete,
 }
 API_VERSIONS = 18
 MAX_UNAUTHENTICATED_FRAME = 512 << 10  # Kafka's sasl.server.max.receive.size default
@@ -358,6 +359,7 @@ class KafkaServer:
         self._conns.add(task)
         peer = writer.get_extra_info("peername")
         session = Session(self.authenticator, str(peer))
+        groups.CLIENT_HOST.set(groups.client_host(peer))  # a group member's host (DescribeGroups)
         in_flight = InFlight()
         answers = Answers()
         reading = asyncio.ensure_future(self._read_requests(reader, session, in_flight, answers))

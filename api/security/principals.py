@@ -17,13 +17,15 @@ KAFKA_API_SCOPES: dict[str, str] = {
     "LeaveGroup": "read", "ListGroups": "read", "DescribeGroups": "read", "DescribeConfigs": "read",
     "CreateTopics": "admin", "DeleteTopics": "admin", "CreatePartitions": "admin", "DeleteRecords": "admin",
     "AlterConfigs": "admin", "IncrementalAlterConfigs": "admin", "DeleteGroups": "admin",
+    "OffsetDelete": "admin",
 }
 #: Kafka APIs about the cluster rather than a topic: refused with CLUSTER_AUTHORIZATION_FAILED, the others with
 #: TOPIC_AUTHORIZATION_FAILED (GROUP_AUTHORIZATION_FAILED for the group APIs).
 KAFKA_CLUSTER_APIS = frozenset({"CreateTopics", "AlterConfigs", "IncrementalAlterConfigs", "CreatePartitions",
                                 "InitProducerId"})
 KAFKA_GROUP_APIS = frozenset({"OffsetFetch", "OffsetCommit", "FindCoordinator", "JoinGroup", "SyncGroup",
-                              "Heartbeat", "LeaveGroup", "ListGroups", "DescribeGroups", "DeleteGroups"})
+                              "Heartbeat", "LeaveGroup", "ListGroups", "DescribeGroups", "DeleteGroups",
+                              "OffsetDelete"})
 # Kafka error codes (org.apache.kafka.common.protocol.Errors)
 TOPIC_AUTHORIZATION_FAILED = 29
 GROUP_AUTHORIZATION_FAILED = 30

@@ -23,6 +23,7 @@ TOPIC, CONFIGURED = "every-version", "every-version-configs"
 DAY_MS = 86_400_000
 METADATA, CREATE, COMMIT, FETCH_OFFSETS, DESCRIBE_CONFIGS = (3, 12), (19, 7), (8, 8), (9, 7), (32, 4)
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+GROUP_ID_NOT_FOUND = 69
 
 
 def versions(api_key: int) -> range:
@@ -279,10 +280,66 @@ def incremental_alter_configs(w: Wire, v: int, s: KafkaServerProcess) -> None:
     assert _described(w)["retention.bytes"] == value
 
 
+def describe_groups(w: Wire, v: int, s: KafkaServerProcess) -> None:
+    group = f"described-v{v}"
+    joined = _join(w, group)
+    assert w.sync(group, joined.generation_id, joined.member_id, {joined.member_id: b"a"}).error_code == 0
+    resp = w.call((15, v), groups=[group, "never-seen"], include_authorized_operations=False)
+    g, unknown = resp.groups
+    assert (g.error_code, g.group_id, g.group_state, g.protocol_type, g.protocol_data) == (
+        errors.NONE, group, "Stable", "consumer", "range"), resp
+    assert [(m.member_id, m.client_id, m.client_host, bytes(m.member_metadata), bytes(m.member_assignment))
+            for m in g.members] == [(joined.member_id, "wire-test", "/127.0.0.1", b"m", b"a")]
+    assert (unknown.error_code, unknown.group_state, unknown.members) == (errors.NONE, "Dead", [])
+    w.leave(group, joined.member_id)
+
+
+def list_groups(w: Wire, v: int, s: KafkaServerProcess) -> None:
+    group = f"listed-v{v}"
+    joined = _join(w, group)
+    resp = w.call((16, v), states_filter=[], types_filter=[])
+    assert resp.error_code == errors.NONE, resp
+    listed = {g.group_id: g for g in resp.groups}
+    assert listed[group].protocol_type == "consumer"
+    if v >= 4:
+        assert listed[group].group_state == "CompletingRebalance"
+        only_empty = w.call((16, v), states_filter=["Empty"], types_filter=[])
+        assert group not in {g.group_id for g in only_empty.groups}
+    w.leave(group, joined.member_id)
+
+
+def _commit(w: Wire, group: str, offsets: dict[str, int]) -> None:
+    resp = w.call(COMMIT, group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                  topics=[dict(name=t, partitions=[dict(partition_index=0, committed_offset=o,
+                                                        committed_leader_epoch=-1, committed_metadata="")])
+                          for t, o in offsets.items()])
+    assert all(p.error_code == errors.NONE for t in resp.topics for p in t.partitions), resp
+
+
+def delete_groups(w: Wire, v: int, s: KafkaServerProcess) -> None:
+    group = f"deleted-group-v{v}"
+    _commit(w, group, {TOPIC: 1})
+    resp = w.call((42, v), groups_names=[group, "never-seen"])
+    assert [(r.group_id, r.error_code) for r in resp.results] == [
+        (group, errors.NONE), ("never-seen", GROUP_ID_NOT_FOUND)], resp
+    assert w.committed(group, TOPIC, [0]).topics[0].partitions[0].committed_offset == -1
+
+
+def offset_delete(w: Wire, v: int, s: KafkaServerProcess) -> None:
+    group = f"offset-delete-v{v}"
+    _commit(w, group, {TOPIC: 2, CONFIGURED: 1})
+    resp = w.call((47, v), group_id=group, topics=[dict(name=CONFIGURED, partitions=[dict(partition_index=0)])])
+    assert resp.error_code == errors.NONE, resp
+    assert [(p.partition_index, p.error_code) for p in resp.topics[0].partitions] == [(0, errors.NONE)]
+    assert w.committed(group, CONFIGURED, [0]).topics[0].partitions[0].committed_offset == -1
+    assert w.committed(group, TOPIC, [0]).topics[0].partitions[0].committed_offset == 2
+
+
 CASES: dict[int, Callable[[Wire, int, KafkaServerProcess], None]] = {
     0: produce, 1: fetch, 2: list_offsets, 3: metadata, 8: offset_commit, 9: offset_fetch, 10: find_coordinator,
     11: join_group, 12: heartbeat, 13: leave_group, 14: sync_group, 18: api_versions, 19: create_topics,
     20: delete_topics, 22: init_producer_id, 32: describe_configs, 33: alter_configs, 44: incremental_alter_configs,
+    15: describe_groups, 16: list_groups, 42: delete_groups, 47: offset_delete,
 }
 
 
