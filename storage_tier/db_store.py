@@ -60,6 +60,10 @@ class _SQLite(_Dialect):
         return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
 
 
+# The advisory lock key every start-up DDL of mqindex takes on PostgreSQL (broker.metadata.pg_schema uses it too).
+PG_DDL_LOCK_KEY = 0x6D71696E646578
+
+
 class _Postgres(_Dialect):
     name = "postgresql"
     blob_type = "BYTEA"
@@ -76,7 +80,9 @@ class _Postgres(_Dialect):
 
         conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=5)
         if self.schema:
-            conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+            with conn.transaction():  # under the start-up DDL lock: sessions creating the schema at once all succeed
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (PG_DDL_LOCK_KEY,))
+                conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
             conn.execute(f'SET search_path TO "{self.schema}"')
         return conn
 
@@ -166,6 +172,8 @@ class DBStore(BlobStore):
         ]
 
         def create(q: Callable[..., Any]) -> None:
+            if self.name == "postgresql":
+                q("SELECT pg_advisory_xact_lock(?)", (PG_DDL_LOCK_KEY,))
             for s in stmts:
                 q(s)
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
+from broker.metadata import pg_schema
 from storage_tier.store_url import sqlite_path
 
 ALIVE = "alive"
@@ -26,6 +27,8 @@ SHUT_DOWN = "shut_down"
 
 _PG_NOW = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
 _SQLITE_NOW = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
+_CREATE = ("CREATE TABLE IF NOT EXISTS node_leases (node_id BIGINT PRIMARY KEY, epoch BIGINT NOT NULL, "
+           "http TEXT, kafka TEXT, expires_ms BIGINT NOT NULL, state TEXT NOT NULL)")
 
 
 @dataclass(frozen=True)
@@ -62,16 +65,17 @@ class LeaseTable:
             params = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
             schema = params.pop("schema", None)
             dsn = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(params), ""))
-            self._conn = psycopg.connect(dsn, autocommit=True)
             if schema is not None:
-                self._conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-                self._conn.execute(f'SET search_path TO "{schema}"')
+                pg_schema.check_schema_name(url, schema)
+            self._conn = psycopg.connect(dsn, autocommit=True)
             self._now = _PG_NOW
             self._p = "%s"
         else:
             raise ValueError(f"unsupported metadata URL {url!r}")
-        self._sql("CREATE TABLE IF NOT EXISTS node_leases (node_id BIGINT PRIMARY KEY, epoch BIGINT NOT NULL, "
-                  "http TEXT, kafka TEXT, expires_ms BIGINT NOT NULL, state TEXT NOT NULL)")
+        if self._pg:
+            pg_schema.prepare(self._conn, url, schema, [_CREATE])
+        else:
+            self._sql(_CREATE)
 
     def _sql(self, sql: str, args: tuple[Any, ...] = ()) -> Any:
         with self._lock:

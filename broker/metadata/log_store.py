@@ -16,7 +16,6 @@ behind it sees a gap (the first record returned is not the next offset) and relo
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -25,13 +24,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
+from broker.metadata import pg_schema
 from storage_tier.store_url import sqlite_path
 
 Record = dict[str, Any]
 LogEntry = tuple[int, Record]
-
-_SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
-
 
 @dataclass(frozen=True)
 class SnapshotInfo:
@@ -213,15 +210,13 @@ class PostgresLog(_LogBase):
 
         self.url = url
         self._lock = threading.Lock()
-        self._conn = psycopg.connect(dsn, autocommit=True)
         if schema is not None:
-            if not _SCHEMA_NAME.match(schema):
-                raise ValueError(f"{url}: schema {schema!r} must be a plain SQL identifier")
-            self._conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-            self._conn.execute(f'SET search_path TO "{schema}"')
-        self._conn.execute("CREATE TABLE IF NOT EXISTS meta_log (log_offset BIGINT PRIMARY KEY, record TEXT NOT NULL)")
-        self._conn.execute("CREATE TABLE IF NOT EXISTS meta_snapshot ("
-                           + _SNAPSHOT_COLUMNS.format(big="BIGINT", blob="BYTEA") + ")")
+            pg_schema.check_schema_name(url, schema)
+        self._conn = psycopg.connect(dsn, autocommit=True)
+        pg_schema.prepare(self._conn, url, schema, [
+            "CREATE TABLE IF NOT EXISTS meta_log (log_offset BIGINT PRIMARY KEY, record TEXT NOT NULL)",
+            "CREATE TABLE IF NOT EXISTS meta_snapshot (" + _SNAPSHOT_COLUMNS.format(big="BIGINT", blob="BYTEA") + ")",
+        ])
         self._view = _PostgresTxn(self._conn)
 
     @contextmanager
