@@ -1,5 +1,6 @@
 """The background thread: rolls an aged WRITING file, compacts SEALED files, uploads COMPACTED
-ones, expires files past retention, sweeps store objects no manifest claims, and picks up new
+ones, merges old uploaded files into tiers (merging.py) and deletes merged inputs after their grace,
+expires files past retention, sweeps store objects no manifest claims, and picks up new
 RocketMQ registrations; on a schedule (`maintain_interval_s`, and as soon as a file is sealed) and on demand
 (`maintain()`); with `maintain_interval_s=0` only on demand.
 
@@ -25,6 +26,7 @@ from index_service.external_builds import adopt_builds
 from index_service.file_map import FileMap
 from index_service.lifecycle import Lifecycle
 from index_service.managed_file import ManagedFile
+from index_service.merging import Merger, MergeReport
 from index_service.model import FileState
 from index_service.rocketmq_import import load_imported
 from index_service.state_folders import COMPACTED_EXT, StateFolders
@@ -42,6 +44,8 @@ class CycleReport:
     orphans_deleted: list[str] = field(default_factory=list)
     imported: int = 0
     adopted: list[str] = field(default_factory=list)  # external builds now served
+    merged: list[str] = field(default_factory=list)  # merged files made (merging.py)
+    released: list[str] = field(default_factory=list)  # merged files whose inputs were deleted after the grace
 
 
 class Background:
@@ -56,6 +60,7 @@ class Background:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._swept = False
+        self.merger = Merger(folders, files, lifecycle)
         self._thread: threading.Thread | None = None
         #: cycles the background thread has finished (failed ones included); tests wait on it to know that
         #: cycles ran, rather than sleeping for an interval
@@ -109,6 +114,11 @@ class Background:
                 for mf in self.files.by_state(FileState.COMPACTED):
                     if due(mf) and not self._stop.is_set():
                         self._step(mf, "upload", rep.uploaded, rep)
+                if not self._stop.is_set():
+                    mrep = MergeReport()
+                    self.merger.run(mrep, self._stop)
+                    rep.merged, rep.released = mrep.merged, mrep.released
+                    rep.failed.extend(mrep.failed)
             rep.imported = load_imported(self.folders, self.files)
             rep.adopted = adopt_builds(self.folders, self.files, self.lifecycle).builds
             return rep
@@ -178,7 +188,9 @@ class Background:
         except Exception as exc:  # noqa: BLE001
             log.warning("orphan sweep failed, retrying later", extra={"error": f"{type(exc).__name__}: {exc}"})
             return
-        claimed = {mf.remote_key for mf in self.files.by_state(FileState.UPLOADED)}
+        live = self.files.by_state(FileState.UPLOADED)
+        # a merged file's inputs stay until their grace has passed
+        claimed = {mf.remote_key for mf in live} | {k for mf in live for _s, k in mf.replaces}
         pending = {mf.stem for mf in self.files.by_state(FileState.COMPACTED, FileState.SEALED)}
         orphans = [k for k in keys if k.removesuffix(FILTER_SUFFIX) not in claimed
                    and k[len(prefix):].removesuffix(FILTER_SUFFIX).removesuffix(COMPACTED_EXT) not in pending]

@@ -15,6 +15,8 @@ from typing import Any
 from index_file import IndexHit
 
 HOUR_MS = 3_600_000
+DAY_MS = 24 * HOUR_MS
+WEEK_MS = 7 * DAY_MS
 
 
 def wall_clock_ms() -> int:
@@ -69,6 +71,23 @@ class ServiceConfig:
     #: memory held for key filters, least recently used dropped first (about 2.3 bytes per distinct key of a
     #: file: 64 MiB holds the filters of some 29 million keys; a filter not held is read again from local disk)
     filter_cache_bytes: int = 64 * 1024 * 1024
+    #: merge tiers (merging.py): the span of each tier's windows, aligned to the epoch (UTC days, then weeks).
+    #: Uploaded files whose newest entry falls in a closed window of tier n are merged into one file of that
+    #: tier. (): never merge.
+    merge_tiers_ms: tuple[int, ...] = (DAY_MS, WEEK_MS)
+    #: a window is merged once it ended this long ago (files rolled late into it are in by then)
+    merge_settle_ms: int = HOUR_MS
+    #: a window is merged once it holds at least this many files
+    merge_min_files: int = 2
+    #: files merged in one step at most (each gets merge_window_bytes / inputs of read buffer)
+    merge_max_inputs: int = 32
+    #: items of one merged file at most (its key filter is built from up to 8 B per item held in memory)
+    merge_max_items: int = 16_000_000
+    #: read buffers of one merge, split between its inputs (at least one 64 KiB block each)
+    merge_window_bytes: int = 8 * 1024 * 1024
+    #: a merge's inputs are deleted from the store this long after the merged file replaced them (readers that
+    #: listed them, here or on other nodes, finish first)
+    merge_grace_ms: int = 10 * 60_000
     #: milliseconds clock (tests inject one)
     clock: Callable[[], int] = field(default=wall_clock_ms)
     #: called with each hit that is not exact (RocketMQ files compare a 32-bit hash only); returns
@@ -101,6 +120,15 @@ class ServiceConfig:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         if self.roll_age_ms <= 0 or (self.retention_ms is not None and self.retention_ms <= 0):
             raise ValueError("roll_age_ms and retention_ms must be > 0 (retention_ms None: follow the data)")
+        if any(int(t) <= 0 for t in self.merge_tiers_ms) or list(self.merge_tiers_ms) != sorted(self.merge_tiers_ms):
+            raise ValueError(f"merge_tiers_ms must be increasing spans > 0, got {self.merge_tiers_ms}")
+        for name in ("merge_max_inputs", "merge_max_items", "merge_window_bytes"):
+            if int(getattr(self, name)) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.merge_min_files < 2 or self.merge_max_inputs < 2:
+            raise ValueError("merge_min_files and merge_max_inputs must be >= 2")
+        if self.merge_settle_ms < 0 or self.merge_grace_ms < 0:
+            raise ValueError("merge_settle_ms and merge_grace_ms must be >= 0")
         if self.checkpoint_interval_ms < 0:
             raise ValueError(f"checkpoint_interval_ms must be >= 0, got {self.checkpoint_interval_ms}")
         p = self.remote_prefix

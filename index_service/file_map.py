@@ -35,6 +35,18 @@ class FileMap:
             for mf in mfs:
                 self._map[mf.map_key] = mf
 
+    def replace(self, old: list[ManagedFile], new: ManagedFile) -> None:
+        """Swap `old` files for `new` in one step: a query's snapshot holds either all of `old` or `new`."""
+        with self._mutex:
+            if new.map_key in self._map:
+                raise ValueError(f"index files collide in the map: {new.stem}, {self._map[new.map_key].stem}")
+            missing = [mf.stem for mf in old if self._map.get(mf.map_key) is not mf]
+            if missing:
+                raise ValueError(f"index files to replace are no longer in the map: {missing}")
+            for mf in old:
+                del self._map[mf.map_key]
+            self._map[new.map_key] = new
+
     def remove(self, mf: ManagedFile) -> None:
         with self._mutex:
             if self._map.get(mf.map_key) is mf:

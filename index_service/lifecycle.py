@@ -70,6 +70,20 @@ def uploaded_reader(store: object, body: dict[str, object]) -> CompactedIndexRea
     return CompactedIndexReader(src, verify_blocks=False)
 
 
+def manifest_body(path: os.PathLike[str] | str, stem: str, key: str, size: int, crc: int, begin_ms: int,
+                  min_ms: int | None, max_ms: int | None, items: int) -> dict[str, object]:
+    """The manifest of an uploaded compacted file: where it is, its checksum, and its header and summary (so it
+    opens with no request)."""
+    with open(path, "rb") as f:
+        head = f.read(HEADER_SIZE)
+        header = CompactedHeader.parse(str(path), head)
+        f.seek(header.summary_offset)
+        tail = f.read()
+    return {"stem": stem, "key": key, "size": size, "crc32c": crc, "begin_ms": begin_ms, "min_ms": min_ms,
+            "max_ms": max_ms, "items": items, "format": "native-compacted", "head": base64.b64encode(head).decode(),
+            "tail_offset": header.summary_offset, "tail": base64.b64encode(tail).decode()}
+
+
 @dataclass
 class Lifecycle:
     folders: StateFolders
@@ -118,6 +132,33 @@ class Lifecycle:
         size = path.stat().st_size
         started = time.perf_counter()
         log.info("uploading", extra={"file": mf.stem, "state": mf.state.value, "key": key, "bytes": size})
+        size, crc = self.put_file(path, key)
+        self.hook("upload:put-done")
+        self.verify_remote(key, size, crc)
+        self.hook("upload:verified")
+        filter_data = self._filter_of_compacted(mf)
+        store.put(filter_key(key), filter_data)  # type: ignore[attr-defined]
+        write_local_filter(self.folders, local_filter_path(self.folders, mf.stem, FileState.UPLOADED), filter_data)
+        self.hook("upload:filter-written")
+        body = manifest_body(path, mf.stem, key, size, crc, mf.begin_ms, mf.min_ms, mf.max_ms, mf.items)
+        self.folders.write_document(self.folders.manifest(mf.stem), body)
+        self.hook("upload:manifest-written")
+        reader = uploaded_reader(store, body)
+        mf.remote_key = key
+        mf.size_bytes = size
+        mf.swap(FileState.UPLOADED, reader, key)
+        self._forget_filter(mf)
+        self.folders.remove(path)
+        self.folders.remove(local_filter_path(self.folders, mf.stem, FileState.COMPACTED))
+        self.hook("upload:done")
+        log.info("uploaded", extra={"file": mf.stem, "state": "UPLOADED", "key": key, "bytes": size,
+                                    "seconds": round(time.perf_counter() - started, 4)})
+
+    def put_file(self, path: os.PathLike[str] | str, key: str) -> tuple[int, int]:
+        """Put a local file at `key` (in parts above upload_part_bytes); its (size, CRC32C)."""
+        store = self.store
+        assert store is not None
+        size = os.stat(path).st_size
         part = self.config.upload_part_bytes
         crc = 0
         with open(path, "rb") as f:
@@ -138,34 +179,7 @@ class Lifecycle:
                 except BaseException:
                     w.abort()
                     raise
-        self.hook("upload:put-done")
-        self.verify_remote(key, size, crc)
-        self.hook("upload:verified")
-        filter_data = self._filter_of_compacted(mf)
-        store.put(filter_key(key), filter_data)  # type: ignore[attr-defined]
-        write_local_filter(self.folders, local_filter_path(self.folders, mf.stem, FileState.UPLOADED), filter_data)
-        self.hook("upload:filter-written")
-        with open(path, "rb") as f:
-            head = f.read(HEADER_SIZE)
-            header = CompactedHeader.parse(str(path), head)
-            f.seek(header.summary_offset)
-            tail = f.read()
-        body = {"stem": mf.stem, "key": key, "size": size, "crc32c": crc, "begin_ms": mf.begin_ms,
-                "min_ms": mf.min_ms, "max_ms": mf.max_ms, "items": mf.items, "format": "native-compacted",
-                "head": base64.b64encode(head).decode(), "tail_offset": header.summary_offset,
-                "tail": base64.b64encode(tail).decode()}
-        self.folders.write_document(self.folders.manifest(mf.stem), body)
-        self.hook("upload:manifest-written")
-        reader = uploaded_reader(store, body)
-        mf.remote_key = key
-        mf.size_bytes = size
-        mf.swap(FileState.UPLOADED, reader, key)
-        self._forget_filter(mf)
-        self.folders.remove(path)
-        self.folders.remove(local_filter_path(self.folders, mf.stem, FileState.COMPACTED))
-        self.hook("upload:done")
-        log.info("uploaded", extra={"file": mf.stem, "state": "UPLOADED", "key": key, "bytes": size,
-                                    "seconds": round(time.perf_counter() - started, 4)})
+        return size, crc
 
     def _filter_of_compacted(self, mf: ManagedFile) -> bytes:
         """The key filter kept beside the compacted file; built again from the file when it is missing or
@@ -208,7 +222,9 @@ class Lifecycle:
             self.folders.remove(self.folders.manifest(mf.stem))
             self.hook("expire:manifest-removed")
             if self.store is not None:
-                self.store.delete([key, filter_key(key)])  # type: ignore[attr-defined]
+                # a merged file's inputs still waiting for their grace go with it (nothing reads them any more)
+                keys = [key, *(k for _s, k in mf.replaces)]
+                self.store.delete([x for k in keys for x in (k, filter_key(k))])  # type: ignore[attr-defined]
         self._forget_filter(mf)
         for st in (FileState.UPLOADED, FileState.COMPACTED):
             self.folders.remove(local_filter_path(self.folders, mf.stem, st))

@@ -46,6 +46,11 @@ class ManagedFile:
         self.remote_key: str | None = None
         #: (topic, queue) -> (lowest, highest) offset held; None: unknown (see ranges.py)
         self.ranges: Ranges | None = None
+        #: merge tier (0: a file as written; n: merged into the n-th tier, see merging.py)
+        self.tier = 0
+        #: a merged file's inputs (stem, store key) not yet deleted from the store, and when the merge committed
+        self.replaces: list[tuple[str, str]] = []
+        self.committed_ms = 0
         # retry bookkeeping of the background thread
         self.failures = 0
         self.next_attempt = 0.0

@@ -1,8 +1,9 @@
 """Crash recovery on open: rebuild the file map from the state folders.
 
 Order:
-1. clear compacting/ (half-written outputs of interrupted transitions);
-2. uploaded/: every manifest's checksum; its reader is built from the manifest (no request);
+1. clear compacting/ (half-written outputs of interrupted transitions and merges);
+2. uploaded/: every manifest's checksum; its reader is built from the manifest (no request); a merged file's
+   manifest names the files it replaced: theirs are removed and they are not served (merging.py);
 3. compacted/: every file verified whole (magic, header, each block's CRC32C, summary, footer);
    one whose manifest exists is a finished upload whose local copy was not yet removed -> removed;
 4. writing/: every unsealed file reopened by NativeIndexWriter.open, which recounts the items from
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from index_file import CompactedIndexReader, FormatError, NativeIndexWriter
+from index_file.key_filter import FILTER_SUFFIX
 from index_service import ranges
 from index_service.checkpoint import CheckpointStore
 from index_service.config import ServiceConfig
@@ -36,6 +38,7 @@ from index_service.file_map import FileMap
 from index_service.key_filters import local_filter_path
 from index_service.lifecycle import uploaded_reader
 from index_service.managed_file import ManagedFile
+from index_service.merging import unlist_input
 from index_service.model import FileState
 from index_service.rocketmq_import import load_imported
 from index_service.state_folders import (
@@ -101,28 +104,40 @@ def recover(folders: StateFolders, files: FileMap, config: ServiceConfig, store:
         folders.quarantine(path, reason, state)
         rep.quarantined.append(path.name)
 
-    # 2. uploaded manifests
+    # 2. uploaded manifests; a merged file's manifest names the inputs it replaced: they are not served
     manifests = folders.listing(UPLOADED, MANIFEST_EXT)
     uploaded: set[str] = set()
-    for i, p in enumerate(manifests, 1):
-        stem = p.name[: -len(MANIFEST_EXT)]
+    bodies: list[tuple[Path, str, dict[str, object]]] = []
+    for p in manifests:
         try:
-            body = folders.read_document(p)
+            bodies.append((p, p.name[: -len(MANIFEST_EXT)], folders.read_document(p)))
+        except DocumentError as exc:
+            quarantine(p, str(exc), "UPLOADED")
+    merged_away = {str(r[0]) for _p, _s, b in bodies for r in b.get("replaces") or ()}  # type: ignore[attr-defined]
+    for i, (p, stem, body) in enumerate(bodies, 1):
+        if stem in merged_away:
+            unlist_input(folders, stem)  # the merge committed; only the removal of its inputs was missed
+            rep.finished_transitions += 1
+            continue
+        try:
             if store is None:
                 raise DocumentError(f"{p}: uploaded file but the service has no store configured")
             reader = uploaded_reader(store, body)
             mf = ManagedFile(stem, int(body["begin_ms"]), FileState.UPLOADED, reader, str(body["key"]),
-                             sort_tag=str(body.get("sort_tag", "")))  # set by external builds
+                             sort_tag=str(body.get("sort_tag", "")))  # set by external builds and merges
             mf.remote_key = str(body["key"])
-            mf.size_bytes = int(body["size"])
+            mf.size_bytes = int(body["size"])  # type: ignore[call-overload]
+            mf.tier = int(body.get("tier", 0))  # type: ignore[call-overload]
+            mf.replaces = [(str(s), str(k)) for s, k in body.get("replaces") or ()]  # type: ignore[attr-defined]
+            mf.committed_ms = int(body.get("committed_ms", 0))  # type: ignore[call-overload]
             files.add(mf)
             uploaded.add(stem)
             rep.uploaded += 1
-        except (DocumentError, FormatError, KeyError, ValueError) as exc:
+        except (DocumentError, FormatError, KeyError, ValueError, TypeError) as exc:
             if store is None and isinstance(exc, DocumentError) and "no store" in str(exc):
                 raise RuntimeError(f"{p} describes an uploaded index file; open the service with its store") from exc
             quarantine(p, str(exc), "UPLOADED")
-        _progress(UPLOADED, i, len(manifests))
+        _progress(UPLOADED, i, len(bodies))
 
     # 3. compacted files
     compacted: set[str] = set()
@@ -217,6 +232,14 @@ def recover(folders: StateFolders, files: FileMap, config: ServiceConfig, store:
         elif mf.state in (FileState.WRITING, FileState.SEALED) and (
                 mf.stem in rep.tail_files or mf.form.item_count == 0):
             mf.ranges = {}  # every item is beyond the checkpoint: the re-dispatch fills the ranges
+    # 8. what a merge killed before its commit left locally: its filter beside no manifest, its ranges
+    live = {mf.stem for mf in files.files()}
+    for p in folders.listing(UPLOADED, FILTER_SUFFIX):
+        if p.name[: -len(FILTER_SUFFIX)] not in live:
+            folders.remove(p)
+    for p in sorted((folders.root / ranges.RANGES).glob("*-t*-*.json")):
+        if p.name[: -len(".json")] not in live:
+            folders.remove(p)
     rep.seconds = time.perf_counter() - started
     log.info("recovery finished", extra={k: v for k, v in rep.__dict__.items()})
     return rep, current, tail

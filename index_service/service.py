@@ -232,6 +232,12 @@ class IndexService:
             f: Future[list[IndexHit]] = Future()
             f.set_result([])
             return f
+        if self.config.retention_ms is not None:  # expired entries of a file not yet expired are skipped
+            lo = max(lo, self.config.clock() - self.config.retention_ms)
+            if lo > hi:
+                f = Future()
+                f.set_result([])
+                return f
         filters = self.filters if self.config.key_filters else None
         return self._pool.submit(run_query, self.files_map, topic, key, max_count, lo, hi, self.config.verifier,
                                  stats, filters, self.lookup_stats)
