@@ -8,7 +8,8 @@ partitions or holds streams open:
 2. with a shared WAL (ObjectWal): read its WAL objects, open its partitions here at a higher epoch, put the
    acknowledged records beyond each stream's committed end in the cache and upload them, then delete its
    WAL objects; with a local WAL nothing of its WAL is readable: the partitions are opened at their
-   committed end and the loss is reported (log, and the `failovers/<node>` record in the metadata KV);
+   committed end and the loss is reported (log, and the failover's report in the metadata KV, see
+   cluster/failover_history.py: one per failover, the newest of each node kept);
 3. re-dispatch the partitions to the index from their last state record's checkpoint (the dead node's
    index entries not yet uploaded went with it; duplicates with its published files are merged away by
    the cluster-wide lookup);
@@ -31,6 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from broker.cluster.assignment import leaders, set_leaders, spread
+from broker.cluster.failover_history import (
+    FAILOVER_HISTORY_PER_NODE,
+    failover_reports,
+    record_failover,
+    update_failover,
+)
 from broker.cluster.membership import Membership
 from broker.errors import Fenced
 from broker.metadata.image import OPENED
@@ -46,7 +53,6 @@ from storage_tier import BlobStore
 
 log = logging.getLogger("mqindex.broker.failover")
 
-FAILOVERS_PREFIX = "failovers/"
 # replays/<dead node> = {"by": survivor}: a failover whose replay of the dead node's shared WAL is under way. A
 # survivor that dies before it finished leaves it: whoever fails that survivor over replays both WALs, the dead
 # node's first (the survivor never served those partitions, so its own WAL holds nothing of them before it)
@@ -56,8 +62,9 @@ REPLAYS_PREFIX = "failover_replays/"
 class Failover:
     def __init__(self, parts: PartitionMap, membership: Membership, wal_store: BlobStore | None,
                  catch_up: Callable[[CatchUp], None], interval_s: float = 0.5, index_store: str | None = None,
-                 rescue_dir: Path | None = None) -> None:
+                 rescue_dir: Path | None = None, history_per_node: int = FAILOVER_HISTORY_PER_NODE) -> None:
         self.parts = parts
+        self.history_per_node = history_per_node  # failover reports kept per node id
         self.index_store = index_store  # URL of the store rescued index files go to (the nodes' index store)
         self.rescue_dir = rescue_dir  # local scratch space of a rescue
         self.membership = membership
@@ -190,7 +197,7 @@ class Failover:
             # with a local WAL the records it acknowledged after these committed ends are lost
             "committed_ends": {p.name: p.acked_end for p in opened},
             "seconds": round(time.monotonic() - started, 3)}
-        meta.kv_put(f"{FAILOVERS_PREFIX}{dead}", json.dumps(report_doc, sort_keys=True))
+        record_failover(meta, report_doc, self.history_per_node)
         if shared:
             log.info("failover: node fenced, its WAL replayed", extra=report_doc)
         else:
@@ -224,7 +231,7 @@ class Failover:
                     log.exception("failover: rebuilding the dead node's local index entries failed",
                                   extra={"node_id": dead})
                     report_doc["index_rescue"] = {"error": f"{type(exc).__name__}: {exc}"}
-                self.parts.meta.kv_put(f"{FAILOVERS_PREFIX}{dead}", json.dumps(report_doc, sort_keys=True))
+                update_failover(self.parts.meta, report_doc)
         finally:
             self._rescuing.discard(dead)
 
@@ -261,10 +268,6 @@ class Failover:
                "files": len(files), "seconds": round(time.monotonic() - started, 3)}
         log.info("failover: index entries the dead node held only locally rebuilt", extra={"node_id": dead, **doc})
         return doc
-
-
-def failover_reports(meta: Any) -> list[dict[str, Any]]:
-    return [json.loads(v) for _, v in sorted(meta.kv_items(FAILOVERS_PREFIX).items())]
 
 
 __all__ = ["Failover", "failover_reports", "wal_prefix"]

@@ -377,6 +377,15 @@ class MetadataClient:
         """Store several keys in one transaction."""
         self._txn(lambda img: ([{"type": "kv_put", "key": k, "value": v} for k, v in items.items()], None))
 
+    def kv_update(self, put: dict[str, str], delete: Sequence[str] = ()) -> None:
+        """Store the keys of `put` and delete those of `delete` (the ones present) in one transaction."""
+        def build(img: MetadataImage) -> tuple[list[Record], None]:
+            recs: list[Record] = [{"type": "kv_put", "key": k, "value": v} for k, v in put.items()]
+            recs += [{"type": "kv_delete", "key": k} for k in delete if k in img.kv and k not in put]
+            return recs, None
+
+        self._txn(build)
+
     def kv_items(self, prefix: str = "", refresh: bool = True) -> dict[str, str]:
         """Every key starting with `prefix` and its value (from the caught-up image)."""
         if refresh:
