@@ -187,6 +187,7 @@ def run(args: argparse.Namespace) -> int:
                             authenticator=kafka_auth, advertised=settings.kafka_advertised or None)
         kafka.start()
     app = app_for_node(settings, node)
+    app.state.kafka_context = kafka.ctx if kafka is not None else None  # consumer groups (api/http/group_routes.py)
     # readiness (/healthz/ready) is also false while the object store or the shared WAL's store does not answer
     watch = StoreWatch({WATCHED[flag]: url for flag, url in shared_stores(settings).items()},
                        READINESS_PROBE_S).start()

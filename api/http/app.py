@@ -17,6 +17,7 @@ from api.http.auth import AuthenticateFirst, require
 from api.http.body_limit import BodyLimit
 from api.http.compaction_metrics import CompactionCollector
 from api.http.console_routes import router as console_router
+from api.http.group_routes import router as group_router
 from api.http.health import Readiness
 from api.http.index_admin_routes import router as index_admin_router
 from api.http.metrics import FilterMemoryCollector, Metrics
@@ -56,6 +57,7 @@ def create_app(settings: Settings, backend: Backend, stores: Mapping[str, BlobSt
     app.include_router(health.router)
     app.include_router(console_router)
     app.include_router(index_admin_router)
+    app.include_router(group_router)
     docs_pages.install(app)
 
     # --metrics-auth: /metrics asks for a token with the read scope, like the data it describes

@@ -42,6 +42,12 @@ class GroupNotEmpty(ValueError):
         self.field = "group"
 
 
+class NothingToReset(ValueError):
+    def __init__(self, group: str) -> None:
+        super().__init__(f"name the topics to reset: group {group!r} has no committed offsets")
+        self.field = "topics"
+
+
 @dataclass
 class MemberView:
     member_id: str
@@ -202,7 +208,7 @@ def reset(ctx: Context, group: str, topics: list[str], spec: group_admin.ResetSp
     committed = group_offsets.fetch(ctx.node.meta, group)
     targets = group_admin.targets_of(ctx.node.partitions, committed, topics)
     if not targets:
-        raise ValueError(f"group {group!r} has no committed offsets: name the topics to reset with topic")
+        raise NothingToReset(group)
     plan = group_admin.plan_reset(ctx.node.partitions, committed, targets, spec)
     if not dry_run:
         group_admin.store_offsets(ctx.node.meta, group, {(r["topic"], r["partition"]): r["new_offset"]

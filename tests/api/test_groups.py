@@ -1,0 +1,209 @@
+"""Consumer groups over HTTP on a real `mqindex serve` with its Kafka listener: confluent-kafka and kafka-python
+groups are described with each member's assignment and the lag the test counts itself, before and after they
+consume; a stopped group's offsets are reset (dry run first) and an aiokafka consumer of the group starts there;
+resets and deletion are refused while the group has members."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from aiokafka import AIOKafkaConsumer
+from confluent_kafka import Consumer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer, KafkaProducer
+
+from tests.kafka.conftest import KafkaServerProcess
+
+TOPIC = "http-groups"
+PER_PARTITION = 6  # messages in each of the 2 partitions
+T0 = 1_700_000_000_000  # the first message's timestamp; message i is T0 + i * 1000
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaServerProcess]:
+    s = KafkaServerProcess(Path(tmp_path_factory.mktemp("groups")) / "node").start()
+    try:
+        admin = AdminClient({"bootstrap.servers": s.bootstrap})
+        admin.create_topics([NewTopic(TOPIC, 2, 1)])[TOPIC].result(30)
+        p = KafkaProducer(bootstrap_servers=s.bootstrap, acks="all")
+        for i in range(2 * PER_PARTITION):
+            p.send(TOPIC, value=str(i).encode(), partition=i % 2, timestamp_ms=T0 + i * 1000)
+        p.flush(30)
+        p.close()
+        yield s
+    finally:
+        s.stop()
+
+
+def confluent(server: KafkaServerProcess, group: str, client_id: str) -> Consumer:
+    c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": group, "client.id": client_id,
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False, "session.timeout.ms": 6000,
+                  "heartbeat.interval.ms": 300})
+    c.subscribe([TOPIC])
+    return c
+
+
+def take(c: Consumer, n: int) -> dict[int, int]:
+    """Poll n messages and commit; the next offset of each partition read."""
+    nxt: dict[int, int] = {}
+    got = 0
+    deadline = time.monotonic() + 30
+    while got < n and time.monotonic() < deadline:
+        m = c.poll(0.2)
+        if m is not None and m.error() is None:
+            nxt[m.partition()] = m.offset() + 1
+            got += 1
+    assert got == n
+    c.commit(asynchronous=False)
+    return nxt
+
+
+def describe(server: KafkaServerProcess, group: str) -> dict[str, Any]:
+    r = httpx.get(f"{server.url}/v1/groups/{group}", timeout=30)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def lag_rows(body: dict[str, Any]) -> dict[int, tuple[int | None, int, int | None]]:
+    return {r["partition"]: (r["committed_offset"], r["end_offset"], r["lag"]) for r in body["offsets"]}
+
+
+def test_describe_shows_members_assignments_and_lag_before_and_after_consuming(server: KafkaServerProcess) -> None:
+    c = confluent(server, "http-watched", "watcher")
+    try:
+        nxt = take(c, 4)
+        body = describe(server, "http-watched")
+        assert (body["group"], body["state"], body["protocol_type"], body["protocol"], body["members"]) == (
+            "http-watched", "Stable", "consumer", "range", 1)
+        [m] = body["member_details"]
+        assert (m["client_id"], m["client_host"]) == ("watcher", "/127.0.0.1")
+        assert sorted((a["topic"], a["partition"]) for a in m["assignment"]) == [(TOPIC, 0), (TOPIC, 1)]
+        expected = {p: (nxt.get(p), PER_PARTITION, PER_PARTITION - nxt[p] if p in nxt else None) for p in (0, 1)}
+        assert lag_rows(body) == expected
+        assert body["lag"] == sum(v[2] or 0 for v in expected.values())
+        for r in body["offsets"]:
+            assert (r["member_id"], r["client_id"]) == (m["member_id"], "watcher")
+            if r["lag"]:  # the oldest unconsumed message was stored at T0 + its index seconds: long ago
+                assert r["lag_ms"] >= time.time() * 1000 - (T0 + 2 * PER_PARTITION * 1000)
+        take(c, 2 * PER_PARTITION - 4)
+        after = describe(server, "http-watched")
+        assert lag_rows(after) == {p: (PER_PARTITION, PER_PARTITION, 0) for p in (0, 1)}
+        assert (after["lag"], after["lag_ms"]) == (0, 0)
+        listed = {g["group"]: g for g in httpx.get(f"{server.url}/v1/groups", timeout=30).json()}
+        assert listed["http-watched"] == dict(group="http-watched", state="Stable", protocol_type="consumer",
+                                              protocol="range", members=1, coordinator=0)
+    finally:
+        c.close()
+
+
+def test_kafka_python_group_is_described_with_its_lag(server: KafkaServerProcess) -> None:
+    c = KafkaConsumer(TOPIC, bootstrap_servers=server.bootstrap, group_id="kp-http", client_id="kp-client",
+                      auto_offset_reset="earliest", enable_auto_commit=False)
+    try:
+        got: list[Any] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 2 * PER_PARTITION and time.monotonic() < deadline:
+            for msgs in c.poll(timeout_ms=200).values():
+                got += msgs
+        c.commit()
+        body = describe(server, "kp-http")
+        [m] = body["member_details"]
+        assert m["client_id"] == "kp-client"
+        assert sorted(a["partition"] for a in m["assignment"]) == [0, 1]
+        assert lag_rows(body) == {p: (PER_PARTITION, PER_PARTITION, 0) for p in (0, 1)}
+    finally:
+        c.close()
+
+
+def reset(server: KafkaServerProcess, group: str, **body: Any) -> httpx.Response:
+    return httpx.post(f"{server.url}/v1/groups/{group}/offsets", json=body, timeout=30)
+
+
+async def first_offsets(server: KafkaServerProcess, group: str) -> dict[int, int]:
+    c = AIOKafkaConsumer(TOPIC, bootstrap_servers=server.bootstrap, group_id=group, enable_auto_commit=False,
+                         auto_offset_reset="latest")
+    await c.start()
+    try:
+        first: dict[int, int] = {}
+        deadline = time.monotonic() + 30
+        while len(first) < 2 and time.monotonic() < deadline:
+            for tp, msgs in (await c.getmany(timeout_ms=200)).items():
+                first.setdefault(tp.partition, msgs[0].offset)
+        return first
+    finally:
+        await c.stop()
+
+
+def test_reset_offsets_moves_a_stopped_group_and_is_refused_while_it_runs(server: KafkaServerProcess) -> None:
+    c = confluent(server, "http-reset", "resetter")
+    try:
+        take(c, 2 * PER_PARTITION)
+        refused = reset(server, "http-reset", to="earliest")
+        assert refused.status_code == 409 and refused.json()["field"] == "group", refused.text
+        assert "active member" in refused.json()["error"]
+        assert reset(server, "http-reset", to="earliest", dry_run=True).status_code == 200  # a preview is fine
+        gone = httpx.delete(f"{server.url}/v1/groups/http-reset", timeout=30)
+        assert gone.status_code == 409 and gone.json()["field"] == "group"
+    finally:
+        c.close()
+    dry = reset(server, "http-reset", to="shift", shift_by=-2, dry_run=True)
+    assert dry.status_code == 200, dry.text
+    assert [(r["partition"], r["current_offset"], r["new_offset"]) for r in dry.json()["offsets"]] == [
+        (0, PER_PARTITION, PER_PARTITION - 2), (1, PER_PARTITION, PER_PARTITION - 2)]
+    assert lag_rows(describe(server, "http-reset"))[0][0] == PER_PARTITION  # a dry run stores nothing
+    plans = {
+        "earliest": ({}, [0, 0]), "latest": ({}, [PER_PARTITION] * 2), "offset": ({"offset": 4}, [4, 4]),
+        "shift": ({"shift_by": -100}, [0, 0]),
+        # message i (partition i % 2, offset i // 2) was stored at T0 + i s: at T0 + 5 s comes partition 1's
+        # offset 2 (i = 5) and partition 0's offset 3 (i = 6)
+        "datetime": ({"datetime": "2023-11-14T22:13:25Z"}, [3, 2]),
+    }
+    for to, (extra, want) in plans.items():
+        r = reset(server, "http-reset", to=to, topics=[TOPIC], dry_run=True, **extra)
+        assert r.status_code == 200, (to, r.text)
+        assert [x["new_offset"] for x in r.json()["offsets"]] == want, to
+    done = reset(server, "http-reset", to="offset", offset=3, topics=[f"{TOPIC}:1"])
+    assert done.status_code == 200, done.text
+    assert lag_rows(describe(server, "http-reset"))[1] == (3, PER_PARTITION, PER_PARTITION - 3)
+    assert reset(server, "http-reset", to="earliest", topics=[f"{TOPIC}:0"]).status_code == 200
+    assert asyncio.run(first_offsets(server, "http-reset")) == {0: 0, 1: 3}
+
+
+def test_bad_resets_and_unknown_groups_answer_the_documented_errors(server: KafkaServerProcess) -> None:
+    missing = httpx.get(f"{server.url}/v1/groups/no-such-group", timeout=30)
+    assert missing.status_code == 404 and missing.json() == {
+        "error": "group 'no-such-group' does not exist (no members, no committed offsets)", "field": "group"}
+    assert httpx.delete(f"{server.url}/v1/groups/no-such-group", timeout=30).status_code == 404
+    cases = [
+        (dict(to="offset"), 400, "offset"), (dict(to="backwards"), 400, "to"),
+        (dict(to="datetime", datetime="yesterday"), 400, "datetime"),
+        (dict(to="earliest"), 400, "topics"),  # a group with no committed offsets: name the topics
+        (dict(to="earliest", topics=["no-such-topic"]), 404, "topic"),
+        (dict(to="earliest", topics=[f"{TOPIC}:9"]), 404, "topic"),
+    ]
+    for body, status, field in cases:
+        r = reset(server, "fresh-group", **body)
+        assert (r.status_code, r.json()["field"]) == (status, field), (body, r.text)
+    assert httpx.get(f"{server.url}/v1/groups/fresh-group", timeout=30).status_code == 404  # nothing stored
+
+
+def test_delete_removes_a_stopped_group(server: KafkaServerProcess) -> None:
+    assert reset(server, "to-delete", to="latest", topics=[TOPIC]).status_code == 200
+    assert describe(server, "to-delete")["state"] == "Empty"
+    r = httpx.delete(f"{server.url}/v1/groups/to-delete", timeout=30)
+    assert r.status_code == 200 and r.json() == {"group": "to-delete", "deleted": True, "offsets_deleted": 2}
+    assert "to-delete" not in {g["group"] for g in httpx.get(f"{server.url}/v1/groups", timeout=30).json()}
