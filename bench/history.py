@@ -9,6 +9,13 @@ asked), next to the RocketMQ layout's cost for the same files (2 GETs per file i
 bytes per message of the index files and of their filters.
 
     python -m bench.history --messages 1000000 --files 200
+
+`--hourly-days D` (repeatable) writes D days of hourly index files instead (`--per-file` messages each), looks keys
+up cold with the files as written, then runs the service's tier merges (closed days into day files, closed weeks
+into week files), and looks the same keys up cold again: files asked, files read and GETs per lookup, with merges
+and without.
+
+    python -m bench.history --hourly-days 30 --hourly-days 90 --per-file 100
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ def _key(i: int) -> str:
 
 
 def _write(idx: Path, store_url: str, n: int, files: int, days: float, t0: int) -> dict[str, Any]:
+    """The history as written: hourly-ish files compacted and uploaded, none merged (merges run in _merge)."""
     from index_service import IndexService
 
     per_file = max(1, n // files)
@@ -48,7 +56,7 @@ def _write(idx: Path, store_url: str, n: int, files: int, days: float, t0: int) 
     clock = _Clock(t0)
     started = time.perf_counter()
     svc = IndexService.open(idx, store=store_url, max_items=per_file, slots=max(1024, per_file // 4),
-                            maintain_interval_s=0, roll_age_ms=1 << 50, clock=clock)
+                            maintain_interval_s=0, roll_age_ms=1 << 50, clock=clock, merge_tiers_ms=())
     try:
         chunk = 10_000
         for lo in range(0, n, chunk):
@@ -70,25 +78,89 @@ def _write(idx: Path, store_url: str, n: int, files: int, days: float, t0: int) 
             "write_s": round(time.perf_counter() - started, 1)}
 
 
+def _merge(idx: Path, store_url: str, now: int) -> dict[str, Any]:
+    """The service's tier merges over the written history at store time `now`, cycle after cycle (the clock moved
+    past each merge's grace) until nothing is left to merge."""
+    from index_service import IndexService
+
+    clock = _Clock(now)
+    started = time.perf_counter()
+    svc = IndexService.open(idx, store=store_url, maintain_interval_s=0, roll_age_ms=1 << 50, clock=clock)
+    merges = 0
+    try:
+        while True:
+            rep = svc.maintain()
+            if rep.failed:
+                raise RuntimeError(f"merge failed: {rep.failed}")
+            merges += len(rep.merged)
+            if not rep.merged and not rep.released:
+                break
+            clock.now += svc.config.merge_grace_ms + 1
+        files = len([f for f in svc.files() if f.state.value == "UPLOADED"])
+        written = svc.background.merger.stats.bytes_written
+    finally:
+        svc.close()
+    return {"merges": merges, "files": files, "merge_bytes": written,
+            "merge_s": round(time.perf_counter() - started, 1)}
+
+
 def _lookups(idx: Path, store_url: str, keys: list[str], filters: bool) -> dict[str, float]:
     from index_service import IndexService
+    from index_service.query import QueryStats
 
     svc = IndexService.open(idx, store=store_url, maintain_interval_s=0, key_filters=filters)
     meter = svc.store.meter  # type: ignore[union-attr]
     gets: list[int] = []
     lat: list[float] = []
+    read: list[int] = []
+    asked: list[int] = []
     try:
         for k in keys:
             before = meter.snapshot()
+            stats = QueryStats()
             t = time.perf_counter()
-            svc.query("orders", k, 10)
+            svc.query_async("orders", k, 10, stats=stats).result()
             lat.append(time.perf_counter() - t)
             gets.append((meter.snapshot() - before)["GET"])
+            read.append(stats.files_read)
+            asked.append(stats.files_considered)
         held = svc.filters.bytes_held
     finally:
         svc.close()
     return {"gets_mean": sum(gets) / len(gets), "gets_p99": percentile(gets, 99), "p50_ms": percentile(lat, 50) * 1e3,
-            "p99_ms": percentile(lat, 99) * 1e3, "filter_memory": held}
+            "p99_ms": percentile(lat, 99) * 1e3, "filter_memory": held, "files_read": sum(read) / len(read),
+            "files_asked": sum(asked) / len(asked)}
+
+
+def _hourly(work: Path, store_url: str, days: int, per_file: int, lookups: int) -> dict[str, Any]:
+    """One history of `days` of hourly files: lookups cold as written, then merged, then cold again."""
+    n = days * 24 * per_file
+    t0 = int(time.time() * 1000) - days * DAY_MS - 2 * 3_600_000
+    idx = work / f"idx-{days}d"
+    print(f"[bench] {days} days of hourly files, {per_file} messages each ({n:,} messages)", flush=True)
+    built = _write(idx, store_url, n, days * 24, days, t0)
+    rng = random.Random(days)
+    present = [f"u{i}" for i in rng.sample(range(n), lookups * 2) if i % 10][:lookups]
+    absent = [f"absent-{rng.getrandbits(48)}" for _ in range(lookups)]
+    rows: dict[str, Any] = {}
+    for kind, keys in (("present", present), ("absent", absent)):
+        rows[f"unmerged-{kind}"] = _lookups(idx, store_url, keys, True)
+    merged = _merge(idx, store_url, int(time.time() * 1000))
+    for kind, keys in (("present", present), ("absent", absent)):
+        rows[f"merged-{kind}"] = _lookups(idx, store_url, keys, True)
+    return {"days": days, "per_file": per_file, "messages": n, **built, "files_written": built["files"], **merged,
+            "rows": rows}
+
+
+def _print_hourly(r: dict[str, Any]) -> None:
+    print(f"\n{r['days']} days of hourly files ({r['messages']:,} messages): {r['files_written']} uploaded files, "
+          f"{r['files']} "
+          f"after {r['merges']} merges (written in {r['write_s']} s, merged in {r['merge_s']} s), cold, no time range")
+    print(f"{'lookup':<28}{'files asked':>12}{'files read':>11}{'GETs/lookup':>12}{'p99 GETs':>9}{'p50 ms':>8}"
+          f"{'p99 ms':>8}")
+    for name, row in r["rows"].items():
+        print(f"{name:<28}{row['files_asked']:>12.1f}{row['files_read']:>11.3f}{row['gets_mean']:>12.3f}"
+              f"{row['gets_p99']:>9.0f}{row['p50_ms']:>8.2f}{row['p99_ms']:>8.2f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,12 +173,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--peer-lookups", type=int, default=20,
                     help="lookups of each kind without filters (each reads every file; default: %(default)s)")
     ap.add_argument("--store", default=None, help="store URL (default: a SeaweedFS started for the run)")
+    ap.add_argument("--hourly-days", type=int, action="append", default=[],
+                    help="days of hourly files, looked up before and after the tier merges (repeatable)")
+    ap.add_argument("--per-file", type=int, default=100, help="messages per hourly file (default: %(default)s)")
     args = ap.parse_args(argv)
 
     work = Path(tempfile.mkdtemp(prefix="mqindex-bench-history-"))
     weed = None
     try:
         store_url, weed = store_or_seaweedfs(args.store, work, f"bench-history-{int(time.time())}")
+        if args.hourly_days:
+            results = [_hourly(work, store_url, d, args.per_file, args.lookups) for d in args.hourly_days]
+            for r in results:
+                _print_hourly(r)
+            save_results("history-merged", {"runs": results})
+            return 0
         n = args.messages
         t0 = int(time.time() * 1000) - int(args.days * DAY_MS)
         print(f"[bench] writing {n:,} messages into ~{args.files} files over {args.days:g} days", flush=True)
