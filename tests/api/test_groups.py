@@ -6,6 +6,9 @@ resets and deletion are refused while the group has members."""
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -207,3 +210,39 @@ def test_delete_removes_a_stopped_group(server: KafkaServerProcess) -> None:
     r = httpx.delete(f"{server.url}/v1/groups/to-delete", timeout=30)
     assert r.status_code == 200 and r.json() == {"group": "to-delete", "deleted": True, "offsets_deleted": 2}
     assert "to-delete" not in {g["group"] for g in httpx.get(f"{server.url}/v1/groups", timeout=30).json()}
+
+
+def cli(server: KafkaServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "api.cli.main", "groups", *args, "--url", server.url],
+                          capture_output=True, text=True, timeout=60, cwd=Path(__file__).parents[2])
+
+
+def test_cli_lists_describes_resets_and_deletes(server: KafkaServerProcess) -> None:
+    assert reset(server, "cli-group", to="offset", offset=2, topics=[TOPIC]).status_code == 200
+    listed = cli(server, "list")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines()[0].split() == ["GROUP", "STATE", "PROTOCOL_TYPE", "PROTOCOL", "MEMBERS",
+                                                     "COORDINATOR"]
+    assert ["cli-group", "Empty", "consumer", "0", "0"] in [line.split() for line in listed.stdout.splitlines()]
+    shown = cli(server, "describe", "cli-group")
+    assert shown.returncode == 0, shown.stderr
+    assert "state=Empty" in shown.stdout and f"lag={2 * (PER_PARTITION - 2)}" in shown.stdout
+    rows = [line.split() for line in shown.stdout.splitlines() if line.startswith(TOPIC)]
+    assert [r[:5] for r in rows] == [[TOPIC, "0", "2", str(PER_PARTITION), str(PER_PARTITION - 2)],
+                                     [TOPIC, "1", "2", str(PER_PARTITION), str(PER_PARTITION - 2)]]
+    dry = cli(server, "reset-offsets", "cli-group", "--to-earliest", "--topic", f"{TOPIC}:1", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert [line.split() for line in dry.stdout.splitlines()] == [
+        ["TOPIC", "PARTITION", "CURRENT_OFFSET", "NEW_OFFSET"], [TOPIC, "1", "2", "0"], ["dry", "run:", "nothing",
+                                                                                         "stored"]]
+    moved = cli(server, "reset-offsets", "cli-group", "--shift-by", "1", "--json")
+    assert moved.returncode == 0, moved.stderr
+    assert [r["new_offset"] for r in json.loads(moved.stdout)["offsets"]] == [3, 3]
+    described = json.loads(cli(server, "describe", "cli-group", "--json").stdout)
+    assert [r["committed_offset"] for r in described["offsets"]] == [3, 3]
+    bad = cli(server, "reset-offsets", "cli-group", "--to-datetime", "soon")
+    assert bad.returncode != 0 and "datetime is not a time" in bad.stderr
+    gone = cli(server, "delete", "cli-group")
+    assert gone.returncode == 0 and "True" in gone.stdout, gone.stderr
+    missing = cli(server, "describe", "cli-group")
+    assert missing.returncode != 0 and "404: group 'cli-group' does not exist" in missing.stderr
