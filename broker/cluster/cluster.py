@@ -92,7 +92,7 @@ class Cluster:
         root = getattr(getattr(index, "folders", None), "root", None)
         index_url = getattr(getattr(index, "config", None), "store_url", None)  # a rescue opens its own store
         self.failover = Failover(self.parts, self.membership, self.wal_store, dispatcher.enqueue_catch_up,
-                                 index_store=index_url,
+                                 index_store=index_url, index_retention_ms=getattr(config, "retention_ms", None),
                                  rescue_dir=None if root is None or index_url is None
                                  else Path(root).parent / "index-rescue")
         self.watcher = AssignmentWatcher(self.parts, sync_index, dispatcher.enqueue_catch_up, self.watch_interval_s,
@@ -221,7 +221,7 @@ class Cluster:
         ranges read first: a file counts as uploaded only if the list published after it has it)."""
         ranges = index.offset_ranges()
         files = index_file_rows(index)
-        publish_files(self.meta, self.node_id, files)
+        publish_files(self.meta, self.node_id, files, {loc: rs for loc, _state, rs in ranges})
         if self.parts.index_claims is not None:
             self.parts.index_claims.narrow(ranges, {f["location"] for f in files if f["state"] == "UPLOADED"})
 

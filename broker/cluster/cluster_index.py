@@ -53,10 +53,14 @@ def time_overlaps(row: list[Any], begin_ms: int, end_ms: int) -> bool:
     return row[2] >= begin_ms and row[1] <= end_ms
 
 
-def publish_files(meta: MetadataClient, node_id: int, files: list[dict[str, Any]]) -> None:
-    """Record this node's uploaded index files (store key, begin, newest and oldest store time) in the KV when
-    they changed."""
-    body = json.dumps(sorted((published_row(f["location"], f["begin_ms"], f["end_ms"], f.get("min_ms"))
+def publish_files(meta: MetadataClient, node_id: int, files: list[dict[str, Any]],
+                  ranges: dict[str, Any] | None = None) -> None:
+    """Record this node's uploaded index files (store key, begin, newest and oldest store time, and the offset
+    ranges when known: `ranges` maps a location to {(topic, partition): (lowest, highest)}) in the KV when they
+    changed."""
+    known = ranges or {}
+    body = json.dumps(sorted((published_row(f["location"], f["begin_ms"], f["end_ms"], f.get("min_ms"),
+                                            known.get(f["location"]))
                               for f in files if f["state"] == "UPLOADED"), key=lambda x: x[0]))
     key = f"{FILES_PREFIX}{node_id}"
     if meta.kv_get(key) != body:

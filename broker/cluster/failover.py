@@ -39,6 +39,7 @@ from broker.cluster.failover_history import (
     update_failover,
 )
 from broker.cluster.membership import Membership
+from broker.cluster.published_expiry import PublishedExpiry
 from broker.errors import Fenced
 from broker.metadata.image import OPENED
 from broker.metadata.leases import EXPIRED
@@ -47,9 +48,10 @@ from broker.partitions.index_claims import claims_key, read_claims
 from broker.partitions.index_rescue import publish_rescued, rebuild
 from broker.partitions.partition import Partition
 from broker.partitions.partition_map import PartitionMap, now_ms
+from broker.partitions.retention import data_is_live
 from broker.streams.object_wal import read_wal, wal_prefix
 from broker.streams.storage import decode_stream_record
-from storage_tier import BlobStore
+from storage_tier import BlobStore, open_store
 
 log = logging.getLogger("mqindex.broker.failover")
 
@@ -62,8 +64,11 @@ REPLAYS_PREFIX = "failover_replays/"
 class Failover:
     def __init__(self, parts: PartitionMap, membership: Membership, wal_store: BlobStore | None,
                  catch_up: Callable[[CatchUp], None], interval_s: float = 0.5, index_store: str | None = None,
-                 rescue_dir: Path | None = None, history_per_node: int = FAILOVER_HISTORY_PER_NODE) -> None:
+                 rescue_dir: Path | None = None, history_per_node: int = FAILOVER_HISTORY_PER_NODE,
+                 index_retention_ms: int | None = None) -> None:
         self.parts = parts
+        self.index_retention_ms = index_retention_ms  # --index-retention-ms: published files expire by it too
+        self.expiry: PublishedExpiry | None = None  # opened at the first look as the failover leader
         self.history_per_node = history_per_node  # failover reports kept per node id
         self.index_store = index_store  # URL of the store rescued index files go to (the nodes' index store)
         self.rescue_dir = rescue_dir  # local scratch space of a rescue
@@ -92,6 +97,7 @@ class Failover:
         alive = sorted(n.node_id for n in nodes if n.state == "alive")
         if not alive or alive[0] != me:
             return
+        self._expire_published(set(alive))
         lead = leaders(self.parts.meta, refresh=True)
         for n in nodes:
             if n.state != EXPIRED or n.node_id == me:
@@ -102,6 +108,17 @@ class Failover:
                       and n.node_id not in self._rescuing)
             if led or holds or (claims and self.rescue_dir is not None):
                 self.take_over(n.node_id, led, alive)
+
+    def _expire_published(self, alive: set[int]) -> None:
+        """Retention of the files of departed nodes and of index rescues (cluster/published_expiry.py)."""
+        if self.index_store is None:
+            return
+        if self.expiry is None:
+            parts = self.parts
+            self.expiry = PublishedExpiry(parts.meta, open_store(self.index_store),
+                                          lambda t, q, off: data_is_live(parts, t, q, off), self.index_retention_ms,
+                                          now_ms)
+        self.expiry.maybe_run(alive)
 
     def take_over(self, dead: int, led: list[Partition], alive: list[int]) -> dict[str, Any]:
         started = time.monotonic()

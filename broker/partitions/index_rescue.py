@@ -27,10 +27,16 @@ log = logging.getLogger("mqindex.broker.index_rescue")
 RESCUED_PREFIX = "index_rescued/"
 
 
-def published_row(location: str, begin_ms: int, end_ms: int, min_ms: int | None) -> list[Any]:
+def published_row(location: str, begin_ms: int, end_ms: int, min_ms: int | None,
+                  ranges: dict[tuple[str, int], tuple[int, int]] | None = None) -> list[Any]:
     """An index file as the published-files format has it (broker/cluster/cluster_index.py): [location, the oldest
-    store time it may hold (the earlier of its creation and its oldest entry), its newest store time]."""
-    return [location, begin_ms if min_ms is None else min(begin_ms, min_ms), end_ms]
+    store time it may hold (the earlier of its creation and its oldest entry), its newest store time], then, when
+    known, its offset ranges [[topic, partition, lowest, highest], ...] (its retention follows them, see
+    broker/cluster/published_expiry.py; readers of the first three fields read it as before)."""
+    row: list[Any] = [location, begin_ms if min_ms is None else min(begin_ms, min_ms), end_ms]
+    if ranges:
+        row.append([[t, q, lo, hi] for (t, q), (lo, hi) in sorted(ranges.items())])
+    return row
 
 
 def rebuild(parts: PartitionMap, ranges: list[CatchUp], work_dir: Path, store: str | None, prefix: str,
@@ -59,8 +65,9 @@ def rebuild(parts: PartitionMap, ranges: list[CatchUp], work_dir: Path, store: s
             if time.monotonic() > deadline:
                 raise TimeoutError(f"rescued index files not uploaded: {[f.location for f in files]}")
             time.sleep(0.2)
-        out = [published_row(f.location, f.begin_ms, f.end_ms if f.end_ms is not None else f.begin_ms, f.min_ms)
-               for f in files]
+        known = {loc: rs for loc, _state, rs in svc.offset_ranges()}
+        out = [published_row(f.location, f.begin_ms, f.end_ms if f.end_ms is not None else f.begin_ms, f.min_ms,
+                             known.get(f.location)) for f in files]
     finally:
         svc.close()
     shutil.rmtree(work_dir, ignore_errors=True)
