@@ -188,6 +188,10 @@ def run(args: argparse.Namespace) -> int:
         kafka.start()
     app = app_for_node(settings, node)
     app.state.kafka_context = kafka.ctx if kafka is not None else None  # consumer groups (api/http/group_routes.py)
+    if kafka is not None:
+        from api.http.group_metrics import GroupLagCollector
+
+        app.state.metrics.registry.register(GroupLagCollector(kafka.ctx))  # mqindex_group_lag
     # readiness (/healthz/ready) is also false while the object store or the shared WAL's store does not answer
     watch = StoreWatch({WATCHED[flag]: url for flag, url in shared_stores(settings).items()},
                        READINESS_PROBE_S).start()

@@ -246,3 +246,13 @@ def test_cli_lists_describes_resets_and_deletes(server: KafkaServerProcess) -> N
     assert gone.returncode == 0 and "True" in gone.stdout, gone.stderr
     missing = cli(server, "describe", "cli-group")
     assert missing.returncode != 0 and "404: group 'cli-group' does not exist" in missing.stderr
+
+
+def test_metrics_export_each_partition_lag(server: KafkaServerProcess) -> None:
+    assert reset(server, "metered", to="offset", offset=1, topics=[f"{TOPIC}:0"]).status_code == 200
+    assert reset(server, "metered", to="latest", topics=[f"{TOPIC}:1"]).status_code == 200
+    text = httpx.get(f"{server.url}/metrics", timeout=30).text
+    lag = {line.split("{")[1].split("}")[0]: float(line.rsplit(" ", 1)[1])
+           for line in text.splitlines() if line.startswith("mqindex_group_lag{") and 'group="metered"' in line}
+    assert lag == {f'group="metered",partition="0",topic="{TOPIC}"': PER_PARTITION - 1,
+                   f'group="metered",partition="1",topic="{TOPIC}"': 0}

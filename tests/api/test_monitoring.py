@@ -12,7 +12,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.api.server import ServerProcess
+from tests.api.server import ServerProcess, free_port
 
 MONITORING = Path(__file__).resolve().parents[2] / "docs" / "monitoring"
 METRIC = re.compile(r"\bmqindex_[a-z0-9_]+")
@@ -41,7 +41,8 @@ def alert_rules() -> list[dict[str, object]]:
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
     """Sample name -> label names, from a real server that has served requests, written and indexed."""
-    server = ServerProcess(tmp_path_factory.mktemp("monitoring") / "data").start()
+    server = ServerProcess(tmp_path_factory.mktemp("monitoring") / "data", "--kafka-listener",
+                           f"127.0.0.1:{free_port()}").start()  # with a listener: consumer group lag
     try:
         url = server.url
         assert httpx.post(f"{url}/v1/topics", json={"name": "orders", "partitions": 1}).status_code == 201
@@ -49,6 +50,8 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
         assert r.status_code == 200
         assert httpx.get(f"{url}/v1/messages", params={"topic": "orders", "key": "k"}).status_code == 200
         assert httpx.get(f"{url}/v1/topics/orders/partitions/0/messages").status_code == 200
+        r = httpx.post(f"{url}/v1/groups/readers/offsets", json={"to": "offset", "offset": 2, "topics": ["orders"]})
+        assert r.status_code == 200, r.text
         text = httpx.get(f"{url}/metrics").text
     finally:
         server.stop()
