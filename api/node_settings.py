@@ -22,6 +22,7 @@ class NodeSetting:
     help: str
     target: str  # BrokerNode.open argument, "index.<ServiceConfig field>", "compaction.<...>" or "metadata.<...>"
     minimum: float = 0
+    maximum: float | None = None
 
 
 NODE_SETTINGS: tuple[NodeSetting, ...] = (
@@ -41,6 +42,8 @@ NODE_SETTINGS: tuple[NodeSetting, ...] = (
                 "block_cache_bytes", 0),
     NodeSetting("max_cache_bytes", int, None, "log cache bytes before produce waits for uploads "
                 "(unset: max(4 x upload_threshold, 256 MiB))", "max_cache_bytes", 1),
+    NodeSetting("failover_history_per_node", int, 20, "failover reports kept per node id (GET /v1/cluster/failovers)",
+                "failover_history_per_node", 1),
     NodeSetting("read_your_writes_s", float, 5.0, "seconds a key lookup waits for earlier records to be indexed",
                 "read_your_writes_s", 0),
     NodeSetting("index_slots", int, 262_144, "hash slots of each index file", "index.slots", 1),
@@ -57,6 +60,21 @@ NODE_SETTINGS: tuple[NodeSetting, ...] = (
     NodeSetting("index_filter_cache_bytes", int, 64 * MIB, "bytes of index key filters held in memory (least "
                 "recently used dropped first; a filter not held is read from local disk or the store)",
                 "index.filter_cache_bytes", 0),
+    # index_service/merging.py: uploaded index files merged in tiers as they age
+    NodeSetting("index_merge_tiers", int, 2, "tiers uploaded index files are merged into as they age: 0 none, "
+                "1 a closed UTC day into one file, 2 also a closed week into one", "index.merge_tier_count", 0, 2),
+    NodeSetting("index_merge_settle_ms", int, 3_600_000, "a closed window is merged once it ended this long ago",
+                "index.merge_settle_ms", 0),
+    NodeSetting("index_merge_min_files", int, 2, "a closed window is merged once it holds this many files",
+                "index.merge_min_files", 2),
+    NodeSetting("index_merge_max_inputs", int, 32, "index files merged in one step at most",
+                "index.merge_max_inputs", 2),
+    NodeSetting("index_merge_max_items", int, 16_000_000, "entries of one merged index file at most",
+                "index.merge_max_items", 1),
+    NodeSetting("index_merge_window_bytes", int, 8 * MIB, "read buffers of one merge, split between its inputs",
+                "index.merge_window_bytes", 1),
+    NodeSetting("index_merge_grace_ms", int, 600_000, "a merge's inputs are deleted from the store this long after "
+                "the merged file replaced them", "index.merge_grace_ms", 0),
     # broker/compaction (CompactionConfig): stream set object and stream object compaction
     NodeSetting("compaction_interval_s", float, 300.0, "seconds between compaction cycles (0: none but on request)",
                 "compaction.interval_s", 0),
@@ -109,6 +127,8 @@ def coerce(s: NodeSetting, value: Any) -> int | float | None:
         raise ConfigError(f"{s.name} must be an integer, got {value!r}")
     if v < s.minimum:
         raise ConfigError(f"{s.name} must be >= {s.minimum}, got {v}")
+    if s.maximum is not None and v > s.maximum:
+        raise ConfigError(f"{s.name} must be <= {s.maximum}, got {v}")
     return v
 
 
@@ -126,6 +146,10 @@ def open_kwargs(values: dict[str, Any]) -> dict[str, Any]:
             metadata[s.target.removeprefix("metadata.")] = v
         elif s.target.startswith("compaction."):
             compaction[s.target.removeprefix("compaction.")] = v
+        elif s.target == "index.merge_tier_count":
+            from index_service.config import DAY_MS, WEEK_MS
+
+            index["merge_tiers_ms"] = (DAY_MS, WEEK_MS)[:int(v)]
         elif s.target.startswith("index."):
             if v is not None or s.default is None:
                 index[s.target.removeprefix("index.")] = v

@@ -24,6 +24,7 @@ from broker import overview  # the console's read-only views
 from broker.cluster.cluster import Cluster
 from broker.cluster.cluster_index import index_file_rows
 from broker.cluster.failover import failover_reports
+from broker.cluster.failover_history import FAILOVER_HISTORY_PER_NODE
 from broker.cluster.key_lookup import NodeLookups
 from broker.cluster.membership import DEFAULT_LEASE_MS, Membership
 from broker.compaction import CompactionConfig, Compactor
@@ -89,7 +90,8 @@ class BrokerNode:
              http_address: str | None = None, kafka_address: str | None = None, lease_ms: int = DEFAULT_LEASE_MS,
              cluster_token: str | None = None, clock: Callable[[], int] | None = None,
              compaction: CompactionConfig | None = None, min_free_bytes: int | None = None,
-             wal_url: str | None = None, metadata_options: dict[str, Any] | None = None) -> BrokerNode:
+             wal_url: str | None = None, metadata_options: dict[str, Any] | None = None,
+             failover_history_per_node: int = FAILOVER_HISTORY_PER_NODE) -> BrokerNode:
         """Open (recovering) the node whose local state is in `data_dir` (`wal/`, `index/`), objects in
         `store_url`, controller metadata at `metadata_url` (sqlite:///... or postgresql://...). Every setting
         is described in docs/OPERATIONS.md; index_config: IndexService options ("store" overrides its store).
@@ -119,7 +121,8 @@ class BrokerNode:
             retention_bytes=retention_bytes, maintenance_interval_s=maintenance_interval_s,
             block_cache_bytes=block_cache_bytes,
             max_cache_bytes=max_cache_bytes or max(4 * upload_threshold, 256 << 20),
-            read_your_writes_s=read_your_writes_s, metadata_snapshot_every_records=meta.snapshot_every_records,
+            read_your_writes_s=read_your_writes_s, failover_history_per_node=failover_history_per_node,
+            metadata_snapshot_every_records=meta.snapshot_every_records,
             metadata_snapshot_interval_s=meta.snapshot_interval_s, metadata_snapshots_kept=meta.snapshots_kept,
             **{f"compaction_{k}": v for k, v in dataclasses.asdict(compaction or CompactionConfig()).items()})
         node.compactor = Compactor(store, meta, compaction)  # broker/compaction: started with the other threads
@@ -128,7 +131,8 @@ class BrokerNode:
             wal_dir, wal_store = node._wal_location(wal_url)
             node._start(dict(index_config or {}), store_url, dict(http=http_address, kafka=kafka_address,
                                                                    lease_ms=lease_ms, token=cluster_token,
-                                                                   wal_store=wal_store), dict(
+                                                                   wal_store=wal_store,
+                                                                   failover_history=failover_history_per_node), dict(
                 wal_dir=wal_dir, wal_store=wal_store,
                 upload_threshold=upload_threshold, upload_interval_s=upload_interval_s, so_threshold=so_threshold,
                 block_cache_bytes=block_cache_bytes,

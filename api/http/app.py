@@ -20,7 +20,7 @@ from api.http.console_routes import router as console_router
 from api.http.group_routes import router as group_router
 from api.http.health import Readiness
 from api.http.index_admin_routes import router as index_admin_router
-from api.http.metrics import FilterMemoryCollector, Metrics
+from api.http.metrics import FilterMemoryCollector, MergeCollector, Metrics
 from api.http.models import MAX_REQUEST_BYTES
 from api.http.produce_lane import ProduceLane
 from api.http.request_metrics import RequestMetrics
@@ -109,6 +109,9 @@ def app_for_node(settings: Settings, node: BrokerNode) -> FastAPI:
         metrics.registry.register(LookupCollector(stats))
     holders = {"local": getattr(node.index, "filters", None),
                "published": getattr(getattr(getattr(node, "cluster", None), "index", None), "filters", None)}
+    merger = getattr(getattr(node.index, "background", None), "merger", None)
+    if merger is not None:
+        metrics.registry.register(MergeCollector(merger.stats))
     metrics.registry.register(FilterMemoryCollector({k: v for k, v in holders.items() if v is not None}))
 
     def readiness() -> str | None:

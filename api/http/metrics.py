@@ -86,6 +86,24 @@ class FilterMemoryCollector(Collector):
         yield limit
 
 
+class MergeCollector(Collector):
+    """The index's tier merges (index_service/merging.py): merged files made, input files merged, bytes written,
+    and the files waiting in closed windows as of the last merge cycle."""
+
+    def __init__(self, stats: Any) -> None:
+        self.stats = stats
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        s = self.stats
+        yield CounterMetricFamily("mqindex_index_merges", "Merged index files made", value=s.merges)
+        yield CounterMetricFamily("mqindex_index_merged_inputs", "Index files replaced by merged files",
+                                  value=s.files_merged)
+        yield CounterMetricFamily("mqindex_index_merge_bytes", "Bytes of merged index files written",
+                                  value=s.bytes_written)
+        yield GaugeMetricFamily("mqindex_index_merge_backlog_files", "Index files waiting in closed windows to be "
+                                "merged, as of the last merge cycle", value=s.backlog)
+
+
 class DiskCollector(Collector):
     """Free bytes and the free-space floor of each data path, and whether writes are refused for lack of disk."""
 

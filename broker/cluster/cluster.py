@@ -22,6 +22,7 @@ from typing import Any
 from broker.cluster.assignment import PREFIX, Move, leaders, plan_rebalance, set_leaders, spread
 from broker.cluster.cluster_index import ClusterIndex, index_file_rows, publish_files
 from broker.cluster.failover import Failover
+from broker.cluster.failover_history import FAILOVER_HISTORY_PER_NODE
 from broker.cluster.handoff import hand_off
 from broker.cluster.membership import Membership
 from broker.cluster.peers import Peers
@@ -42,7 +43,8 @@ log = logging.getLogger("mqindex.broker.cluster")
 
 class Cluster:
     def __init__(self, parts: PartitionMap, meta: MetadataClient, membership: Membership, *, token: str | None = None,
-                 watch_interval_s: float = 0.1, wal_store: Any = None) -> None:
+                 watch_interval_s: float = 0.1, wal_store: Any = None,
+                 failover_history: int = FAILOVER_HISTORY_PER_NODE) -> None:
         """membership: this node's lease, started already: a node takes it right after it registers its new epoch
         in the metadata, before it reads its WAL (which can take longer than a lease; until then the lease row
         shows the previous incarnation's epoch, expired, and a survivor would fence the new incarnation)."""
@@ -51,6 +53,7 @@ class Cluster:
         self.node_id = membership.node_id
         self.watch_interval_s = watch_interval_s
         self.wal_store = wal_store  # the shared WAL's store (None: local WALs)
+        self.failover_history = failover_history  # failover reports kept per node id
         self.failover: Failover | None = None
         self.membership = membership
         membership.on_fenced = self._lease_lost
@@ -93,6 +96,7 @@ class Cluster:
         index_url = getattr(getattr(index, "config", None), "store_url", None)  # a rescue opens its own store
         self.failover = Failover(self.parts, self.membership, self.wal_store, dispatcher.enqueue_catch_up,
                                  index_store=index_url, index_retention_ms=getattr(config, "retention_ms", None),
+                                 history_per_node=self.failover_history,
                                  rescue_dir=None if root is None or index_url is None
                                  else Path(root).parent / "index-rescue")
         self.watcher = AssignmentWatcher(self.parts, sync_index, dispatcher.enqueue_catch_up, self.watch_interval_s,

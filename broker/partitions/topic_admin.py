@@ -28,4 +28,6 @@ def effective_config(node_settings: dict[str, Any], index_config: object) -> dic
             v = getattr(index_config, f.name)
             if v is None or isinstance(v, (bool, int, float, str)):
                 index[f.name] = v
+            elif isinstance(v, tuple) and all(isinstance(x, int) for x in v):
+                index[f.name] = list(v)  # the merge tiers' spans
     return {"broker": dict(node_settings), "index": index}

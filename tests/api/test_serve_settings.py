@@ -91,3 +91,26 @@ def test_every_setting_is_documented_with_its_default() -> None:
     for s in NODE_SETTINGS:
         assert s.name in rows, f"{s.name} is not in the settings table of docs/OPERATIONS.md"
         assert rows[s.name] == ("unset" if s.default is None else str(s.default)), s.name
+
+
+def test_filter_merge_and_failover_history_settings_reach_the_node(tmp_path: Path) -> None:
+    server = ServerProcess(
+        tmp_path / "data", "--index-filter-cache-bytes", "123456", "--index-merge-tiers", "1",
+        "--index-merge-grace-ms", "5000", "--failover-history-per-node", "3",
+        env={"MQINDEX_TOKENS": TOKENS, "MQINDEX_INDEX_MERGE_MAX_INPUTS": "4"})
+    server.start()
+    try:
+        eff = httpx.get(server.url + "/v1/config", headers=AUTH).json()
+        ix, b = eff["index"], eff["broker"]
+        assert (ix["filter_cache_bytes"], ix["merge_tiers_ms"], ix["merge_grace_ms"], ix["merge_max_inputs"]) == \
+            (123456, [86_400_000], 5000, 4)
+        assert b["failover_history_per_node"] == 3
+    finally:
+        assert server.stop() == 0
+    mqindex = str(Path(sys.executable).parent / "mqindex")
+    for flag, value, says in (("--index-merge-tiers", "3", "index_merge_tiers must be <= 2"),
+                              ("--index-merge-min-files", "1", "index_merge_min_files must be >= 2")):
+        r = subprocess.run([mqindex, "serve", "--data-dir", str(tmp_path / "bad"), flag, value],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0 and says in r.stderr, r.stderr
+        assert not (tmp_path / "bad").exists()
