@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 POINTS = ["merge:scratch-written", "merge:uploaded", "merge:filter-written", "merge:committed", "merge:swapped",
           "merge:done", "merge:inputs-deleted", "merge:released"]
 LOOKUPS = [(f"k{i}", m, 0, None) for i in range(7) for m in (1, 5, 1000)] + [
-    (f"u{i}", 3, 0, None) for i in range(0, 150, 11)] + [("k3", 1000, T0 + DAY // 2, T0 + 2 * DAY), ("nope", 5, 0, None)]
+    (f"u{i}", 3, 0, None) for i in range(0, 150, 11)] + [
+    ("k3", 1000, T0 + DAY // 2, T0 + 2 * DAY), ("nope", 5, 0, None)]
 
 
 def _kill_at(data: Path, url: str, now: int, point: str) -> None:
