@@ -16,8 +16,9 @@ import logging
 from broker.compaction.config import CompactionConfig
 from broker.compaction.report import CompactionReport
 from broker.errors import Fenced, MetadataError, ObjectFormatError
-from broker.metadata.client import CompactedStreamObject, MetadataClient
+from broker.metadata.client import MetadataClient
 from broker.metadata.image import OPENED, StreamMeta, StreamObjectMeta
+from broker.metadata.requests import CompactedStreamObject
 from broker.objects.format import FOOTER_SIZE, Footer, IndexEntry
 from broker.objects.reader import ObjectReader
 from storage_tier import BlobStore

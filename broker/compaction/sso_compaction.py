@@ -35,8 +35,9 @@ from broker.compaction.plan import (
 )
 from broker.compaction.report import CompactionReport
 from broker.errors import MetadataError
-from broker.metadata.client import CompactedStreamObject, CompactedStreamSetObject, MetadataClient
+from broker.metadata.client import MetadataClient
 from broker.metadata.image import StreamMeta, StreamSetObjectMeta
+from broker.metadata.requests import CompactedStreamObject, CompactedStreamSetObject
 from broker.objects.format import IndexEntry, decode_block
 from broker.objects.reader import ObjectReader
 from broker.objects.writer import ObjectWriter

@@ -1,14 +1,14 @@
 """Controller metadata: a log of records in SQLite or PostgreSQL replayed into an in-memory image."""
 
-from broker.metadata.client import (
+from broker.metadata.client import MetadataClient
+from broker.metadata.image import MetadataImage, ObjectLookup, ObjectRef, StreamMeta
+from broker.metadata.requests import (
     CleanupResult,
     CommitRange,
-    MetadataClient,
     SnapshotResult,
     StreamObjectCommit,
     StreamSetObjectCommit,
 )
-from broker.metadata.image import MetadataImage, ObjectLookup, ObjectRef, StreamMeta
 from broker.metadata.snapshot import SnapshotDamaged
 
 __all__ = [

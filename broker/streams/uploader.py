@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from broker.errors import MetadataError
-from broker.metadata.client import CommitRange, MetadataClient, StreamObjectCommit, StreamSetObjectCommit
+from broker.metadata.client import MetadataClient
+from broker.metadata.requests import CommitRange, StreamObjectCommit, StreamSetObjectCommit
 from broker.objects.format import DEFAULT_BLOCK_SIZE, StreamRecord
 from broker.objects.writer import ObjectWriter
 from storage_tier import BlobStore

@@ -15,7 +15,8 @@ import pytest
 from broker.compaction import CompactionConfig, CompactionReport, Compactor
 from broker.compaction.plan import READ_THREADS, memory_budget
 from broker.errors import Fenced
-from broker.metadata.client import CompactedStreamObject, MetadataClient
+from broker.metadata.client import MetadataClient
+from broker.metadata.requests import CompactedStreamObject
 from storage_tier import open_store
 from tests.broker.compaction_helpers import open_streams, read_stream, upload_rounds
 
