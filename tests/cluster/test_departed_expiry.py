@@ -13,18 +13,16 @@ from typing import Any
 
 import pytest
 
-from broker.cluster.cluster_index import FILES_PREFIX, ClusterIndex, index_file_rows, publish_files
-from broker.cluster.membership import Membership
-from broker.cluster.peers import Peers
+from broker.cluster.cluster_index import FILES_PREFIX, index_file_rows, publish_files
 from broker.cluster.published_expiry import PublishedExpiry
 from broker.metadata import MetadataClient
-from broker.metadata.leases import LeaseTable
 from broker.partitions.index_rescue import RESCUED_PREFIX, published_row
 from index_file.key_filter import FILTER_SUFFIX
 from index_service import IndexService
 from storage_tier import open_store
 from storage_tier.seaweedfs_server import SeaweedFS
 from tests.cluster.harness import TOPIC
+from tests.cluster.test_index_file_times import node0_lookups
 from tests.index_service.helpers import ManualClock
 
 HOUR_MS = 3_600_000
@@ -91,17 +89,7 @@ def test_departed_and_rescued_files_expire_by_retention(
     closing.append(store)
     assert all(store.exists(k) and store.exists(k + FILTER_SUFFIX) for k in every)
 
-    local = IndexService.open(tmp_path / "node0", store=store_url, remote_prefix="index-node-0/", clock=clock,
-                              maintain_interval_s=0)
-    closing.append(local)
-    meta0 = MetadataClient(meta_url, 0)
-    closing.append(meta0)
-    leases = LeaseTable(meta_url)
-    closing.append(leases)
-    peers = Peers()
-    closing.append(peers)
-    index = ClusterIndex(0, local.query, Membership(leases, 0, 0, None, None), peers, meta0, local.store)
-    closing.append(index)
+    index, meta0 = node0_lookups(tmp_path, store_url, meta_url, clock, closing)
 
     def found() -> list[tuple[int, int]]:
         meta0.catch_up()

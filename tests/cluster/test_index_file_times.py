@@ -41,6 +41,24 @@ def closing() -> Iterator[list[Any]]:
         obj.close()
 
 
+def node0_lookups(tmp_path: Path, store_url: str, meta_url: str, clock: ManualClock, closing: list[Any]
+                  ) -> tuple[ClusterIndex, MetadataClient]:
+    """Node 0's cluster-wide key lookups (its own empty index, no lease, no peers): the files other nodes
+    published are read from the store. Everything opened is closed by `closing`."""
+    local = IndexService.open(tmp_path / "node0", store=store_url, remote_prefix="index-node-0/", clock=clock,
+                              maintain_interval_s=0)
+    closing.append(local)
+    meta0 = MetadataClient(meta_url, 0)
+    closing.append(meta0)
+    leases = LeaseTable(meta_url)
+    closing.append(leases)
+    peers = Peers()
+    closing.append(peers)
+    index = ClusterIndex(0, local.query, Membership(leases, 0, 0, None, None), peers, meta0, local.store)
+    closing.append(index)
+    return index, meta0
+
+
 def test_a_departed_nodes_published_file_answers_for_entries_older_than_the_file(
         tmp_path: Path, seaweedfs: SeaweedFS, pg_url: Callable[[], str], closing: list[Any]) -> None:
     meta_url = pg_url()
@@ -63,17 +81,7 @@ def test_a_departed_nodes_published_file_answers_for_entries_older_than_the_file
     publish_files(meta7, 7, index_file_rows(dead))
     dead.close()  # node 7 is gone (it never held a lease): its published files are read from the store
 
-    local = IndexService.open(tmp_path / "node0", store=store_url, remote_prefix="index-node-0/", clock=clock,
-                              maintain_interval_s=0)
-    closing.append(local)
-    meta0 = MetadataClient(meta_url, 0)
-    closing.append(meta0)
-    leases = LeaseTable(meta_url)
-    closing.append(leases)
-    peers = Peers()
-    closing.append(peers)
-    index = ClusterIndex(0, local.query, Membership(leases, 0, 0, None, None), peers, meta0, local.store)
-    closing.append(index)
+    index, meta0 = node0_lookups(tmp_path, store_url, meta_url, clock, closing)
 
     def offsets(begin_ms: int, end_ms: int | None, max_count: int = 64) -> list[int]:
         meta0.catch_up()
@@ -170,17 +178,7 @@ def test_a_departed_nodes_published_files_are_read_only_where_their_key_filter_h
     publish_files(meta7, 7, index_file_rows(dead))
     dead.close()
 
-    local = IndexService.open(tmp_path / "node0", store=store_url, remote_prefix="index-node-0/", clock=clock,
-                              maintain_interval_s=0)
-    closing.append(local)
-    meta0 = MetadataClient(meta_url, 0)
-    closing.append(meta0)
-    leases = LeaseTable(meta_url)
-    closing.append(leases)
-    peers = Peers()
-    closing.append(peers)
-    index = ClusterIndex(0, local.query, Membership(leases, 0, 0, None, None), peers, meta0, local.store)
-    closing.append(index)
+    index, meta0 = node0_lookups(tmp_path, store_url, meta_url, clock, closing)
     meta0.catch_up()
 
     hits = index.query(TOPIC, "key-7-3", 10, 0, None)
