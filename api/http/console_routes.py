@@ -6,31 +6,50 @@
     GET /v1/console/index                 index files with their upload lag
     GET /v1/console/node                  this node: WAL bytes not yet uploaded, disk and failure state
     GET /v1/console/session               the caller's scopes (the page disables the actions it may not take)
+    GET /v1/console/offset?topic=T&partition=P&time=  the first offset stored at or after a time (the message
+                                          browser's "from a time"); the end offset when none is
+    GET /console/{name}.js                the console's scripts (api/web/*.js), like the page itself without a token
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from api.http.auth import principal, require
 from api.http.errors import as_http, client_error
 from api.http.models import TOPIC_PATTERN
-from api.http.routes import ERRORS
+from api.http.routes import ERRORS, TIME_FORMS
+from api.http.store_time import StoreTime
 from api.security.principals import SCOPES
 from broker import overview
+from broker.partitions.client_reads import offset_for_time
 from broker.partitions.topic_errors import InvalidTopicName
 from broker.partitions.topics import validate_topic_name
 
 router = APIRouter(responses=ERRORS, tags=["console"])
+WEB = Path(__file__).parent.parent / "web"
+SCRIPTS = {f.stem: f.read_text() for f in sorted(WEB.glob("*.js"))}  # read once, as the page is
+
+
+def _check_topic(topic: str) -> None:
+    try:  # '.' and '..' pass the pattern; the broker's refusal would name its own field
+        validate_topic_name(topic)
+    except InvalidTopicName as exc:
+        raise HTTPException(400, detail={"error": str(exc), "field": "topic"}) from exc
 
 
 async def _node_call(request: Request, name: str, *args: Any) -> Any:
     fn = getattr(request.app.state.backend, name, None)
     if fn is None:
         raise client_error("console", "this server has no broker node to describe", status=404)
+    return await _node_call_fn(fn, *args)
+
+
+async def _node_call_fn(fn: Any, *args: Any) -> Any:
     try:
         return await run_in_threadpool(fn, *args)
     except Exception as exc:
@@ -46,10 +65,7 @@ async def console_partitions(request: Request,
     """Every partition (of `topic`, or all): leader node and leader epoch, stream epoch, start/end offsets,
     bytes in object storage (stream objects exactly, a share of each stream set object by offsets)."""
     if topic is not None:
-        try:  # '.' and '..' pass the pattern; the broker's refusal would name its own field
-            validate_topic_name(topic)
-        except InvalidTopicName as exc:
-            raise HTTPException(400, detail={"error": str(exc), "field": "topic"}) from exc
+        _check_topic(topic)
     return {"partitions": await _node_call(request, "partitions_overview", topic)}
 
 
@@ -70,6 +86,36 @@ async def console_index(request: Request) -> dict[str, Any]:
 async def console_node(request: Request) -> dict[str, Any]:
     """This node: its id, WAL bytes not yet uploaded, the out-of-disk path and failure, if any."""
     return await _node_call(request, "node_overview")  # type: ignore[no-any-return]
+
+
+@router.get("/v1/console/offset", dependencies=[Depends(require("read"))])
+async def console_offset(request: Request, topic: Annotated[str, Query(pattern=TOPIC_PATTERN)],
+                         partition: Annotated[int, Query(ge=0)],
+                         time: Annotated[StoreTime, Query(description=f"store time: {TIME_FORMS}")]
+                         ) -> dict[str, Any]:
+    """The first offset of the partition whose message was stored at or after `time` (and its time); the
+    partition's end offset (`timestamp` null) when every message is older."""
+    _check_topic(topic)
+    node = request.app.state.backend
+    parts = getattr(node, "partitions", None)
+    if parts is None:
+        raise client_error("console", "this server has no broker node to describe", status=404)
+
+    def find() -> dict[str, Any]:
+        p = parts.partition(parts.topic(topic), partition)
+        offset, stamp = offset_for_time(parts, p, time)
+        if offset < 0:
+            return {"offset": parts.bounds(p)[1], "timestamp": None}
+        return {"offset": offset, "timestamp": stamp}
+
+    return await _node_call_fn(find)
+
+
+@router.get("/console/{name}.js", include_in_schema=False)
+async def console_script(name: str) -> Response:
+    if name not in SCRIPTS:
+        raise client_error("name", f"{name}.js: no such console script", status=404)
+    return Response(SCRIPTS[name], media_type="text/javascript")
 
 
 @router.get("/v1/console/session")

@@ -1,0 +1,180 @@
+"use strict";
+// The topic page: each partition's start/end offsets, leader and bytes, the topic's configs, a message browser
+// (one partition or all, from an offset, a time or the newest N; next and previous pages; a live tail that polls
+// the HTTP fetch) and a produce form. Uses the page's helpers (api, post, fillTable, loaders, show, showDetail).
+let browseTopic = null, bounds = {};  // the topic shown; partition -> {start, end} as last read
+let pageStart = null, pageNext = null;  // partition -> first offset shown / offset after the last shown
+let tailing = null;  // the live tail's timer, null when off
+const TAIL_EVERY_MS = 500, TAIL_ROWS = 500;
+
+function openTopic(name) {
+  if (browseTopic !== name) { pageStart = pageNext = null; fillTable("browse-table", []); }
+  browseTopic = name;
+  history.replaceState(null, "", "?page=topic&topic=" + encodeURIComponent(name) + location.hash);
+  return show("topic");
+}
+
+async function readBounds() {
+  const parts = (await api("/v1/console/partitions?topic=" + encodeURIComponent(browseTopic))).partitions;
+  bounds = {};
+  for (const p of parts) bounds[p.partition] = { start: p.start_offset, end: p.end_offset };
+  return parts;
+}
+
+loaders.topic = async function () {
+  if (!browseTopic) throw new Error("no topic chosen: click a topic's name on the Topics page");
+  $("topic-title").textContent = browseTopic;
+  const [detail, parts] = await Promise.all([api("/v1/topics/" + encodeURIComponent(browseTopic)), readBounds()]);
+  fillTable("topic-partitions", parts.map((p) => [p.partition, p.start_offset, p.end_offset, p.leader ?? "none",
+                                                  fmtBytes(p.bytes)]));
+  fillTable("topic-configs", Object.entries(detail.configs).map(([k, c]) => [k, c.value, c.source]));
+  const select = $("browse-partition"), chosen = select.value;
+  select.innerHTML = '<option value="all">all</option>';
+  for (const p of parts) select.add(new Option(String(p.partition), String(p.partition)));
+  select.value = parts.some((p) => String(p.partition) === chosen) ? chosen : "all";
+  if (pageStart === null) await browse();
+};
+
+function chosenPartitions() {
+  const v = $("browse-partition").value;
+  return v === "all" ? Object.keys(bounds).map(Number) : [Number(v)];
+}
+function pageSize() { return Math.max(1, Math.min(1000, Number($("browse-n").value) || 20)); }
+async function fetchFrom(partition, offset, max) {
+  const q = `offset=${offset}&max=${max}`;
+  const body = await api(`/v1/topics/${encodeURIComponent(browseTopic)}/partitions/${partition}/messages?${q}`);
+  return body.messages;
+}
+function byTime(a, b) { return a.timestamp - b.timestamp || a.partition - b.partition || a.offset - b.offset; }
+
+// a page forward from `from` (partition -> offset): the first N messages by store time
+async function pageForward(from) {
+  const n = pageSize(), parts = Object.keys(from).map(Number);
+  const got = await Promise.all(parts.map((p) => from[p] < bounds[p].end ? fetchFrom(p, from[p], n) : []));
+  const shown = got.flat().sort(byTime).slice(0, n);
+  const next = { ...from };
+  for (const m of shown) next[m.partition] = Math.max(next[m.partition], m.offset + 1);
+  drawPage(shown, { ...from }, next);
+}
+// a page back from `before` (partition -> offset): the last N messages by store time before those offsets
+async function pageBack(before) {
+  const n = pageSize(), parts = Object.keys(before).map(Number);
+  const got = await Promise.all(parts.map(async (p) => {
+    const lo = Math.max(bounds[p].start, before[p] - n);
+    return before[p] > lo ? (await fetchFrom(p, lo, before[p] - lo)).filter((m) => m.offset < before[p]) : [];
+  }));
+  const shown = got.flat().sort(byTime).slice(-n);
+  const start = { ...before };
+  for (const m of shown) start[m.partition] = Math.min(start[m.partition], m.offset);
+  drawPage(shown, start, { ...before });
+}
+function drawPage(messages, start, next) {
+  pageStart = start; pageNext = next;
+  const tbody = $("browse-table").tBodies[0]; tbody.innerHTML = "";
+  for (const m of messages) addBrowseRow(m);
+  $("browse-empty").style.display = messages.length ? "none" : "block";
+  const ps = Object.keys(start).map(Number);
+  $("browse-prev").disabled = ps.every((p) => start[p] <= bounds[p].start);
+  $("browse-next").disabled = ps.every((p) => next[p] >= bounds[p].end);
+  $("browse-status").textContent = messages.length ? `${messages.length} message(s): `
+    + ps.filter((p) => next[p] > start[p]).map((p) => `partition ${p} offsets ${start[p]}-${next[p] - 1}`).join(", ")
+    : "no messages";
+}
+function addBrowseRow(m, fresh = false) {
+  const tr = $("browse-table").tBodies[0].insertRow();
+  const headers = Object.entries(m.headers).map(([k, v]) => `${k}: ${v}`).join(", ");
+  for (const v of [m.partition, m.offset, fmtTime(m.timestamp), m.key ?? "", headers]) tr.insertCell().textContent = v;
+  const cell = tr.insertCell(); cell.className = "preview"; cell.textContent = preview(m);
+  if (fresh) tr.className = "fresh";
+  tr.addEventListener("click", () => showDetail(m));
+}
+
+async function browse() {
+  await readBounds();
+  const parts = chosenPartitions(), at = $("browse-at").value.trim(), mode = $("browse-from").value;
+  const pos = {};
+  if (mode === "newest") {
+    for (const p of parts) pos[p] = bounds[p].end;
+    return pageBack(pos);
+  }
+  if (!at) throw new Error(mode === "offset" ? "Enter the offset to read from." : "Enter the time to read from (ISO 8601).");
+  if (mode === "offset") {
+    if (!/^\d+$/.test(at)) throw new Error(`offset: ${at} is not a whole number`);
+    for (const p of parts) pos[p] = Math.min(Math.max(Number(at), bounds[p].start), bounds[p].end);
+  } else {
+    const q = (p) => `/v1/console/offset?topic=${encodeURIComponent(browseTopic)}&partition=${p}&time=${encodeURIComponent(at)}`;
+    const found = await Promise.all(parts.map((p) => api(q(p))));
+    parts.forEach((p, i) => { pos[p] = found[i].offset; });
+  }
+  return pageForward(pos);
+}
+async function browseAction(fn) {
+  $("topic-error").textContent = "";
+  try { await fn(); } catch (e) { $("topic-error").textContent = e.message; }
+}
+$("browse-form").addEventListener("submit", (ev) => { ev.preventDefault(); stopTail(); browseAction(browse); });
+$("browse-next").addEventListener("click", () => browseAction(async () => { await readBounds(); await pageForward(pageNext); }));
+$("browse-prev").addEventListener("click", () => browseAction(async () => { await readBounds(); await pageBack(pageStart); }));
+
+// -- live tail: from the end of the chosen partitions, every new message as it is stored
+async function tailOnce() {
+  const parts = Object.keys(pageNext).map(Number);
+  const got = (await Promise.all(parts.map((p) => fetchFrom(p, pageNext[p], 100)))).flat().sort(byTime);
+  for (const m of got) {
+    pageNext[m.partition] = Math.max(pageNext[m.partition], m.offset + 1);
+    addBrowseRow(m, true);
+  }
+  const tbody = $("browse-table").tBodies[0];
+  while (tbody.rows.length > TAIL_ROWS) tbody.deleteRow(0);
+  if (got.length) {
+    $("browse-empty").style.display = "none";
+    tbody.rows[tbody.rows.length - 1].scrollIntoView({ block: "nearest" });
+  }
+}
+function stopTail() {
+  if (tailing !== null) clearTimeout(tailing);
+  tailing = null;
+  $("browse-tail").setAttribute("aria-pressed", "false"); $("browse-tail").textContent = "Live tail";
+  $("browse-tail").classList.remove("tailing");
+}
+leaving.push(stopTail);
+$("browse-tail").addEventListener("click", () => browseAction(async () => {
+  if (tailing !== null) { stopTail(); return; }
+  await readBounds();  // from the end of the chosen partitions: what is stored from now on
+  pageNext = Object.fromEntries(chosenPartitions().map((p) => [p, bounds[p].end]));
+  $("browse-tail").setAttribute("aria-pressed", "true"); $("browse-tail").textContent = "Stop tail";
+  $("browse-tail").classList.add("tailing");
+  $("browse-prev").disabled = $("browse-next").disabled = true;
+  $("browse-status").textContent = "following new messages";
+  const tick = async () => {
+    try { await tailOnce(); $("topic-error").textContent = ""; } catch (e) { $("topic-error").textContent = e.message; }
+    if (tailing !== null) tailing = setTimeout(tick, TAIL_EVERY_MS);
+  };
+  tailing = setTimeout(tick, 0);
+}));
+
+// -- produce (the produce scope)
+function parseHeaders(text) {
+  const headers = {};
+  for (const [i, line] of text.split("\n").entries()) {
+    if (!line.trim()) continue;
+    const at = line.indexOf(":");
+    if (at <= 0) throw new Error(`headers line ${i + 1}: write name: value`);
+    headers[line.slice(0, at).trim()] = line.slice(at + 1).trim();
+  }
+  return headers;
+}
+$("produce-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  $("topic-error").textContent = ""; $("topic-ok").textContent = "";
+  browseAction(async () => {
+    const m = { value: $("produce-value").value, headers: parseHeaders($("produce-headers").value) };
+    if ($("produce-key").value !== "") m.key = $("produce-key").value;
+    if ($("produce-partition").value !== "") m.partition = Number($("produce-partition").value);
+    const r = (await post(`/v1/topics/${encodeURIComponent(browseTopic)}/messages`, { messages: [m] })).results[0];
+    $("topic-ok").textContent = `produced to partition ${r.partition} at offset ${r.offset} (message id ${r.msg_id})`;
+    if (tailing === null) {  // the new message shown at the end of the newest page
+      await loaders.topic(); $("browse-from").value = "newest"; await browse();
+    }
+  });
+});

@@ -1,0 +1,284 @@
+"""The console's Groups view, message browser (paging, a time, the newest N, live tail, copy as JSON), produce form
+and topic detail in headless Chromium (Debian's, driven by Playwright) over one real `mqindex serve` with its Kafka
+listener: a confluent-kafka consumer group commits offsets and the view shows its lag; a read-only token sees every
+view with the actions disabled. Screenshots go to the test artifacts."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from confluent_kafka import Consumer
+from playwright.sync_api import Browser, Page, expect
+
+from tests.api import test_web_page as web
+from tests.api.server import wait_for
+from tests.kafka.conftest import KafkaServerProcess
+
+browser = web.browser  # the module-scoped headless Chromium fixture
+ADMIN_TOKEN, PRODUCER_TOKEN, READER_TOKEN = "admin-tok-console", "producer-tok-console", "reader-tok-console"
+TOKENS = {"MQINDEX_TOKENS": f"{ADMIN_TOKEN}=read,produce,admin;{PRODUCER_TOKEN}=read,produce;{READER_TOKEN}=read"}
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaServerProcess]:
+    s = KafkaServerProcess(Path(tmp_path_factory.mktemp("console-views")) / "node", env=TOKENS).start()
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def api(server: KafkaServerProcess, method: str, path: str, **kw: Any) -> Any:
+    r = httpx.request(method, server.url + path, headers=ADMIN, timeout=30, **kw)
+    assert r.status_code in (200, 201), r.text
+    return r.json()
+
+
+def produce(server: KafkaServerProcess, topic: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return api(server, "POST", f"/v1/topics/{topic}/messages", json={"messages": messages})["results"]  # type: ignore
+
+
+def open_page(browser: Browser, url: str, query: str, token: str, loaded: str) -> Page:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000},
+                                  permissions=["clipboard-read", "clipboard-write"])
+    page = context.new_page()
+    page.goto(f"{url}/?{query}#token={token}")
+    expect(page.locator("body")).to_have_attribute("data-loaded", loaded)
+    return page
+
+
+def cells(page: Page, table: str) -> list[list[str]]:
+    rows = page.locator(f"#{table} tbody tr")
+    return [[c.inner_text() for c in rows.nth(i).locator("td").all()] for i in range(rows.count())]
+
+
+def shown_offsets(page: Page) -> list[tuple[int, int]]:
+    return [(int(r[0]), int(r[1])) for r in cells(page, "browse-table")]
+
+
+def test_groups_view_shows_members_and_lag_and_resets_offsets_after_a_dry_run(
+        server: KafkaServerProcess, browser: Browser, artifacts_dir: Path) -> None:
+    api(server, "POST", "/v1/topics", json={"name": "console-groups", "partitions": 2})
+    produce(server, "console-groups", [{"value": f"m{i}", "partition": i % 2} for i in range(10)])
+    consumer = Consumer({"bootstrap.servers": server.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                         "sasl.mechanism": "PLAIN", "sasl.username": "token", "sasl.password": ADMIN_TOKEN,
+                         "group.id": "console-watch", "client.id": "watcher", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False, "session.timeout.ms": 6000, "heartbeat.interval.ms": 300})
+    try:
+        consumer.subscribe(["console-groups"])
+        nxt: dict[int, int] = {}
+        deadline = time.monotonic() + 30
+        while sum(1 for _ in nxt) < 2 or sum(nxt.values()) < 3:  # some of each partition, 3 or more in all
+            assert time.monotonic() < deadline, f"consumed only {nxt}"
+            m = consumer.poll(0.2)
+            if m is not None and m.error() is None:
+                nxt[m.partition()] = m.offset() + 1
+        consumer.commit(asynchronous=False)
+        lag = {p: 5 - nxt[p] for p in (0, 1)}
+
+        page = open_page(browser, server.url, "page=groups", ADMIN_TOKEN, "groups")
+        row = page.locator("#groups-table tbody tr", has_text="console-watch")
+        expect(row.locator("td").nth(1)).to_have_text("Stable")
+        expect(row.locator("td").nth(3)).to_have_text("1")  # members
+        expect(row.locator("td").nth(4)).to_have_text("0")  # coordinator node
+        expect(row.locator("td").nth(5)).to_have_text(str(sum(lag.values())))
+        row.locator("a").click()
+        expect(page.locator("#group-detail")).to_be_visible()
+        expect(page.locator("#group-members tbody tr td").nth(1)).to_have_text("watcher")
+        expect(page.locator("#group-offsets tbody tr")).to_have_count(2)
+        for r in cells(page, "group-offsets"):
+            p = int(r[1])
+            assert r[0] == "console-groups" and r[2:5] == [str(nxt[p]), "5", str(lag[p])], r
+            assert r[6] == "watcher" and (r[5] != "0") == (lag[p] > 0), r  # the age of the oldest unconsumed
+        page.screenshot(path=str(artifacts_dir / "console-groups-lag.png"), full_page=True)
+
+        # a dry run is allowed while the group runs; applying it is refused (409) and shown
+        page.select_option("#reset-to", "earliest")
+        page.click("#reset-preview")
+        expect(page.locator("#groups-ok")).to_contain_text("dry run")
+        expect(page.locator("#reset-plan tbody tr")).to_have_count(2)
+        page.click("#reset-apply")
+        expect(page.locator("#groups-error")).to_contain_text("409")
+    finally:
+        consumer.close()
+
+    # the group stopped: the preview lists the moves, Apply stores them, the view shows the lag from offset 0
+    wait_for("the group has no members", lambda: api(server, "GET", "/v1/groups/console-watch")["members"] == 0)
+    page.click("#nav-groups")
+    expect(page.locator("body")).to_have_attribute("data-loaded", "groups")
+    page.select_option("#reset-to", "offset")
+    page.fill("#reset-value", "1")
+    expect(page.locator("#reset-apply")).to_be_disabled()
+    page.click("#reset-preview")
+    expect(page.locator("#reset-plan tbody tr")).to_have_count(2)
+    assert sorted((int(r[1]), r[2], r[3]) for r in cells(page, "reset-plan")) == [
+        (p, str(nxt[p]), "1") for p in (0, 1)]
+    assert {r["partition"]: r["committed_offset"]  # nothing stored by the dry run
+            for r in api(server, "GET", "/v1/groups/console-watch")["offsets"]} == nxt
+    page.screenshot(path=str(artifacts_dir / "console-groups-reset-preview.png"), full_page=True)
+    page.click("#reset-apply")
+    expect(page.locator("#groups-ok")).to_contain_text("offsets of console-watch reset on 2 partition(s)")
+    expect(page.locator("#group-offsets tbody tr td").nth(4)).to_have_text("4")
+    assert {(r["partition"], r["committed_offset"], r["lag"])
+            for r in api(server, "GET", "/v1/groups/console-watch")["offsets"]} == {(0, 1, 4), (1, 1, 4)}
+    page.screenshot(path=str(artifacts_dir / "console-groups-reset-applied.png"), full_page=True)
+    page.context.close()
+
+
+def test_message_browser_pages_by_offset_time_and_newest_and_tails_new_messages(
+        server: KafkaServerProcess, browser: Browser, artifacts_dir: Path) -> None:
+    api(server, "POST", "/v1/topics", json={"name": "console-browse", "partitions": 2})
+    first = produce(server, "console-browse", [
+        {"key": f"k{i}", "value": json.dumps({"n": i}), "headers": {"seq": str(i)}, "partition": i % 2}
+        for i in range(20)])
+    wait_for("the clock moves past the first batch's store time",
+             lambda: time.time() * 1000 > first[-1]["timestamp"] + 5)
+    later = produce(server, "console-browse", [{"key": f"late{i}", "value": f"late {i}", "partition": i % 2}
+                                               for i in range(4)])
+    assert later[0]["timestamp"] > first[-1]["timestamp"]
+
+    page = open_page(browser, server.url, "page=topic&topic=console-browse", ADMIN_TOKEN, "topic")
+    # topic detail: each partition's offsets, leader and bytes; the configs
+    expect(page.locator("#topic-partitions tbody tr")).to_have_count(2)
+    assert [r[:4] for r in cells(page, "topic-partitions")] == [["0", "0", "12", "0"], ["1", "0", "12", "0"]]
+    expect(page.locator("#topic-configs")).to_contain_text("retention.ms")
+    # the default view: the newest 20 of all partitions, the 4 later ones last
+    expect(page.locator("#browse-table tbody tr")).to_have_count(20)
+    assert {r[3] for r in cells(page, "browse-table")[-4:]} == {"late0", "late1", "late2", "late3"}
+
+    # one partition from an offset, page by page, and back
+    page.select_option("#browse-partition", "0")
+    page.select_option("#browse-from", "offset")
+    page.fill("#browse-at", "0")
+    page.fill("#browse-n", "5")
+    page.click("#browse")
+    expect(page.locator("#browse-status")).to_contain_text("partition 0 offsets 0-4")
+    assert shown_offsets(page) == [(0, o) for o in range(5)]
+    expect(page.locator("#browse-prev")).to_be_disabled()
+    page.click("#browse-next")
+    expect(page.locator("#browse-status")).to_contain_text("partition 0 offsets 5-9")
+    page.click("#browse-next")
+    expect(page.locator("#browse-status")).to_contain_text("partition 0 offsets 10-11")
+    assert [r[3] for r in cells(page, "browse-table")] == ["late0", "late2"]
+    expect(page.locator("#browse-next")).to_be_disabled()
+    page.click("#browse-prev")
+    expect(page.locator("#browse-status")).to_contain_text("partition 0 offsets 5-9")
+    assert shown_offsets(page) == [(0, o) for o in range(5, 10)]
+
+    # all partitions from a time: the later batch only
+    page.select_option("#browse-partition", "all")
+    page.select_option("#browse-from", "time")
+    page.fill("#browse-at", time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(later[0]["timestamp"] // 1000))
+              + f".{later[0]['timestamp'] % 1000:03d}Z")
+    page.fill("#browse-n", "10")
+    page.click("#browse")
+    expect(page.locator("#browse-status")).to_contain_text("4 message(s)")
+    assert sorted(shown_offsets(page)) == [(0, 10), (0, 11), (1, 10), (1, 11)]
+    # the newest 4 of all partitions: the later batch; the newest 3 of partition 1, then the 3 before them
+    page.select_option("#browse-from", "newest")
+    page.fill("#browse-n", "4")
+    page.click("#browse")
+    expect(page.locator("#browse-status")).to_contain_text("4 message(s)")
+    assert sorted(shown_offsets(page)) == [(0, 10), (0, 11), (1, 10), (1, 11)]
+    page.select_option("#browse-partition", "1")
+    page.fill("#browse-n", "3")
+    page.click("#browse")
+    expect(page.locator("#browse-status")).to_contain_text("partition 1 offsets 9-11")
+    assert [r[3] for r in cells(page, "browse-table")] == ["k19", "late1", "late3"]
+    page.click("#browse-prev")
+    expect(page.locator("#browse-status")).to_contain_text("partition 1 offsets 6-8")
+    assert [r[3] for r in cells(page, "browse-table")] == ["k13", "k15", "k17"]
+
+    # a message's detail: key, headers, value as JSON and hex; copy as JSON
+    page.locator("#browse-table tbody tr", has_text="k15").click()
+    expect(page.locator("#detail-meta")).to_contain_text("key k15")
+    expect(page.locator("#detail-headers")).to_have_text("seq: 15")
+    page.click("#view-json")
+    expect(page.locator("#detail-value")).to_have_text('{\n  "n": 15\n}')
+    page.click("#view-hex")
+    expect(page.locator("#detail-value")).to_have_text(" ".join(f"{b:02x}" for b in b'{"n": 15}'))
+    page.click("#detail-copy")
+    expect(page.locator("#detail-copied")).to_have_text("copied")
+    copied = json.loads(page.evaluate("navigator.clipboard.readText()"))
+    assert (copied["key"], copied["partition"], copied["offset"], copied["value"], copied["headers"]) == (
+        "k15", 1, 7, '{"n": 15}', {"seq": "15"})
+    page.screenshot(path=str(artifacts_dir / "console-browser-detail.png"), full_page=True)
+
+    # live tail of all partitions: a message produced now shows within 2 s
+    page.select_option("#browse-partition", "all")
+    page.click("#browse-tail")
+    expect(page.locator("#browse-tail")).to_have_attribute("aria-pressed", "true")
+    for i in range(2):
+        produce(server, "console-browse", [{"key": f"tail{i}", "value": f"followed {i}", "partition": i}])
+        started = time.monotonic()
+        expect(page.locator("#browse-table tbody tr", has_text=f"followed {i}")).to_be_visible(timeout=2000)
+        assert time.monotonic() - started < 2
+    assert [r[3] for r in cells(page, "browse-table")][-2:] == ["tail0", "tail1"]
+    page.screenshot(path=str(artifacts_dir / "console-browser-tail.png"), full_page=True)
+    page.click("#browse-tail")
+    expect(page.locator("#browse-tail")).to_have_attribute("aria-pressed", "false")
+    page.context.close()
+
+
+def test_produce_form_round_trip(server: KafkaServerProcess, browser: Browser, artifacts_dir: Path) -> None:
+    api(server, "POST", "/v1/topics", json={"name": "console-produce", "partitions": 3})
+    page = open_page(browser, server.url, "page=topic&topic=console-produce", PRODUCER_TOKEN, "topic")
+    expect(page.locator("#browse-empty")).to_be_visible()
+    expect(page.locator("#produce")).to_be_enabled()
+    page.fill("#produce-key", "order-7")
+    page.fill("#produce-value", '{"order": 7, "status": "paid"}')
+    page.fill("#produce-headers", "source: console\ntrace: abc-1")
+    page.fill("#produce-partition", "2")
+    page.click("#produce")
+    expect(page.locator("#topic-ok")).to_contain_text("produced to partition 2 at offset 0")
+    row = page.locator("#browse-table tbody tr", has_text="order-7")
+    expect(row).to_have_count(1)
+    assert cells(page, "browse-table")[0][:5] == ["2", "0", cells(page, "browse-table")[0][2], "order-7",
+                                                  "source: console, trace: abc-1"]
+    row.click()
+    expect(page.locator("#detail-value")).to_have_text('{"order": 7, "status": "paid"}')
+    page.screenshot(path=str(artifacts_dir / "console-produce.png"), full_page=True)
+    fetched = api(server, "GET", "/v1/topics/console-produce/partitions/2/messages?offset=0")["messages"]
+    assert [(m["key"], m["value"], m["headers"]) for m in fetched] == [
+        ("order-7", '{"order": 7, "status": "paid"}', {"source": "console", "trace": "abc-1"})]
+    # a header line without a name is refused in the page, nothing is sent
+    page.fill("#produce-headers", "no colon here")
+    page.click("#produce")
+    expect(page.locator("#topic-error")).to_contain_text("headers line 1")
+    assert len(api(server, "GET", "/v1/topics/console-produce/partitions/2/messages?offset=0")["messages"]) == 1
+    page.context.close()
+
+
+def test_read_only_token_sees_every_view_with_actions_disabled(
+        server: KafkaServerProcess, browser: Browser, artifacts_dir: Path) -> None:
+    api(server, "POST", "/v1/topics", json={"name": "console-read", "partitions": 1})
+    produce(server, "console-read", [{"key": "a", "value": "seen"}])
+    api(server, "POST", "/v1/groups/console-reader/offsets",
+        json={"to": "earliest", "topics": ["console-read"]})  # a group with a committed offset, no members
+    page = open_page(browser, server.url, "page=topic&topic=console-read", READER_TOKEN, "topic")
+    expect(page.locator("#browse-table tbody tr")).to_have_count(1)
+    expect(page.locator("#produce")).to_be_disabled()
+    expect(page.locator("#produce")).to_have_attribute("title", "needs a token with the produce scope")
+    page.fill("#produce-value", "not allowed")
+    page.locator("#produce-form").evaluate("f => f.requestSubmit()")  # forced past the disabled button
+    expect(page.locator("#topic-error")).to_contain_text("403")
+    assert len(api(server, "GET", "/v1/topics/console-read/partitions/0/messages")["messages"]) == 1
+    page.screenshot(path=str(artifacts_dir / "console-read-only-topic.png"), full_page=True)
+
+    page.click("#nav-groups")
+    expect(page.locator("body")).to_have_attribute("data-loaded", "groups")
+    page.locator("#groups-table tbody tr", has_text="console-reader").locator("a").click()
+    expect(page.locator("#group-offsets tbody tr td").nth(4)).to_have_text("1")  # the lag is shown
+    expect(page.locator("#reset-preview")).to_be_disabled()
+    expect(page.locator("#reset-apply")).to_be_disabled()
+    page.locator("#reset-form").evaluate("f => f.requestSubmit()")
+    expect(page.locator("#groups-error")).to_contain_text("403")
+    page.screenshot(path=str(artifacts_dir / "console-read-only-groups.png"), full_page=True)
+    page.context.close()
