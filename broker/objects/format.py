@@ -4,7 +4,10 @@ All integers are big-endian. An object is
 
     DataBlock*  IndexBlock  Footer
 
-- stream record: magic 0x22 (1), streamId (8), epoch (8), baseOffset (8), count (4), payload length (4), payload
+- stream record: magic 0x22 (1), streamId (8), epoch (8), baseOffset (8), count (4), payload length (4), payload;
+  or, written since the append time is stored, magic 0x23 (1) with the same fields then appendTime (8, ms since
+  the epoch: when the broker appended it, the store time its records are indexed by, see docs/INDEX_SERVICE.md)
+  before the payload. Readers take both; a 0x22 record has no append time.
 - data block: magic 0x5A (1), flag 0x02 (1), record count (4), data length (4), then the records
 - index entry (36 bytes), sorted by (streamId, startOffset): streamId (8), startOffset (8),
   endOffsetDelta (4), recordCount (4), blockPosition (8), blockSize (4)
@@ -22,17 +25,20 @@ from dataclasses import dataclass
 
 from broker.errors import ObjectFormatError
 
-RECORD_MAGIC = 0x22
+RECORD_MAGIC = 0x22  # a stream record without its append time (written before it was stored)
+TIMED_RECORD_MAGIC = 0x23  # a stream record with its append time
 BLOCK_MAGIC = 0x5A
 BLOCK_FLAG = 0x02
 FOOTER_MAGIC = 0x88E241B785F4CFF7
 
 RECORD_HEADER = struct.Struct(">bqqqii")  # magic, streamId, epoch, baseOffset, count, payload length
+APPEND_TIME = struct.Struct(">q")  # after the header of a TIMED_RECORD_MAGIC record
 BLOCK_HEADER = struct.Struct(">bbii")  # magic, flag, record count, data length
 INDEX_ENTRY = struct.Struct(">qqiiqi")  # streamId, startOffset, endOffsetDelta, recordCount, position, size
 FOOTER = struct.Struct(">qi28xQ")  # index position, index length, 28 zero bytes, magic
 
-RECORD_HEADER_SIZE = RECORD_HEADER.size  # 33
+UNTIMED_RECORD_HEADER_SIZE = RECORD_HEADER.size  # 33
+RECORD_HEADER_SIZE = UNTIMED_RECORD_HEADER_SIZE + APPEND_TIME.size  # 41: the header of a record written now
 BLOCK_HEADER_SIZE = BLOCK_HEADER.size  # 10
 INDEX_ENTRY_SIZE = INDEX_ENTRY.size  # 36
 FOOTER_SIZE = FOOTER.size  # 48
@@ -43,18 +49,21 @@ DEFAULT_BLOCK_SIZE = 1 << 20
 _INT32_MAX = (1 << 31) - 1
 _INT64_MAX = (1 << 63) - 1
 
-assert (RECORD_HEADER_SIZE, BLOCK_HEADER_SIZE, INDEX_ENTRY_SIZE, FOOTER_SIZE) == (33, 10, 36, 48)
+assert (UNTIMED_RECORD_HEADER_SIZE, RECORD_HEADER_SIZE, BLOCK_HEADER_SIZE, INDEX_ENTRY_SIZE, FOOTER_SIZE) == \
+    (33, 41, 10, 36, 48)
 
 
 @dataclass(frozen=True, slots=True)
 class StreamRecord:
-    """One StreamRecordBatch: `count` offsets [base_offset, base_offset + count) of one stream."""
+    """One StreamRecordBatch: `count` offsets [base_offset, base_offset + count) of one stream. `append_ms`: when
+    the broker appended it (None for a record written before the append time was stored)."""
 
     stream_id: int
     epoch: int
     base_offset: int
     count: int
     payload: bytes
+    append_ms: int | None = None
 
     @property
     def last_offset(self) -> int:
@@ -63,7 +72,7 @@ class StreamRecord:
 
     @property
     def encoded_size(self) -> int:
-        return RECORD_HEADER_SIZE + len(self.payload)
+        return record_header_size(self.append_ms) + len(self.payload)
 
     def encode(self) -> bytes:
         return encode_record(self)
@@ -105,13 +114,36 @@ def namespace_for_cluster(cluster: str) -> str:
     return f"_kafka_{cluster}"
 
 
+def record_header_size(append_ms: int | None) -> int:
+    """The size of the header of a record with (or without, None) an append time."""
+    return UNTIMED_RECORD_HEADER_SIZE if append_ms is None else RECORD_HEADER_SIZE
+
+
 def encode_record_header(rec: StreamRecord) -> bytes:
-    """The header a record's payload follows in a data block."""
+    """The header a record's payload follows in a data block (and in its WAL body)."""
     if not (0 <= rec.stream_id <= _INT64_MAX and 0 <= rec.base_offset <= _INT64_MAX):
         raise ValueError(f"stream id / offset out of range in {rec.stream_id}:{rec.base_offset}")
     if not (0 < rec.count <= _INT32_MAX) or len(rec.payload) > _INT32_MAX:
         raise ValueError(f"record count {rec.count} or payload size {len(rec.payload)} out of range")
-    return RECORD_HEADER.pack(RECORD_MAGIC, rec.stream_id, rec.epoch, rec.base_offset, rec.count, len(rec.payload))
+    if rec.append_ms is None:
+        return RECORD_HEADER.pack(RECORD_MAGIC, rec.stream_id, rec.epoch, rec.base_offset, rec.count, len(rec.payload))
+    if not 0 <= rec.append_ms <= _INT64_MAX:
+        raise ValueError(f"append time {rec.append_ms} out of range")
+    return RECORD_HEADER.pack(TIMED_RECORD_MAGIC, rec.stream_id, rec.epoch, rec.base_offset, rec.count,
+                              len(rec.payload)) + APPEND_TIME.pack(rec.append_ms)
+
+
+def decode_record_header(data: bytes | memoryview, pos: int = 0) -> tuple[int, int, int, int, int, int | None, int]:
+    """(magic, streamId, epoch, baseOffset, count, payload length, append time or None, header size) of the
+    record at `pos`; the caller checks the magic (a magic other than the two is returned with no append time)
+    and that `pos` + header size fits before calling when the magic is TIMED_RECORD_MAGIC."""
+    magic, sid, epoch, base, count, plen = RECORD_HEADER.unpack_from(data, pos)
+    if magic != TIMED_RECORD_MAGIC:
+        return magic, sid, epoch, base, count, plen, None, UNTIMED_RECORD_HEADER_SIZE
+    if len(data) - pos < RECORD_HEADER_SIZE:
+        return magic, sid, epoch, base, count, -1, None, RECORD_HEADER_SIZE  # a header cut short: plen -1
+    return magic, sid, epoch, base, count, plen, APPEND_TIME.unpack_from(data, pos + UNTIMED_RECORD_HEADER_SIZE)[0], \
+        RECORD_HEADER_SIZE
 
 
 def encode_record(rec: StreamRecord) -> bytes:
@@ -180,16 +212,16 @@ def decode_block(key: str, data: bytes | memoryview, entry: IndexEntry | None = 
     pos = BLOCK_HEADER_SIZE
     end = len(mv)
     for i in range(count):
-        if pos + RECORD_HEADER_SIZE > end:
+        if pos + UNTIMED_RECORD_HEADER_SIZE > end:
             raise ObjectFormatError(key, "bad record", f"{where}: record {i} header runs past the block end")
-        rmagic, sid, epoch, base, rcount, plen = RECORD_HEADER.unpack_from(mv, pos)
-        if rmagic != RECORD_MAGIC:
+        rmagic, sid, epoch, base, rcount, plen, append_ms, hsize = decode_record_header(mv[:end], pos)
+        if rmagic not in (RECORD_MAGIC, TIMED_RECORD_MAGIC):
             raise ObjectFormatError(key, "bad record magic", f"{where}: record {i} magic 0x{rmagic & 0xFF:02x}")
-        if plen < 0 or rcount <= 0 or pos + RECORD_HEADER_SIZE + plen > end:
+        if plen < 0 or rcount <= 0 or pos + hsize + plen > end or (append_ms is not None and append_ms < 0):
             raise ObjectFormatError(key, "bad record", f"{where}: record {i} count {rcount} payload {plen} bytes "
                                                        f"does not fit the block")
-        body = pos + RECORD_HEADER_SIZE
-        records.append(StreamRecord(sid, epoch, base, rcount, bytes(mv[body:body + plen])))
+        body = pos + hsize
+        records.append(StreamRecord(sid, epoch, base, rcount, bytes(mv[body:body + plen]), append_ms))
         pos = body + plen
     if pos != end:
         raise ObjectFormatError(key, "bad block", f"{where}: {end - pos} trailing bytes after {count} records")

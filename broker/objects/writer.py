@@ -18,7 +18,6 @@ from broker.objects.format import (
     BLOCK_HEADER_SIZE,
     DEFAULT_BLOCK_SIZE,
     FOOTER_SIZE,
-    RECORD_HEADER_SIZE,
     Footer,
     IndexEntry,
     StreamRecord,
@@ -100,9 +99,10 @@ class ObjectWriter:
         if not self._block_records:
             self._block_stream = rec.stream_id
             self._block_start = rec.base_offset
-        self._block.append(encode_record_header(rec))
+        header = encode_record_header(rec)
+        self._block.append(header)
         self._block.append(rec.payload)
-        self._block_len += RECORD_HEADER_SIZE + len(rec.payload)
+        self._block_len += len(header) + len(rec.payload)
         self._block_records += 1
         self._block_end = rec.last_offset
         self._last = (rec.stream_id, rec.last_offset)

@@ -78,12 +78,15 @@ def _batch_records(payload: bytes) -> list:
 
 
 def records_columns(recs: list, start: int, end: int, kinds: tuple[str, ...] = ALL_KINDS, lo: int = 0,
-                    hi: int = 1 << 62) -> KeyColumns:
-    """KeyColumns of aiokafka records (bytes_read left 0)."""
+                    hi: int = 1 << 62, append_ms: np.ndarray | None = None) -> KeyColumns:
+    """KeyColumns of aiokafka records (bytes_read left 0). `append_ms`: per record, the append time stored with
+    its stream record, or -1 where none is (the record's timestamp is its store time then)."""
     offsets = np.fromiter(map(_offset, recs), dtype=np.int64, count=len(recs))
     in_range = (offsets >= start) & (offsets < end)
     n_range = int(in_range.sum())
     times = np.fromiter(map(_timestamp, recs), dtype=np.int64, count=len(recs))
+    if append_ms is not None:
+        times = np.where(append_ms >= 0, append_ms, times)
     keep = in_range & (times >= lo) & (times < hi)
     if not keep.all():
         recs = list(itertools.compress(recs, keep.tolist()))
@@ -172,16 +175,20 @@ def object_columns(store: RangeSource, key: str, size: int | None, stream_id: in
     reader = ObjectReader(store, key, size=size)
     parts: list[KeyColumns] = []
     recs: list = []
+    stamps: list[np.ndarray] = []  # per record, its stream record's stored append time (-1: none)
     nbytes = 0
     with _collector_paused():
         for sr in reader.read(stream_id, start, end):
             nbytes += len(sr.payload)
-            recs += _batch_records(sr.payload)
+            got = _batch_records(sr.payload)
+            recs += got
+            stamps.append(np.full(len(got), -1 if sr.append_ms is None else sr.append_ms, dtype=np.int64))
             if len(recs) >= CHUNK_RECORDS:
-                parts.append(records_columns(recs, start, end, kinds, lo, hi))
-                recs = []
+                parts.append(records_columns(recs, start, end, kinds, lo, hi, np.concatenate(stamps)))
+                recs, stamps = [], []
         if recs or not parts:
-            parts.append(records_columns(recs, start, end, kinds, lo, hi))
+            parts.append(records_columns(recs, start, end, kinds, lo, hi,
+                                         np.concatenate(stamps) if stamps else None))
     cols = concat_columns(parts)
     cols.bytes_read = nbytes
     return cols

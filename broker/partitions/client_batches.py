@@ -253,7 +253,7 @@ class ClientBatches:
                     def on_durable(rec: object, base: int = base, payload: bytes = payload) -> None:
                         self.dispatch(lambda: stored_entries(topic, part.index, base, payload, now))
                 try:
-                    appended = data_stream.append(payload, b.last_offset_delta + 1, base, on_durable)
+                    appended = data_stream.append(payload, b.last_offset_delta + 1, base, on_durable, now)
                 except Fenced:
                     raise self.parts.not_served(part) from None
                 futures.append(appended)

@@ -2,7 +2,9 @@
 
 Two times: each record keeps the producer's timestamp (or the append time when it gives none), and
 every index entry carries the broker's append time (`clock`), so a skewed producer clock or a backfill of
-old timestamps neither scatters the index files nor changes what a begin/end key query covers.
+old timestamps neither scatters the index files nor changes what a begin/end key query covers. The append
+time is stored with the batch's stream record (WAL and objects), so a re-dispatch after a crash or a
+failover, a rescue and a Spark build index the records at the same time (docs/INDEX_SERVICE.md).
 
 Each partition's batch is built, its offsets assigned under the partition lock and its stream record
 queued on the WAL in the same critical section (so the WAL holds every partition's batches in offset
@@ -136,7 +138,7 @@ class Producer:
                 entries = [IndexEntry(info.name, pi, base + j, record_size(m), now, k) for j, m, k in keyed[pi]]
                 try:
                     fut = data.append(with_base_offset(batch, base), len(msgs), base,
-                                      (lambda rec, e=entries: self.dispatch(e)) if entries else None)
+                                      (lambda rec, e=entries: self.dispatch(e)) if entries else None, now)
                 except Fenced:
                     raise self.parts.not_served(part) from None
                 pending.append((fut, pi, base, idxs))

@@ -6,8 +6,10 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
 from broker.errors import InvalidField
+from broker.partitions import txn_partition
 from broker.partitions.client_messages import OutMessage
 from broker.partitions.damage import BatchTaker, served_lists_before_damage
+from broker.partitions.index_time import entry_time, timed_batch_lists
 from broker.partitions.message_id import decode_message_id, encode_message_id
 from broker.partitions.partition import Partition
 from broker.partitions.partition_map import PartitionMap, now_ms
@@ -15,6 +17,7 @@ from broker.partitions.records import (
     LOG_APPEND_TIME,
     BatchHeader,
     Record,
+    decode_records,
     index_keys,
     record_size,
     walk_records,
@@ -90,7 +93,8 @@ def fetch(parts: PartitionMap, topic: str, partition: int, offset: int, max_coun
     if pos < end:
         out = out_messages(info.name, info.topic_id, p.index, served_lists_before_damage(parts.record_lists(p, pos,
                                                                                                              stop)))
-    next_offset = out[-1].offset + 1 if out else (pos if offset < end else offset)
+    # a page of markers only (control batches hold no message) moves on past them
+    next_offset = out[-1].offset + 1 if out else (stop if pos < end else (pos if offset < end else offset))
     return out, next_offset
 
 
@@ -103,7 +107,7 @@ def fetch_rendered(parts: PartitionMap, topic: str, partition: int, offset: int,
     if pos < end:
         take = renderer(info.name, info.topic_id, p.index, pos, stop)
         out = [r for r in served_lists_before_damage(parts.batch_lists(p, pos, stop, take)) if r.count]
-    next_offset = out[-1].last_offset + 1 if out else (pos if offset < end else offset)
+    next_offset = out[-1].last_offset + 1 if out else (stop if pos < end else (pos if offset < end else offset))
     return out, next_offset
 
 
@@ -123,6 +127,8 @@ def message_at(parts: PartitionMap, info: TopicInfo, partition: int, offset: int
         return None
     for r in parts.records(p, offset, offset + 1):
         if r.offset == offset:
+            if not txn_partition.visible(parts, p, offset):
+                return None  # a record of an aborted or still open transaction is never shown
             return out_message(info.name, info.topic_id, partition, r)
     return None
 
@@ -144,30 +150,39 @@ def get_by_id(parts: PartitionMap, msg_id: str) -> OutMessage | None:
 
 def index_entries(parts: PartitionMap, topic: str, partition: int, start: int, end: int,
                   clock: Callable[[], int] = now_ms) -> Iterator[list[IndexEntry]]:
-    """Index entries of [start, end) of one partition, read back from the stream (re-dispatch), in lists of
-    CATCH_UP_BATCH. The append time is not stored with the record: a re-dispatched entry takes the record's
-    timestamp, never later than now (a future producer timestamp cannot push it ahead)."""
+    """Index entries of [start, end) of one partition, read back from the stream (re-dispatch, rescue), in lists
+    of CATCH_UP_BATCH, each at the append time stored with its record, as the live dispatch indexed it
+    (broker/partitions/index_time.py; a record stored without one: its timestamp, never later than now)."""
     p = parts.get(topic, partition)
     if _record_entries is None:
         yield from _chunks(_decoded_entries(parts, p, topic, partition, start, end, clock))
         return
 
-    def take(h: BatchHeader, raw: bytes, pos: int) -> list[IndexEntry]:
-        # the entries read in C from the batch's record bytes (as the dispatcher reads a produced batch)
+    def take(h: BatchHeader, raw: bytes, pos: int, append_ms: int | None) -> list[IndexEntry]:
+        # the entries read in C from the batch's record bytes (as the dispatcher reads a produced batch); a
+        # stored append time read as a LogAppendTime batch's, so every record takes it
+        if append_ms is not None:
+            return walk_records(_record_entries.catch_up_entries, raw, h, pos, topic, partition,  # type: ignore[no-any-return]
+                                h.base_offset, append_ms, append_ms, True, start, end, append_ms)
         return walk_records(_record_entries.catch_up_entries, raw, h, pos, topic, partition,  # type: ignore[no-any-return]
                             h.base_offset, h.first_timestamp, h.max_timestamp, bool(h.attributes & LOG_APPEND_TIME),
                             start, end, clock())
 
-    yield from _chunks(e for entries in parts.batch_lists(p, start, end, take) for e in entries)
+    yield from _chunks(e for entries in timed_batch_lists(parts, p, start, end, take) for e in entries)
 
 
 def _decoded_entries(parts: PartitionMap, p: Partition, topic: str, partition: int, start: int, end: int,
                      clock: Callable[[], int]) -> Iterator[IndexEntry]:
     """`index_entries` from the records decoded in Python (where the C reader is not built)."""
-    for r in parts.records(p, start, end):
-        keys = index_keys(r)
-        if keys:
-            yield IndexEntry(topic, partition, r.offset, record_size(r), min(r.timestamp_ms, clock()), keys)
+
+    def take(h: BatchHeader, raw: bytes, pos: int, append_ms: int | None) -> list[IndexEntry]:
+        return [IndexEntry(topic, partition, r.offset, record_size(r), entry_time(append_ms, r.timestamp_ms, clock),
+                           keys)
+                for r in decode_records(raw, h, pos, check_crc=False)
+                if start <= r.offset < end and (keys := index_keys(r))]
+
+    for entries in timed_batch_lists(parts, p, start, end, take):
+        yield from entries
 
 
 def _chunks(entries: Iterable[IndexEntry]) -> Iterator[list[IndexEntry]]:

@@ -4,7 +4,8 @@
 `ObjectReader`), decodes the Kafka record batches and yields, for each record whose store time falls
 in [lo, hi), the same entry the broker's dispatcher hands to the index when the record is produced:
 offset, size (key + value + header names and values, as the produce path counts it), store time (the
-record timestamp, which the broker sets to the produce time) and the record's index keys.
+append time stored with the record, as the broker indexed it live; for a record stored without one, the
+record's timestamp: see broker/partitions/index_time.py) and the record's index keys.
 
 `record_keys(record, kinds)` is `broker.partitions.records.index_keys` restricted to the chosen kinds (the key,
 header KEYS split on spaces, header UNIQ_KEY); with all three it returns exactly `index_keys(record)`.
@@ -79,7 +80,7 @@ def object_entries(store: RangeSource, key: str, size: int | None, stream_id: in
             for r in batch.records:
                 if not start <= r.offset < end:
                     continue
-                t = r.timestamp_ms
+                t = r.timestamp_ms if sr.append_ms is None else sr.append_ms
                 if not lo <= t < hi:
                     continue
                 keys = record_keys(r, kinds)

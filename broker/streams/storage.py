@@ -40,7 +40,14 @@ from typing import Any
 from broker.errors import Fenced, MetadataError, OutOfDisk, StreamNotFound, WalError
 from broker.metadata import MetadataClient
 from broker.metadata.image import OPENED
-from broker.objects.format import RECORD_HEADER, RECORD_HEADER_SIZE, RECORD_MAGIC, StreamRecord, encode_record
+from broker.objects.format import (
+    RECORD_MAGIC,
+    TIMED_RECORD_MAGIC,
+    UNTIMED_RECORD_HEADER_SIZE,
+    StreamRecord,
+    decode_record_header,
+    encode_record,
+)
 from broker.streams.block_cache import BlockCache
 from broker.streams.disk_space import DiskSpace
 from broker.streams.log_cache import LogCache
@@ -61,13 +68,14 @@ _FAR = 1 << 62
 
 
 def decode_stream_record(body: bytes) -> StreamRecord:
-    """A WAL body: one stream record in the object format (33-byte header + payload)."""
-    if len(body) < RECORD_HEADER_SIZE:
+    """A WAL body: one stream record in the object format (its header, with the append time since that is
+    stored, then the payload)."""
+    if len(body) < UNTIMED_RECORD_HEADER_SIZE:
         raise WalError(f"WAL body of {len(body)} bytes is shorter than a stream record header")
-    magic, sid, epoch, base, count, plen = RECORD_HEADER.unpack_from(body, 0)
-    if magic != RECORD_MAGIC or plen != len(body) - RECORD_HEADER_SIZE:
+    magic, sid, epoch, base, count, plen, append_ms, hsize = decode_record_header(body, 0)
+    if magic not in (RECORD_MAGIC, TIMED_RECORD_MAGIC) or plen != len(body) - hsize:
         raise WalError(f"WAL body is not a stream record (magic {magic}, payload {plen} of {len(body)} bytes)")
-    return StreamRecord(sid, epoch, base, count, body[RECORD_HEADER_SIZE:])
+    return StreamRecord(sid, epoch, base, count, body[hsize:], append_ms)
 
 
 class StreamStorage:

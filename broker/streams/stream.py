@@ -47,16 +47,18 @@ class Stream:
         return self.storage.meta.get_stream(self.stream_id, refresh=False).end_offset
 
     def append(self, payload: bytes, count: int, base_offset: int,
-               on_durable: Callable[[StreamRecord], None] | None = None) -> Future[Any]:
+               on_durable: Callable[[StreamRecord], None] | None = None, append_ms: int | None = None
+               ) -> Future[Any]:
         """Queue `payload` (`count` offsets from `base_offset` = next_offset) for the WAL. The future resolves
         after the fsync, once the record is in the log cache and `confirmed_end` covers it; `on_durable`
-        runs just before that, in WAL order."""
+        runs just before that, in WAL order. `append_ms`, the append time, is stored with the record (WAL and
+        objects): every later reader of the record indexes it at that time."""
         with self._lock:
             if self.closed or self.fenced:
                 raise Fenced(f"stream {self.stream_id} is {'fenced' if self.fenced else 'closed'} on this node")
             if base_offset != self.next_offset:
                 raise ValueError(f"stream {self.stream_id}: append at {base_offset}, expected {self.next_offset}")
-            rec = StreamRecord(self.stream_id, self.epoch, base_offset, count, payload)
+            rec = StreamRecord(self.stream_id, self.epoch, base_offset, count, payload, append_ms)
             self.next_offset = rec.last_offset
             try:
                 return self.storage.append(self, rec, on_durable)
