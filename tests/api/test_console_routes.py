@@ -74,3 +74,31 @@ def test_any_topic_parameter_is_answered_cleanly(client: TestClient, topic: str)
         assert r.json()["field"] == "topic"
     else:
         assert {p["topic"] for p in r.json()["partitions"]} == {topic}
+
+
+def test_offset_at_a_time_and_its_bad_input(client: TestClient) -> None:
+    assert client.post("/v1/topics", json={"name": "timed", "partitions": 1}).status_code == 201
+    first = client.post("/v1/topics/timed/messages", json={"messages": [{"value": "a"}, {"value": "b"}]}).json()
+    stamp = first["results"][0]["timestamp"]
+    at = client.get("/v1/console/offset", params={"topic": "timed", "partition": 0, "time": stamp})
+    assert at.status_code == 200 and at.json() == {"offset": 0, "timestamp": stamp}
+    later = client.get("/v1/console/offset", params={"topic": "timed", "partition": 0, "time": "2999-01-01"})
+    assert later.json() == {"offset": 2, "timestamp": None}  # every message older: the end offset
+    cases = [({"topic": "timed", "partition": 0, "time": "yesterday"}, 400, "time"),
+             ({"topic": "timed", "partition": -1, "time": 0}, 400, "partition"),
+             ({"topic": "..", "partition": 0, "time": 0}, 400, "topic"),
+             ({"topic": "nope", "partition": 0, "time": 0}, 404, None),
+             ({"topic": "timed", "partition": 5, "time": 0}, 404, None)]
+    for params, status, field in cases:
+        r = client.get("/v1/console/offset", params=params)
+        assert r.status_code == status, (params, r.text)
+        assert field is None or r.json()["field"] == field, (params, r.text)
+
+
+def test_console_scripts_are_served_and_unknown_ones_are_404(client: TestClient) -> None:
+    page = client.get("/").text
+    for name in ("groups", "browser"):
+        assert f'src="/console/{name}.js"' in page
+        r = client.get(f"/console/{name}.js")
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/javascript")
+    assert client.get("/console/nope.js").status_code == 404
