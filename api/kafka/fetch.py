@@ -9,6 +9,10 @@ partition at most its `partition_max_bytes`, the whole at most `max_bytes` (cut 
 that the first non-empty partition always carries at least one batch so a batch over the limits still makes
 progress. What a cut leaves out is in the block cache for the next fetch.
 
+read_committed (isolation_level 1) reads up to the partition's last stable offset (the first offset of its oldest
+open transaction) and lists the aborted transactions in the range, which the client skips; read_uncommitted
+reads to the high watermark. Both see the control batches (transaction markers), which clients skip.
+
 The response is encoded on a worker thread too (`EncodedResponse`): an answer can be tens of MiB, and
 encoding it on the event loop would stall every other connection for as long as the bytes are copied.
 """
@@ -28,6 +32,7 @@ from api.kafka.schemas import APIS, build
 from broker.partitions.client_reads import stored_batches
 
 POLL_S = 0.01  # how often a waiting fetch looks for new records
+READ_COMMITTED = 1  # isolation_level: up to the last stable offset, with the aborted transactions to skip
 _BATCH_LENGTH = struct.Struct(">i")  # RecordBatch: base offset (8 bytes), then the length of the rest
 _FRAME = struct.Struct(">i")  # a Kafka frame: the length of the message that follows
 
@@ -77,10 +82,13 @@ async def fetch(ctx: Context, req: Any, version: int) -> Any:
     deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
     max_bytes = req.max_bytes if version >= 3 else 1 << 31
 
+    committed = version >= 4 and req.isolation_level == READ_COMMITTED
+    txns = ctx.node.client_batches.txns
+
     def records(d: dict[str, Any], p: Any, offset: int, limit: int) -> bool:
         """Fill d["records"]; False when the read failed (d carries Kafka's code)."""
         try:
-            d["records"] = stored_batches(parts, p, offset, limit)
+            d["records"] = stored_batches(parts, p, offset, limit, d["last_stable_offset"] if committed else None)
         except Exception as exc:  # noqa: BLE001 - answered per partition with Kafka's code
             d["error_code"] = errors.code_for(exc)
             return False
@@ -104,11 +112,16 @@ async def fetch(ctx: Context, req: Any, version: int) -> Any:
                     if not p.owned:
                         raise parts.not_served(p)
                     start, end = parts.bounds(p)
-                    d.update(high_watermark=end, last_stable_offset=end, log_start_offset=start)
+                    state = txns.of(p) if committed else txns.known(p)
+                    lso = state.lso(end) if state is not None else end
+                    d.update(high_watermark=end, last_stable_offset=lso, log_start_offset=start)
+                    if committed and state is not None:
+                        d["aborted_transactions"] = [dict(producer_id=pid, first_offset=first)
+                                                     for pid, first in state.aborted_in(fp.fetch_offset, lso)]
                     if not start <= fp.fetch_offset <= end:
                         d["error_code"] = errors.OFFSET_OUT_OF_RANGE
                         failed = True
-                    elif fp.fetch_offset < end:
+                    elif fp.fetch_offset < (lso if committed else end):
                         reads.append((d, p, fp.fetch_offset, max(min(fp.partition_max_bytes, max_bytes), 1)))
                 except Exception as exc:  # noqa: BLE001 - answered per partition with Kafka's code
                     d["error_code"] = errors.code_for(exc)

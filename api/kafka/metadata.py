@@ -64,11 +64,9 @@ async def metadata(ctx: Context, req: Any, version: int) -> Any:
 
 async def find_coordinator(ctx: Context, req: Any, version: int) -> Any:
     resp = APIS[10].response
-    if req.key_type != GROUP:  # transactions are not served: refused at once (errors.TRANSACTIONS_UNSUPPORTED)
-        code, message = ((errors.TRANSACTIONS_UNSUPPORTED, errors.TRANSACTIONS_MESSAGE) if req.key_type == TRANSACTION
-                         else (errors.INVALID_REQUEST, f"unknown coordinator key type {req.key_type}"))
-        return build(resp, version, throttle_time_ms=0, error_code=code, error_message=message, node_id=-1, host="",
-                     port=-1)
+    if req.key_type not in (GROUP, TRANSACTION):  # a transactional id is placed as a group id is
+        return build(resp, version, throttle_time_ms=0, error_code=errors.INVALID_REQUEST,
+                     error_message=f"unknown coordinator key type {req.key_type}", node_id=-1, host="", port=-1)
     brokers = await ctx.run(ctx.brokers)
     node = ctx.coordinator_for(req.key)
     host, port = brokers[node]

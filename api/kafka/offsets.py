@@ -31,7 +31,8 @@ async def list_offsets(ctx: Context, req: Any, version: int) -> Any:
                         raise parts.not_served(p)
                     start, end = parts.bounds(p)
                     if lp.timestamp == LATEST:
-                        d["offset"] = end
+                        committed = version >= 2 and req.isolation_level == 1
+                        d["offset"] = ctx.node.client_batches.txns.of(p).lso(end) if committed else end
                     elif lp.timestamp == EARLIEST:
                         d["offset"] = start
                     elif lp.timestamp >= 0:

@@ -141,9 +141,6 @@ async def append(ctx: Context, req: Any, version: int) -> ProduceAnswer:
                 if req.acks not in (0, 1, -1):
                     out[key] = (errors.INVALID_REQUIRED_ACKS, -1, f"acks {req.acks}")
                     continue
-                if req.transactional_id is not None:
-                    out[key] = (errors.INVALID_REQUEST, -1, "transactions are not supported")
-                    continue
                 try:
                     ctx.node._check_usable()
                     info = parts.topic(t.name)
@@ -156,7 +153,7 @@ async def append(ctx: Context, req: Any, version: int) -> ProduceAnswer:
                 except BatchTooLarge as exc:
                     out[key] = (errors.MESSAGE_TOO_LARGE, -1, str(exc))
                 except RecordFormatError as exc:  # bad CRC, sizes, lengths or record count: nothing stored
-                    code = errors.code_for(exc) if "transactional" in str(exc) else errors.CORRUPT_MESSAGE
+                    code = errors.code_for(exc) if "transaction" in str(exc) else errors.CORRUPT_MESSAGE
                     out[key] = (code, -1, str(exc))
                 except Exception as exc:  # noqa: BLE001 - answered per partition with Kafka's code
                     code = errors.code_for(exc)

@@ -4,7 +4,8 @@ kafka-python 3.x generates its request/response classes from Apache Kafka's own 
 (flexible versions and tagged fields included), so no wire layout is written by hand here; it is pinned in
 pyproject.toml. The version ranges below are what the handlers really implement: the minimums are the
 schemas' own, the maximums stop before topic ids (Fetch 13+, Produce 13), the batched FindCoordinator and
-OffsetFetch forms we do not serve, and transactions.
+OffsetFetch forms we do not serve, and the transaction APIs' broker-to-broker (AddPartitionsToTxn 4+) and
+KIP-890 (EndTxn 4+, epoch bumped per transaction) forms.
 
 `build(cls, version, **fields)` turns nested dicts and lists of dicts into the schema's data classes, keeping only
 the fields the version has.
@@ -61,7 +62,20 @@ from kafka.protocol.metadata import (
     MetadataRequest,
     MetadataResponse,
 )
-from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse
+from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+)
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
@@ -113,6 +127,10 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api(ListGroupsRequest, ListGroupsResponse, 5),
     _api(DeleteGroupsRequest, DeleteGroupsResponse, 2),
     _api(OffsetDeleteRequest, OffsetDeleteResponse, 0),
+    _api(AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 3),
+    _api(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 3),
+    _api(EndTxnRequest, EndTxnResponse, 3),
+    _api(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 3),
 )}
 
 

@@ -38,7 +38,18 @@ from typing import Any
 
 import uvloop
 
-from api.kafka import configs, errors, fetch, groups, metadata, offsets, produce, producer_id, topics_admin
+from api.kafka import (
+    configs,
+    errors,
+    fetch,
+    groups,
+    metadata,
+    offsets,
+    produce,
+    producer_id,
+    topics_admin,
+    transactions,
+)
 from api.kafka.authorization import refusal
 from api.kafka.context import Context
 from api.kafka.framing import DEFAULT_MAX_REQUEST, FrameError, frame, parse_header, peek_api, read_frame
@@ -59,7 +70,8 @@ HANDLERS: dict[int, Handler] = {
     13: groups.leave_group, 14: groups.sync_group, 18: metadata.api_versions, 19: topics_admin.create_topics,
     20: topics_admin.delete_topics, 22: producer_id.init_producer_id, 32: configs.describe_configs,
     33: configs.alter_configs, 44: configs.incremental_alter_configs, 15: groups.describe_groups,
-    16: groups.list_groups, 42: groups.delete_groups, 47: groups.offset_delete,
+    16: groups.list_groups, 42: groups.delete_groups, 47: groups.offset_delete, 24: transactions.add_partitions,
+    25: transactions.add_offsets, 26: transactions.end_txn, 28: transactions.txn_offset_commit,
 }
 API_VERSIONS = 18
 MAX_UNAUTHENTICATED_FRAME = 512 << 10  # Kafka's sasl.server.max.receive.size default
@@ -243,6 +255,7 @@ class KafkaServer:
         coordinator = GroupCoordinator()
         coordinator.start()
         self.ctx = Context(self.node, host, int(port), coordinator)
+        expiry = asyncio.get_running_loop().create_task(transactions.expiry_loop(self.ctx))
         protocol = ("SASL_" if self.authenticator is not None else "") + ("SSL" if self.tls else "PLAINTEXT")
         log.info("kafka listener serving", extra={"node_id": self.node.node_id, "host": self.host,
                                                   "port": self.port, "advertised": f"{host}:{port}",
@@ -256,6 +269,7 @@ class KafkaServer:
                 t.cancel()
             await asyncio.gather(*self._conns, return_exceptions=True)
         coordinator.stop()
+        expiry.cancel()
 
     def stop(self) -> None:
         if self._loop is not None and self._stop is not None:

@@ -2,10 +2,11 @@
 before it stores a batch as sent.
 
 `check_batches(data)` walks a buffer of concatenated batches and, for each, checks the header (magic 2,
-a length inside the buffer, record count = last offset delta + 1, a known codec, not transactional or
-control), the CRC-32C the client computed over everything after the CRC field (the C `crc32c` package),
-and, for an uncompressed batch, the record framing: exactly `records_count` length-prefixed records that
-end exactly at the end of the batch. Records are not decoded (no key, value or header objects): the index
+a length inside the buffer, record count = last offset delta + 1, a known codec, not a control batch,
+transactional only with a producer id), the CRC-32C the client computed over everything after the CRC field
+(the C `crc32c` package), and, for an uncompressed batch, the record framing: exactly `records_count`
+length-prefixed records that end exactly at the end of the batch. Records are not decoded (no key, value or
+header objects): the index
 keys are read later, off the acknowledgement path, by the dispatcher. A compressed batch's framing is
 inside its compressed payload; `needs_decode` tells the caller to decode it before storing it.
 
@@ -134,8 +135,10 @@ def check_batches(data: bytes | memoryview) -> list[CheckedBatch]:
             raise RecordFormatError(f"{where}: {count} records with last offset delta {last_delta}")
         if attributes & 0x07 > 4:
             raise RecordFormatError(f"{where}: unknown compression codec {attributes & 0x07}")
-        if attributes & 0x30:
-            raise RecordFormatError("transactional and control batches are not supported")
+        if attributes & 0x20:
+            raise RecordFormatError(f"{where}: control batches (transaction markers) are written by the broker")
+        if attributes & 0x10 and producer_id < 0:
+            raise RecordFormatError(f"{where}: a transactional batch needs a producer id")
         # the GIL kept (40 us a MiB): released, the listener's loop would then wait to take it back
         if crc32c.crc32c(mv[pos + CRC_START:pos + size], gil_release_mode=0) != crc:
             raise RecordFormatError(f"{where}: CRC-32C mismatch")

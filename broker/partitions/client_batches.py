@@ -29,7 +29,7 @@ from typing import Any
 
 from broker.errors import BrokerError, Fenced, RecordFormatError
 from broker.objects.format import RECORD_HEADER_SIZE
-from broker.partitions import producer_state
+from broker.partitions import producer_state, txn_partition
 from broker.partitions.batch_check import CheckedBatch, check_batches, stored_copy
 from broker.partitions.partition import Partition
 from broker.partitions.partition_map import PartitionMap
@@ -42,6 +42,7 @@ from broker.partitions.records import (
     parse_header,
     record_size,
     walk_records,
+    with_base_offset,
 )
 from index_file import IndexEntry
 
@@ -123,9 +124,9 @@ def stored_entries(topic: str, partition: int, base: int, payload: bytes, now: i
     naming the partition and offset, and indexes nothing; the dispatcher goes on."""
     try:
         if _record_entries is None:
-            return [e for b in parse_batches(payload, check_crc=False)
+            return [e for b in parse_batches(payload, check_crc=False) if not b.header.is_control
                     for e in _entries(topic, partition, base, b.records, b.header.base_offset, now)]
-        return [e for pos, h, raw in batch_slices(payload)
+        return [e for pos, h, raw in batch_slices(payload) if not h.is_control
                 for e in walk_records(_record_entries.record_entries, raw, h, pos, topic, partition, base, now)]
     except RecordFormatError as exc:
         log.error("stored batch not indexed: its records do not decode",
@@ -143,6 +144,7 @@ class ClientBatches:
         self.clock = clock
         self._producers: dict[tuple[str, int, int], producer_state.ProducerState] = {}
         self._restored: dict[tuple[str, int], int] = {}  # partition -> ownership epoch its state was rebuilt at
+        self.txns = txn_partition.TxnPartitions(parts)  # open and aborted transactions, the LSO
 
     @staticmethod
     def parse(data: bytes) -> list[KafkaBatch]:
@@ -200,6 +202,8 @@ class ClientBatches:
                 h = parse_header(data, pos)
                 if h.attributes & 0x07 or (not restored and h.producer_id >= 0):
                     return True
+                if h.attributes & txn_partition.TRANSACTIONAL and self.txns.known(part) is None:
+                    return True
                 pos += h.size
         except RecordFormatError:
             pass  # refused by append's checks before anything could wait
@@ -212,6 +216,9 @@ class ClientBatches:
         queued."""
         topic = part.topic.name
         batches = check_batches(data)
+        if any(b.attributes & txn_partition.CONTROL for b in batches):
+            raise RecordFormatError("control batches (transaction markers) are written by the broker, not sent")
+        txns = self.txns.of(part) if any(b.attributes & txn_partition.TRANSACTIONAL for b in batches) else None
         decoded: dict[int, KafkaBatch] = {}
         for i, b in enumerate(batches):
             if b.needs_decode:  # compressed: its framing is only visible decompressed
@@ -232,6 +239,8 @@ class ClientBatches:
                 raise self.parts.not_served(part)
             if any(b.producer_id >= 0 for b in batches):
                 self._restore(part)
+            if txns is None:
+                txns = self.txns.known(part)
             dup: list[tuple[int, Future[Any] | None] | None] = []
             for b in batches:  # every check before anything is queued
                 key = (topic, part.index, b.producer_id)
@@ -258,6 +267,8 @@ class ClientBatches:
                     raise self.parts.not_served(part) from None
                 futures.append(appended)
                 last_new = appended
+                if txns is not None:
+                    txns.on_batch(b.attributes, b.producer_id, base)
                 if b.producer_id >= 0:
                     key = (topic, part.index, b.producer_id)
                     st = self._producers.get(key) or producer_state.ProducerState(b.producer_epoch, KEEP_BATCHES)
@@ -266,3 +277,26 @@ class ClientBatches:
                 results.append(AppendResult(base))
 
         return results, Queued(futures, storage.check_usable, last_new)
+
+    def append_marker(self, part: Partition, producer_id: int, epoch: int, commit: bool) -> Future[Any]:
+        """Queue a transaction's commit or abort marker (a control batch) on the partition; the future resolves
+        once it is durable. The producer's epoch on this partition becomes at least `epoch`, so that a batch of
+        a fenced incarnation is refused (INVALID_PRODUCER_EPOCH)."""
+        txns = self.txns.of(part)
+        marker = txn_partition.marker_batch(producer_id, epoch, commit, now_ms=self.clock())
+        with part.lock:
+            data_stream = part.data
+            if not part.owned or data_stream is None:
+                raise self.parts.not_served(part)
+            self._restore(part)
+            base = data_stream.next_offset
+            try:
+                appended = data_stream.append(with_base_offset(marker, base), 1, base, None)
+            except Fenced:
+                raise self.parts.not_served(part) from None
+            txns.on_batch(txn_partition.CONTROL | txn_partition.TRANSACTIONAL, producer_id, base, commit)
+            key = (part.topic.name, part.index, producer_id)
+            st = self._producers.get(key)
+            if st is None or st.epoch < epoch:
+                self._producers[key] = producer_state.ProducerState(epoch, KEEP_BATCHES)
+        return appended

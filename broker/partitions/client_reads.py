@@ -18,8 +18,12 @@ from broker.partitions.records import BatchHeader, batch_slices, decode_records
 SCAN_READ_BYTES = 1 << 20  # what a scan by timestamp reads from the storage at a time
 
 
-def stored_batches(parts: PartitionMap, p: Partition, offset: int, max_bytes: int) -> bytes:
+def stored_batches(parts: PartitionMap, p: Partition, offset: int, max_bytes: int, upto: int | None = None
+                   ) -> bytes:
+    """The stored batches from `offset`, below `upto` (a read_committed fetch's last stable offset) if given."""
     start, end = parts.bounds(p)
+    if upto is not None:
+        end = min(end, upto)
     if offset >= end or offset < start:
         return b""
     out: list[bytes] = []

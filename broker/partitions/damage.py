@@ -45,8 +45,8 @@ def batch_lists(reader: StreamReader, stream_id: int, stream_records: Iterable[S
         out: list[T] = []
         try:
             for pos, h, raw in batch_slices(sr.payload):
-                if h.next_offset <= start or h.base_offset >= end:
-                    continue
+                if h.next_offset <= start or h.base_offset >= end or h.is_control:
+                    continue  # (a transaction's marker holds no message)
                 verify_crc(raw, h, pos)
                 out.extend(take(h, raw, pos))
         except RecordFormatError as exc:

@@ -80,7 +80,7 @@ def rebuild(parts: PartitionMap, p: Partition, keep: int, window: int = WINDOW_R
         try:
             for rec in parts.storage.read(p.data_stream, pos, end, READ_BYTES):
                 h = parse_header(rec.payload)
-                if h.producer_id >= 0:
+                if h.producer_id >= 0 and not h.is_control:  # a transaction's marker carries no sequence
                     st = out.get(h.producer_id) or ProducerState(h.producer_epoch, keep)
                     if h.producer_epoch >= st.epoch:
                         out[h.producer_id] = st.add(h.producer_epoch, h.base_sequence,

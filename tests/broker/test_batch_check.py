@@ -121,7 +121,8 @@ def test_short_input(bad: bytes, match: str) -> None:
 
 def test_magic_codec_and_transactional_refused() -> None:
     good = build_batch([ProducerRecord(b"v")])
-    for pos, value, match in ((16, 1, "magic"), (22, 0x07, "codec"), (22, 0x10, "transactional")):
+    for pos, value, match in ((16, 1, "magic"), (22, 0x07, "codec"), (22, 0x10, "transactional"),
+                              (22, 0x20, "control")):
         raw = bytearray(good)
         raw[pos] = value
         with pytest.raises(RecordFormatError, match=match):

@@ -335,11 +335,78 @@ def offset_delete(w: Wire, v: int, s: KafkaServerProcess) -> None:
     assert w.committed(group, TOPIC, [0]).topics[0].partitions[0].committed_offset == 2
 
 
+PRODUCER_FENCED, INVALID_PRODUCER_EPOCH = 90, 47
+
+
+def _txn(w: Wire, tid: str) -> tuple[int, int]:
+    resp = w.call((22, 4), transactional_id=tid, transaction_timeout_ms=60_000, producer_id=-1, producer_epoch=-1)
+    assert resp.error_code == errors.NONE, resp
+    return resp.producer_id, resp.producer_epoch
+
+
+def _add(w: Wire, v: int, tid: str, pid: int, epoch: int, topics: dict[str, list[int]]) -> Any:
+    return w.call((24, v), v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
+                  v3_and_below_producer_epoch=epoch,
+                  v3_and_below_topics=[dict(name=t, partitions=ps) for t, ps in topics.items()])
+
+
+def _end(w: Wire, v: int, tid: str, pid: int, epoch: int, commit: bool) -> int:
+    return int(w.call((26, v), transactional_id=tid, producer_id=pid, producer_epoch=epoch,
+                      committed=commit).error_code)
+
+
+def add_partitions_to_txn(w: Wire, v: int, s: KafkaServerProcess) -> None:
+    tid = f"add-partitions-v{v}"
+    pid, epoch = _txn(w, tid)
+    bad = _add(w, v, tid, pid, epoch, {TOPIC: [0], "no-such-topic": [0]})
+    codes = {(t.name, p.partition_index): p.partition_error_code for t in bad.results_by_topic_v3_and_below
+             for p in t.results_by_partition}
+    assert codes == {(TOPIC, 0): 55, ("no-such-topic", 0): errors.UNKNOWN_TOPIC_OR_PARTITION}, bad
+    resp = _add(w, v, tid, pid, epoch, {TOPIC: [0]})
+    assert [p.partition_error_code for p in resp.results_by_topic_v3_and_below[0].results_by_partition] == [0]
+    assert _end(w, 3, tid, pid, epoch, True) == errors.NONE
+
+
+def add_offsets_to_txn(w: Wire, v: int, s: KafkaServerProcess) -> None:
+    tid = f"add-offsets-v{v}"
+    pid, epoch = _txn(w, tid)
+    resp = w.call((25, v), transactional_id=tid, producer_id=pid, producer_epoch=epoch, group_id=f"txn-g-{v}")
+    assert resp.error_code == errors.NONE, resp
+    assert _end(w, 3, tid, pid, epoch, False) == errors.NONE
+
+
+def end_txn(w: Wire, v: int, s: KafkaServerProcess) -> None:
+    tid = f"end-txn-v{v}"
+    pid, epoch = _txn(w, tid)
+    assert _add(w, 3, tid, pid, epoch, {TOPIC: [0]}).results_by_topic_v3_and_below[0] \
+        .results_by_partition[0].partition_error_code == errors.NONE
+    assert _end(w, v, tid, pid, epoch, True) == errors.NONE
+    assert _end(w, v, tid, pid, epoch, True) == errors.NONE  # a retry of the commit that completed
+    _txn(w, tid)  # a new incarnation: the old epoch is fenced
+    assert _end(w, v, tid, pid, epoch, True) == (PRODUCER_FENCED if v >= 2 else INVALID_PRODUCER_EPOCH)
+
+
+def txn_offset_commit(w: Wire, v: int, s: KafkaServerProcess) -> None:
+    tid, group = f"txn-offset-commit-v{v}", f"txn-offsets-v{v}"
+    pid, epoch = _txn(w, tid)
+    assert w.call((25, 3), transactional_id=tid, producer_id=pid, producer_epoch=epoch,
+                  group_id=group).error_code == errors.NONE
+    resp = w.call((28, v), transactional_id=tid, group_id=group, producer_id=pid, producer_epoch=epoch,
+                  generation_id=-1, member_id="", group_instance_id=None, topics=[dict(name=TOPIC, partitions=[
+                      dict(partition_index=0, committed_offset=7, committed_leader_epoch=-1,
+                           committed_metadata="m")])])
+    assert [(p.partition_index, p.error_code) for p in resp.topics[0].partitions] == [(0, errors.NONE)], resp
+    assert w.committed(group, TOPIC, [0]).topics[0].partitions[0].committed_offset == -1  # not before the commit
+    assert _end(w, 3, tid, pid, epoch, True) == errors.NONE
+    assert w.committed(group, TOPIC, [0]).topics[0].partitions[0].committed_offset == 7
+
+
 CASES: dict[int, Callable[[Wire, int, KafkaServerProcess], None]] = {
     0: produce, 1: fetch, 2: list_offsets, 3: metadata, 8: offset_commit, 9: offset_fetch, 10: find_coordinator,
     11: join_group, 12: heartbeat, 13: leave_group, 14: sync_group, 18: api_versions, 19: create_topics,
     20: delete_topics, 22: init_producer_id, 32: describe_configs, 33: alter_configs, 44: incremental_alter_configs,
-    15: describe_groups, 16: list_groups, 42: delete_groups, 47: offset_delete,
+    15: describe_groups, 16: list_groups, 42: delete_groups, 47: offset_delete, 24: add_partitions_to_txn,
+    25: add_offsets_to_txn, 26: end_txn, 28: txn_offset_commit,
 }
 
 

@@ -1,0 +1,267 @@
+"""The transaction coordinator's state machine, kept in the controller metadata KV so that it survives restarts
+and moves with the coordinator (like the groups' committed offsets):
+
+    transactions/<transactional id>   {"producer_id", "epoch", "timeout_ms", "state", "partitions",
+                                       "groups", "started_ms"}
+    txn_offsets/<producer id>/<group> {"<topic>/<partition>": [offset, metadata], ...}
+
+States, as Kafka's: Empty -> Ongoing (AddPartitionsToTxn / AddOffsetsToTxn) -> PrepareCommit | PrepareAbort
+(EndTxn; the decision is stored before any marker is written) -> CompleteCommit | CompleteAbort (every marker
+durable, the group offsets moved or dropped) -> Ongoing again on the next transaction. A transaction found in a
+Prepare state (a coordinator stopped or killed in the middle of EndTxn) is completed by the next request for its
+transactional id or by `tick`, which also aborts the Ongoing transactions older than their timeout (bumping the
+epoch, as Kafka does, so the late producer is fenced rather than committing half of it).
+
+InitProducerId with a transactional id keeps one producer id per transactional id and bumps its epoch (an
+Ongoing transaction of the previous incarnation is aborted first): a request carrying an older epoch is
+PRODUCER_FENCED. Offsets of TxnOffsetCommit wait under the producer id and become the group's committed offsets
+only when the transaction commits. Answers are Kafka's error names; api/kafka maps them to codes.
+
+Every method blocks (metadata calls, markers waited for): run them off an event loop. Requests for one
+transactional id are serialized by a lock per id.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from broker.metadata import MetadataClient
+from broker.partitions import group_offsets, producer_ids
+
+log = logging.getLogger("mqindex.broker.transactions")
+
+PREFIX, OFFSETS_PREFIX = "transactions/", "txn_offsets/"
+EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT = "Empty", "Ongoing", "PrepareCommit", "PrepareAbort"
+COMPLETE_COMMIT, COMPLETE_ABORT = "CompleteCommit", "CompleteAbort"
+MAX_EPOCH = 32766
+MAX_TIMEOUT_MS = 900_000  # Kafka's transaction.max.timeout.ms default
+
+NONE = "NONE"
+FENCED = "PRODUCER_FENCED"
+BAD_MAPPING = "INVALID_PRODUCER_ID_MAPPING"
+BAD_STATE = "INVALID_TXN_STATE"
+BAD_TIMEOUT = "INVALID_TRANSACTION_TIMEOUT"
+NOT_AVAILABLE = "COORDINATOR_NOT_AVAILABLE"
+
+#: writes one marker and waits until it is durable: (topic, partition, producer id, epoch, commit)
+MarkerWriter = Callable[[str, int, int, int, bool], None]
+
+
+@dataclass
+class TxnState:
+    transactional_id: str
+    producer_id: int
+    epoch: int
+    timeout_ms: int
+    state: str = EMPTY
+    partitions: list[tuple[str, int]] = field(default_factory=list)
+    groups: list[str] = field(default_factory=list)
+    started_ms: int = 0
+
+    def encode(self) -> str:
+        d = asdict(self)
+        d["partitions"] = [list(tp) for tp in self.partitions]
+        return json.dumps(d)
+
+    @staticmethod
+    def decode(raw: str) -> TxnState:
+        d = json.loads(raw)
+        d["partitions"] = [(str(t), int(p)) for t, p in d["partitions"]]
+        return TxnState(**d)
+
+
+class TxnError(Exception):
+    """A marker could not be written now (the partition is not served here): the transaction stays prepared."""
+
+
+class TransactionCoordinator:
+    def __init__(self, meta: MetadataClient, node_id: int, write_marker: MarkerWriter,
+                 clock: Callable[[], int]) -> None:
+        self.meta = meta
+        self.node_id = node_id
+        self.write_marker = write_marker
+        self.clock = clock
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def _lock(self, tid: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(tid, threading.Lock())
+
+    def load(self, tid: str) -> TxnState | None:
+        raw = self.meta.kv_get(PREFIX + tid)
+        return TxnState.decode(raw) if raw is not None else None
+
+    def _save(self, st: TxnState) -> None:
+        self.meta.kv_put(PREFIX + st.transactional_id, st.encode())
+
+    # -- the producer's requests ------------------------------------------------------------------------
+    def init_producer_id(self, tid: str, timeout_ms: int) -> tuple[str, int, int]:
+        """(error, producer id, epoch) for a (re)starting transactional producer."""
+        if not 0 < timeout_ms <= MAX_TIMEOUT_MS:
+            return BAD_TIMEOUT, -1, -1
+        with self._lock(tid):
+            st = self.load(tid)
+            if st is None:
+                st = TxnState(tid, producer_ids.allocate(self.meta, self.node_id), 0, timeout_ms)
+                self._save(st)
+                return NONE, st.producer_id, st.epoch
+            self._finish_prepared(st)
+            if st.state == ONGOING:  # the previous incarnation's transaction: aborted, fencing it
+                st.epoch = self._bump(st)
+                self._end(st, commit=False)
+            if st.epoch >= MAX_EPOCH:
+                st.producer_id, st.epoch = producer_ids.allocate(self.meta, self.node_id), 0
+            else:
+                st.epoch += 1
+            st.timeout_ms, st.state, st.partitions, st.groups = timeout_ms, EMPTY, [], []
+            self._save(st)
+            log.info("transactional producer initialised",
+                     extra={"transactional_id": tid, "producer_id": st.producer_id, "epoch": st.epoch})
+            return NONE, st.producer_id, st.epoch
+
+    def _check(self, st: TxnState | None, pid: int, epoch: int) -> str:
+        if st is None or st.producer_id != pid:
+            return BAD_MAPPING
+        if epoch != st.epoch:
+            return FENCED
+        return NONE
+
+    def _begin(self, st: TxnState) -> None:
+        if st.state != ONGOING:
+            st.state, st.partitions, st.groups, st.started_ms = ONGOING, [], [], self.clock()
+
+    def add_partitions(self, tid: str, pid: int, epoch: int, partitions: list[tuple[str, int]]) -> str:
+        with self._lock(tid):
+            st = self.load(tid)
+            code = self._check(st, pid, epoch)
+            if code != NONE:
+                return code
+            assert st is not None
+            self._finish_prepared(st)
+            self._begin(st)
+            st.partitions += [tp for tp in partitions if tp not in st.partitions]
+            self._save(st)
+            return NONE
+
+    def add_offsets(self, tid: str, pid: int, epoch: int, group: str) -> str:
+        with self._lock(tid):
+            st = self.load(tid)
+            code = self._check(st, pid, epoch)
+            if code != NONE:
+                return code
+            assert st is not None
+            self._finish_prepared(st)
+            self._begin(st)
+            if group not in st.groups:
+                st.groups.append(group)
+            self._save(st)
+            return NONE
+
+    def txn_offset_commit(self, tid: str, pid: int, epoch: int, group: str,
+                          offsets: dict[tuple[str, int], tuple[int, str | None]]) -> str:
+        """Keep the offsets until the transaction ends (the group sees them only if it commits)."""
+        with self._lock(tid):
+            st = self.load(tid)
+            code = self._check(st, pid, epoch)
+            if code != NONE:
+                return code
+            assert st is not None
+            if st.state != ONGOING or group not in st.groups:
+                return BAD_STATE
+            key = f"{OFFSETS_PREFIX}{pid}/{group}"
+            raw = self.meta.kv_get(key)
+            pending = json.loads(raw) if raw is not None else {}
+            pending.update({f"{t}/{p}": [o, m or ""] for (t, p), (o, m) in offsets.items()})
+            self.meta.kv_put(key, json.dumps(pending))
+            return NONE
+
+    def end_txn(self, tid: str, pid: int, epoch: int, commit: bool) -> str:
+        with self._lock(tid):
+            st = self.load(tid)
+            code = self._check(st, pid, epoch)
+            if code != NONE:
+                return code
+            assert st is not None
+            self._finish_prepared(st)
+            if st.state == ONGOING:
+                self._end(st, commit)
+                return NONE
+            if st.state == (COMPLETE_COMMIT if commit else COMPLETE_ABORT):
+                return NONE  # a retry of the EndTxn that completed it
+            if st.state == COMPLETE_ABORT and commit:
+                return FENCED  # aborted by its timeout (the epoch was bumped): the producer must start again
+            return BAD_STATE
+
+    # -- completion ------------------------------------------------------------------------------------
+    def _bump(self, st: TxnState) -> int:
+        return st.epoch + 1 if st.epoch < MAX_EPOCH else st.epoch
+
+    def _end(self, st: TxnState, commit: bool) -> None:
+        """Store the decision, then complete it."""
+        st.state = PREPARE_COMMIT if commit else PREPARE_ABORT
+        self._save(st)
+        self._complete(st)
+
+    def _finish_prepared(self, st: TxnState) -> None:
+        if st.state in (PREPARE_COMMIT, PREPARE_ABORT):
+            self._complete(st)
+
+    def _complete(self, st: TxnState) -> None:
+        """Markers on every partition, the group offsets moved (commit) or dropped (abort), then Complete*.
+        Every step may be done again after a crash: a second marker for a closed transaction changes nothing."""
+        commit = st.state == PREPARE_COMMIT
+        for topic, partition in st.partitions:
+            try:
+                self.write_marker(topic, partition, st.producer_id, st.epoch, commit)
+            except Exception as exc:
+                raise TxnError(f"transaction {st.transactional_id}: marker on {topic}-{partition}: {exc}") from exc
+        for group in st.groups:
+            key = f"{OFFSETS_PREFIX}{st.producer_id}/{group}"
+            raw = self.meta.kv_get(key)
+            if raw is not None and commit:
+                offsets = {(tp.rsplit("/", 1)[0], int(tp.rsplit("/", 1)[1])): (int(o), str(m))
+                           for tp, (o, m) in json.loads(raw).items()}
+                if offsets:
+                    group_offsets.commit(self.meta, group, offsets)
+            if raw is not None:
+                self.meta.kv_delete(key)
+        st.state = COMPLETE_COMMIT if commit else COMPLETE_ABORT
+        self._save(st)
+        log.info("transaction ended", extra={"transactional_id": st.transactional_id, "committed": commit,
+                                             "partitions": len(st.partitions), "groups": len(st.groups)})
+
+    def tick(self, mine: Callable[[str], bool]) -> int:
+        """Complete prepared transactions and abort timed-out ones among those `mine` coordinates; how many
+        were ended. A transaction whose markers cannot be written now is left for the next tick."""
+        ended = 0
+        now = self.clock()
+        for key, raw in self.meta.kv_items(PREFIX).items():
+            tid = key[len(PREFIX):]
+            if not mine(tid):
+                continue
+            st = TxnState.decode(raw)
+            late = st.state == ONGOING and now - st.started_ms > st.timeout_ms
+            if not late and st.state not in (PREPARE_COMMIT, PREPARE_ABORT):
+                continue
+            with self._lock(tid):
+                fresh = self.load(tid)
+                if fresh is None:
+                    continue
+                try:
+                    if fresh.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                        self._complete(fresh)
+                        ended += 1
+                    elif fresh.state == ONGOING and now - fresh.started_ms > fresh.timeout_ms:
+                        log.warning("transaction timed out: aborted",
+                                    extra={"transactional_id": tid, "timeout_ms": fresh.timeout_ms})
+                        fresh.epoch = self._bump(fresh)
+                        self._end(fresh, commit=False)
+                        ended += 1
+                except TxnError as exc:
+                    log.warning("transaction not completed yet", extra={"transactional_id": tid, "error": str(exc)})
+        return ended

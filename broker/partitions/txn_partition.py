@@ -1,0 +1,209 @@
+"""A partition's side of Kafka transactions: control batches (commit/abort markers), open transactions, the last
+stable offset (LSO) and the aborted transactions a read_committed consumer must skip.
+
+Markers are Kafka's control batches: attributes bit 5 (control) and bit 4 (transactional), the producer id and
+epoch of the transaction, base sequence -1, one record whose key is (version 0, type: 0 abort, 1 commit) and whose
+value is (version 0, coordinator epoch), all big-endian.
+
+`PartitionTxns` follows a partition's batches in offset order: a transactional data batch of a producer id with
+no open transaction opens one at its base offset; a marker closes it (an abort is kept as
+(producer id, first offset, marker offset)). The LSO is the first offset of the oldest open transaction, or the
+end of the partition. It is rebuilt from the stored batch headers (the whole partition: there is no stored
+transaction index yet) the first time a node needs it at an ownership epoch, and then kept as batches are
+queued.
+
+`visible` answers, for one stored record, whether a reader outside Kafka (a key or id lookup) may see it: a
+record of a transactional batch is visible once a commit marker of its producer follows it in the partition;
+an abort marker, or no marker yet (an open transaction), hides it. It reads the partition forward from the
+record to the marker, so it works on any node that can read the partition, owner or not.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+import time
+from bisect import bisect_left
+from dataclasses import dataclass, field
+
+import crc32c
+
+from broker.errors import OffsetOutOfRange
+from broker.partitions.partition import Partition
+from broker.partitions.partition_map import PartitionMap
+from broker.partitions.records import BatchHeader, batch_slices, decode_records, encode_batch
+
+CONTROL, TRANSACTIONAL = 0x20, 0x10
+ABORT, COMMIT = 0, 1
+READ_BYTES = 4 << 20
+_CONTROL_KEY = struct.Struct(">hh")
+_CONTROL_VALUE = struct.Struct(">hi")
+
+
+@dataclass(frozen=True)
+class _MarkerRecord:
+    key: bytes
+    value: bytes
+    headers: tuple[()] = ()
+    timestamp_ms: int = 0
+
+
+def marker_batch(producer_id: int, epoch: int, commit: bool, coordinator_epoch: int = 0,
+                 now_ms: int | None = None) -> bytes:
+    """A control batch (base offset 0) ending `producer_id`'s transaction with a commit or an abort."""
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    rec = _MarkerRecord(_CONTROL_KEY.pack(0, COMMIT if commit else ABORT), _CONTROL_VALUE.pack(0, coordinator_epoch),
+                        timestamp_ms=now)
+    batch = bytearray(encode_batch([rec], now))
+    # attributes, producer id, epoch, base sequence -1; then the CRC-32C over attributes .. end again
+    struct.pack_into(">h", batch, 21, CONTROL | TRANSACTIONAL)
+    struct.pack_into(">qhi", batch, 43, producer_id, epoch, -1)
+    struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
+    return bytes(batch)
+
+
+def marker_type(raw: bytes | memoryview, h: BatchHeader) -> int:
+    """COMMIT or ABORT, read from a control batch's single record (uncompressed by Kafka's rule)."""
+    for r in decode_records(bytes(raw), h, check_crc=False):
+        if r.key is not None and len(r.key) >= 4:
+            return int(_CONTROL_KEY.unpack_from(r.key)[1])
+    return ABORT
+
+
+@dataclass
+class PartitionTxns:
+    """Open and aborted transactions of one partition (see the module's docstring)."""
+
+    open: dict[int, int] = field(default_factory=dict)  # producer id -> first offset of its open transaction
+    aborted: list[tuple[int, int, int]] = field(default_factory=list)  # (marker offset, producer id, first offset)
+
+    def on_batch(self, attributes: int, producer_id: int, base: int, commit: bool | None = None) -> None:
+        """Follow one batch stored at `base`: `commit` is the marker's type for a control batch."""
+        if not attributes & TRANSACTIONAL or producer_id < 0:
+            return
+        if attributes & CONTROL:
+            first = self.open.pop(producer_id, None)
+            if first is not None and not commit:
+                self.aborted.append((base, producer_id, first))
+        else:
+            self.open.setdefault(producer_id, base)
+
+    def lso(self, end: int) -> int:
+        return min([end, *self.open.values()])
+
+    def aborted_in(self, start: int, end: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions with records in [start, end)."""
+        i = bisect_left(self.aborted, (start, -1, -1))
+        return [(pid, first) for _marker, pid, first in self.aborted[i:] if first < end]
+
+
+def scan(parts: PartitionMap, p: Partition, start: int, end: int, into: PartitionTxns) -> None:
+    """Follow the stored batches of [start, end) into `into` (headers only, markers' single record)."""
+    pos = start
+    while pos < end:
+        moved = False
+        try:
+            for rec in parts.storage.read(p.data_stream, pos, end, READ_BYTES):
+                for _at, h, raw in batch_slices(rec.payload):
+                    if h.attributes & TRANSACTIONAL:
+                        commit = marker_type(raw, h) == COMMIT if h.attributes & CONTROL else None
+                        into.on_batch(h.attributes, h.producer_id, h.base_offset, commit)
+                    if h.next_offset > pos:
+                        pos, moved = h.next_offset, True
+        except OffsetOutOfRange:
+            start_now = parts.start_offset(p)
+            moved, pos = start_now > pos, max(pos, start_now)
+        if not moved:
+            break
+
+
+class TxnPartitions:
+    """The `PartitionTxns` of the partitions this node owns, each rebuilt once per ownership epoch."""
+
+    def __init__(self, parts: PartitionMap) -> None:
+        self.parts = parts
+        self._state: dict[tuple[str, int], tuple[int, PartitionTxns]] = {}
+        self._lock = threading.Lock()
+
+    def known(self, p: Partition) -> PartitionTxns | None:
+        """The state if already built at this ownership epoch (never reads the partition)."""
+        got = self._state.get((p.topic.name, p.index))
+        return got[1] if got is not None and got[0] == p.epoch else None
+
+    def of(self, p: Partition) -> PartitionTxns:
+        """The state, rebuilt from the partition's batches when not built at this ownership epoch. The rebuild
+        holds the partition's lock, so no batch is queued meanwhile."""
+        got = self.known(p)
+        if got is not None:
+            return got
+        with p.lock:
+            got = self.known(p)
+            if got is not None:
+                return got
+            st = PartitionTxns()
+            scan(self.parts, p, self.parts.start_offset(p), p.data.next_offset if p.data is not None else 0, st)
+            self._state[(p.topic.name, p.index)] = (p.epoch, st)
+            return st
+
+
+class _Verdicts:
+    """Final answers of `visible` (a committed or aborted transaction stays so), bounded."""
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self.limit = limit
+        self.known: dict[tuple[int, int, int], bool] = {}
+        self.lock = threading.Lock()
+
+    def get(self, key: tuple[int, int, int]) -> bool | None:
+        with self.lock:
+            return self.known.get(key)
+
+    def put(self, key: tuple[int, int, int], value: bool) -> None:
+        with self.lock:
+            if len(self.known) >= self.limit:
+                self.known.clear()
+            self.known[key] = value
+
+
+_VERDICTS = _Verdicts()
+
+
+def visible(parts: PartitionMap, p: Partition, offset: int) -> bool:
+    """Whether the record at `offset` may be shown outside Kafka's read_uncommitted (see the module)."""
+    start, end = parts.bounds(p)
+    if not start <= offset < end:
+        return True
+    head: BatchHeader | None = None
+    try:
+        for rec in parts.storage.read(p.data_stream, offset, offset + 1, 1):
+            for _at, h, _raw in batch_slices(rec.payload):
+                if h.base_offset <= offset < h.next_offset:
+                    head = h
+    except OffsetOutOfRange:
+        return True
+    if head is None or not head.attributes & TRANSACTIONAL:
+        return True
+    if head.attributes & CONTROL:
+        return False
+    key = (p.data_stream, head.producer_id, head.base_offset)
+    known = _VERDICTS.get(key)
+    if known is not None:
+        return known
+    pos = head.next_offset
+    while pos < end:
+        moved = False
+        try:
+            for rec in parts.storage.read(p.data_stream, pos, end, READ_BYTES):
+                for _at, h, raw in batch_slices(rec.payload):
+                    if h.base_offset < pos:
+                        continue
+                    if h.attributes & CONTROL and h.producer_id == head.producer_id:
+                        verdict = marker_type(raw, h) == COMMIT
+                        _VERDICTS.put(key, verdict)
+                        return verdict
+                    pos, moved = h.next_offset, True
+        except OffsetOutOfRange:
+            return False
+        if not moved:
+            break
+    return False  # no marker yet: an open transaction's records are not shown

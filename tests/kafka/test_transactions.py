@@ -1,0 +1,206 @@
+"""Kafka transactions with real clients against a real `mqindex serve`: a confluent-kafka transactional producer
+commits and aborts across partitions of two topics with its consumer offsets, read_committed consumers see
+exactly the committed records (read_uncommitted ones see both), a zombie producer is fenced, key lookups over
+HTTP never show an aborted or open transaction's records, and HTTP fetch shows no markers."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from api.kafka import errors
+from tests.kafka.conftest import KafkaServerProcess
+from tests.kafka.wire import Wire
+
+TOPICS = {"tx-a": 2, "tx-b": 1, "tx-in": 1}
+
+
+def make_topics(s: KafkaServerProcess, topics: dict[str, int]) -> None:
+    with Wire(s.kafka_port) as w:
+        made = w.call((19, 7), topics=[dict(name=n, num_partitions=k, replication_factor=1, assignments=[],
+                                            configs=[]) for n, k in topics.items()],
+                      timeout_ms=10_000, validate_only=False)
+        assert all(t.error_code == errors.NONE for t in made.topics), made
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaServerProcess]:
+    s = KafkaServerProcess(tmp_path_factory.mktemp("txn") / "node").start()
+    try:
+        make_topics(s, TOPICS)
+        yield s
+    finally:
+        s.stop()
+
+
+def producer(s: KafkaServerProcess, tid: str, **extra: object) -> Producer:
+    p = Producer({"bootstrap.servers": s.bootstrap, "transactional.id": tid, **extra})
+    p.init_transactions(30)
+    return p
+
+
+def read_all(s: KafkaServerProcess, topics: list[str], isolation: str, expect: int, timeout: float = 30
+             ) -> list[tuple[str, int, bytes | None, bytes | None]]:
+    """Every record of `topics` from the start, read until `expect` are in and one more second passes quiet."""
+    c = Consumer({"bootstrap.servers": s.bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False, "isolation.level": isolation})
+    try:
+        parts = [TopicPartition(t, i, 0) for t in topics for i in range(TOPICS.get(t, 1))]
+        c.assign(parts)
+        out: list[tuple[str, int, bytes | None, bytes | None]] = []
+        deadline = time.monotonic() + timeout
+        quiet_until = None
+        while time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is None:
+                if len(out) >= expect:
+                    quiet_until = quiet_until or time.monotonic() + 1.0
+                    if time.monotonic() >= quiet_until:
+                        break
+                continue
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    continue
+                raise KafkaException(m.error())
+            out.append((m.topic(), m.partition(), m.key(), m.value()))
+        return out
+    finally:
+        c.close()
+
+
+def lookup(s: KafkaServerProcess, topic: str, key: str) -> list[dict]:
+    r = httpx.get(f"{s.url}/v1/messages", params={"topic": topic, "key": key}, timeout=60)
+    assert r.status_code == 200, r.text
+    return r.json()["messages"]
+
+
+def test_commit_and_abort_across_two_topics_with_offsets(server: KafkaServerProcess) -> None:
+    src = Producer({"bootstrap.servers": server.bootstrap})
+    for i in range(5):
+        src.produce("tx-in", key=f"in-{i}".encode(), value=b"x", partition=0)
+    assert src.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "tx-group",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        p = producer(server, "tx-main")
+        p.begin_transaction()
+        for part, topic in ((0, "tx-a"), (1, "tx-a"), (0, "tx-b")):
+            for i in range(3):
+                p.produce(topic, key=f"commit-{topic}-{part}-{i}".encode(), value=b"c", partition=part)
+        p.send_offsets_to_transaction([TopicPartition("tx-in", 0, 5)], consumer.consumer_group_metadata(), 30)
+        # the group does not see the offsets before the commit
+        assert consumer.committed([TopicPartition("tx-in", 0)], 30)[0].offset < 0
+        p.commit_transaction(30)
+        assert consumer.committed([TopicPartition("tx-in", 0)], 30)[0].offset == 5
+
+        p.begin_transaction()
+        for part, topic in ((0, "tx-a"), (1, "tx-a"), (0, "tx-b")):
+            for i in range(2):
+                p.produce(topic, key=f"abort-{topic}-{part}-{i}".encode(), value=b"a", partition=part)
+        p.send_offsets_to_transaction([TopicPartition("tx-in", 0, 2)], consumer.consumer_group_metadata(), 30)
+        p.flush(30)
+        p.abort_transaction(30)
+        # the aborted transaction's offsets are dropped
+        assert consumer.committed([TopicPartition("tx-in", 0)], 30)[0].offset == 5
+    finally:
+        consumer.close()
+
+    committed = read_all(server, ["tx-a", "tx-b"], "read_committed", 9)
+    assert sorted(k.decode() for _, _, k, _ in committed) == sorted(
+        f"commit-{t}-{p}-{i}" for p, t in ((0, "tx-a"), (1, "tx-a"), (0, "tx-b")) for i in range(3))
+    everything = read_all(server, ["tx-a", "tx-b"], "read_uncommitted", 15)
+    assert len(everything) == 15
+    assert sum(k.startswith(b"abort-") for _, _, k, _ in everything) == 6
+
+    # over HTTP: key lookups show the committed records and never the aborted ones; fetch shows no marker
+    assert [m["key"] for m in lookup(server, "tx-a", "commit-tx-a-1-2")] == ["commit-tx-a-1-2"]
+    assert lookup(server, "tx-a", "abort-tx-a-1-0") == []
+    assert lookup(server, "tx-b", "abort-tx-b-0-1") == []
+    r = httpx.get(f"{server.url}/v1/topics/tx-b/partitions/0/messages", params={"offset": 0, "max": 100}, timeout=60)
+    assert r.status_code == 200, r.text
+    keys = [m["key"] for m in r.json()["messages"]]
+    assert keys == [f"commit-tx-b-0-{i}" for i in range(3)] + [f"abort-tx-b-0-{i}" for i in range(2)], keys
+
+
+def test_a_zombie_producer_is_fenced_and_its_transaction_aborted(server: KafkaServerProcess) -> None:
+    zombie = producer(server, "tx-zombie")
+    zombie.begin_transaction()
+    zombie.produce("tx-b", key=b"zombie-0", value=b"z", partition=0)
+    assert zombie.flush(30) == 0
+    successor = producer(server, "tx-zombie")  # the same transactional id: the zombie's transaction is aborted
+    with pytest.raises(KafkaException) as fenced:
+        zombie.commit_transaction(30)
+    assert fenced.value.args[0].fatal(), fenced.value.args[0]
+    successor.begin_transaction()
+    successor.produce("tx-b", key=b"successor-0", value=b"s", partition=0)
+    successor.commit_transaction(30)
+    assert lookup(server, "tx-b", "zombie-0") == []
+    assert [m["key"] for m in lookup(server, "tx-b", "successor-0")] == ["successor-0"]
+    keys = {k for _, _, k, _ in read_all(server, ["tx-b"], "read_committed", 4)}
+    assert b"successor-0" in keys and b"zombie-0" not in keys
+
+
+def test_an_open_transaction_holds_read_committed_back(server: KafkaServerProcess) -> None:
+    make_topics(server, {"tx-open": 1})
+    p = producer(server, "tx-open")
+    p.begin_transaction()
+    p.produce("tx-open", key=b"open-0", value=b"o", partition=0)
+    assert p.flush(30) == 0
+    with Wire(server.kafka_port) as w:
+        def latest(isolation: int) -> int:
+            resp = w.call((2, 7), replica_id=-1, isolation_level=isolation, topics=[
+                dict(name="tx-open", partitions=[dict(partition_index=0, current_leader_epoch=-1, timestamp=-1)])])
+            return int(resp.topics[0].partitions[0].offset)
+        assert (latest(0), latest(1)) == (1, 0)
+        assert lookup(server, "tx-open", "open-0") == []  # an open transaction's records are not shown
+        p.commit_transaction(30)
+        assert (latest(0), latest(1)) == (2, 2)  # the record and its commit marker
+    assert [m["key"] for m in lookup(server, "tx-open", "open-0")] == ["open-0"]
+
+
+def test_kafka_python_transactional_producer(server: KafkaServerProcess) -> None:
+    from kafka import KafkaProducer
+
+    make_topics(server, {"tx-kp": 1})
+    p = KafkaProducer(bootstrap_servers=server.bootstrap, transactional_id="tx-kafka-python", max_block_ms=30_000)
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("tx-kp", key=b"kp-commit", value=b"v", partition=0)
+        p.commit_transaction()
+        p.begin_transaction()
+        p.send("tx-kp", key=b"kp-abort", value=b"v", partition=0)
+        p.flush()
+        p.abort_transaction()
+    finally:
+        p.close(timeout=10)
+    keys = [k for _, _, k, _ in read_all(server, ["tx-kp"], "read_committed", 1)]
+    assert keys == [b"kp-commit"]
+
+
+def test_aiokafka_transactional_producer(server: KafkaServerProcess) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    make_topics(server, {"tx-aio": 1})
+
+    async def run() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=server.bootstrap, transactional_id="tx-aiokafka")
+        await asyncio.wait_for(p.start(), 30)
+        try:
+            async with p.transaction():
+                await p.send_and_wait("tx-aio", key=b"aio-commit", value=b"v", partition=0)
+            await p.begin_transaction()
+            await p.send_and_wait("tx-aio", key=b"aio-abort", value=b"v", partition=0)
+            await p.abort_transaction()
+        finally:
+            await asyncio.wait_for(p.stop(), 10)
+
+    asyncio.run(run())
+    keys = [k for _, _, k, _ in read_all(server, ["tx-aio"], "read_committed", 1)]
+    assert keys == [b"aio-commit"]
