@@ -105,6 +105,16 @@ REFUSALS: dict[int, Refusal] = {
     42: lambda req, version, code: dict(throttle_time_ms=0, results=[dict(group_id=g, error_code=code)
                                                                      for g in req.groups_names]),
     47: _top_level(topics=[]),
+    24: lambda req, version, code: dict(throttle_time_ms=0, error_code=code, results_by_transaction=[],
+                                        results_by_topic_v3_and_below=[
+        dict(name=t.name, results_by_partition=[dict(partition_index=p, partition_error_code=code)
+                                                for p in t.partitions])
+        for t in req.v3_and_below_topics or []]),
+    25: _top_level(),
+    26: _top_level(producer_id=-1, producer_epoch=-1),
+    28: lambda req, version, code: dict(throttle_time_ms=0, topics=[
+        dict(name=t.name, partitions=[dict(partition_index=p.partition_index, error_code=code)
+                                      for p in t.partitions]) for t in req.topics]),
 }
 
 

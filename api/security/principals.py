@@ -18,6 +18,8 @@ KAFKA_API_SCOPES: dict[str, str] = {
     "CreateTopics": "admin", "DeleteTopics": "admin", "CreatePartitions": "admin", "DeleteRecords": "admin",
     "AlterConfigs": "admin", "IncrementalAlterConfigs": "admin", "DeleteGroups": "admin",
     "OffsetDelete": "admin",
+    # a transaction's requests come from its producer
+    "AddPartitionsToTxn": "produce", "AddOffsetsToTxn": "produce", "EndTxn": "produce", "TxnOffsetCommit": "produce",
 }
 #: Kafka APIs about the cluster rather than a topic: refused with CLUSTER_AUTHORIZATION_FAILED, the others with
 #: TOPIC_AUTHORIZATION_FAILED (GROUP_AUTHORIZATION_FAILED for the group APIs).
@@ -26,6 +28,8 @@ KAFKA_CLUSTER_APIS = frozenset({"CreateTopics", "AlterConfigs", "IncrementalAlte
 KAFKA_GROUP_APIS = frozenset({"OffsetFetch", "OffsetCommit", "FindCoordinator", "JoinGroup", "SyncGroup",
                               "Heartbeat", "LeaveGroup", "ListGroups", "DescribeGroups", "DeleteGroups",
                               "OffsetDelete"})
+#: Kafka APIs about a transactional id: refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+KAFKA_TRANSACTION_APIS = frozenset({"AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn", "TxnOffsetCommit"})
 # Kafka error codes (org.apache.kafka.common.protocol.Errors)
 TOPIC_AUTHORIZATION_FAILED = 29
 GROUP_AUTHORIZATION_FAILED = 30
@@ -33,6 +37,7 @@ CLUSTER_AUTHORIZATION_FAILED = 31
 UNSUPPORTED_SASL_MECHANISM = 33
 ILLEGAL_SASL_STATE = 34
 SASL_AUTHENTICATION_FAILED = 58
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 
 
 class ScopeError(ValueError):
@@ -68,6 +73,8 @@ def kafka_denial(api: str, principal: Principal) -> int | None:
         return None
     if api in KAFKA_CLUSTER_APIS:
         return CLUSTER_AUTHORIZATION_FAILED
+    if api in KAFKA_TRANSACTION_APIS:
+        return TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     if api in KAFKA_GROUP_APIS:
         return GROUP_AUTHORIZATION_FAILED
     return TOPIC_AUTHORIZATION_FAILED

@@ -261,3 +261,36 @@ def test_kcat_scram(sasl_server: KafkaServerProcess) -> None:
     assert ok.stdout.split() == ["k0", "k1", "k2"]
     bad = kcat("wrong-password")
     assert bad.returncode != 0 and "k0" not in bad.stdout
+
+
+def test_transaction_apis_need_the_produce_scope(sasl_server: KafkaServerProcess) -> None:
+    """A read-only principal's transactional requests are refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED at
+    every version, and nothing of them is carried out."""
+    from tests.kafka.wire import Wire
+
+    txn = dict(transactional_id="ro-txn", producer_id=1, producer_epoch=0)
+    calls: dict[int, dict[str, object]] = {
+        24: dict(v3_and_below_transactional_id="ro-txn", v3_and_below_producer_id=1, v3_and_below_producer_epoch=0,
+                 v3_and_below_topics=[dict(name="secure", partitions=[0])]),
+        25: dict(**txn, group_id="ro-group"),
+        26: dict(**txn, committed=True),
+        28: dict(**txn, group_id="ro-group", generation_id=-1, member_id="", group_instance_id=None,
+                 topics=[dict(name="secure", partitions=[dict(partition_index=0, committed_offset=5,
+                                                              committed_leader_epoch=-1, committed_metadata="")])]),
+    }
+    with Wire(sasl_server.kafka_port) as w:
+        assert w.call((17, 1), mechanism="PLAIN").error_code == 0
+        assert w.call((36, 2), auth_bytes=b"\0token\0" + READ_TOKEN.encode()).error_code == 0
+        for api, fields in calls.items():
+            for v in range(4):
+                resp = w.call((api, v), **fields)
+                codes = {resp.error_code} if hasattr(resp, "error_code") and api != 24 else set()
+                if api == 24:
+                    codes = {p.partition_error_code for t in resp.results_by_topic_v3_and_below
+                             for p in t.results_by_partition}
+                if api == 28:
+                    codes = {p.error_code for t in resp.topics for p in t.partitions}
+                assert codes == {53}, (api, v, resp)
+        # nothing was committed for the group
+        fetched = w.call((9, 1), group_id="ro-group", topics=[dict(name="secure", partition_indexes=[0])])
+        assert [p.committed_offset for t in fetched.topics for p in t.partitions] == [-1]
