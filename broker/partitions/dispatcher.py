@@ -11,6 +11,8 @@ checkpoint + 1 (`IndexService.checkpoint(topic, partition)`) up to the end ackno
 the records back through the broker's read path. The index drops offsets at or below its checkpoint, so
 nothing is indexed twice; nothing acknowledged is skipped, since the live entries of a partition only
 go after its catch-up range.
+Both paths give an entry the same store time: the append time, taken when the batch is queued on the WAL and
+stored with its stream record, so a re-dispatched entry is the entry the live path gave (index_time.py).
 """
 
 from __future__ import annotations
