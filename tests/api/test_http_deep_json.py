@@ -23,7 +23,7 @@ from tests.api.server import ServerProcess
 TOO_DEEP = {"error": "body is not valid JSON: its arrays and objects are nested too deeply", "field": "body"}
 #: every route that reads a body, with its path filled in (the test checks the OpenAPI document lists no other)
 BODY_ROUTES = [("POST", "/v1/topics/t/messages"), ("POST", "/v1/topics"), ("PATCH", "/v1/topics/t/configs"),
-               ("POST", "/v1/admin/reassignments"), ("POST", "/v1/admin/rebalance")]
+               ("POST", "/v1/admin/reassignments"), ("POST", "/v1/admin/rebalance"), ("POST", "/v1/groups/g/offsets")]
 DEEP_BODIES = {
     "100,000 [": b"[" * 100_000,
     "closed arrays": b"[" * 50_000 + b"]" * 50_000,
@@ -35,7 +35,8 @@ DEEP_BODIES = {
 
 
 def body_routes(doc: dict[str, Any]) -> set[tuple[str, str]]:
-    return {(method.upper(), path.replace("{topic}", "t")) for path, item in doc["paths"].items()
+    return {(method.upper(), path.replace("{topic}", "t").replace("{group}", "g"))
+            for path, item in doc["paths"].items()
             for method, op in item.items() if isinstance(op, dict) and "requestBody" in op}
 
 
