@@ -29,6 +29,7 @@ from index_service.key_filters import FilterCache
 from index_service.lookup_stats import LookupStats, start_counting, stop_counting
 from index_service.managed_file import ManagedFile
 from index_service.model import FileState
+from index_service.ranges import IsLive
 from storage_tier.errors import BlobNotFound
 
 _UNBOUNDED = 1 << 30
@@ -93,11 +94,14 @@ def _damaged(mf: ManagedFile, exc: Exception) -> DamagedFile:
 
 def run_query(files: FileMap, topic: str, key: str, max_count: int, lo: int, hi: int,
               verifier: Callable[[IndexHit], bool] | None, stats: QueryStats | None = None,
-              filters: FilterCache | None = None, lookups: LookupStats | None = None) -> Hits:
+              filters: FilterCache | None = None, lookups: LookupStats | None = None,
+              is_live: IsLive | None = None) -> Hits:
+    """is_live: the broker's trim (ranges.IsLive); entries of offsets it no longer stores are skipped, so a file
+    that also holds live entries (a merged file mixes topics of different retention) answers only for those."""
     stats = stats if stats is not None else QueryStats()
     start_counting()
     try:
-        hits = _run(files, topic, key, max_count, lo, hi, verifier, stats, filters, lookups)
+        hits = _run(files, topic, key, max_count, lo, hi, verifier, stats, filters, lookups, is_live)
     finally:
         stats.gets = stop_counting()
     if lookups is not None:
@@ -107,7 +111,7 @@ def run_query(files: FileMap, topic: str, key: str, max_count: int, lo: int, hi:
 
 def _run(files: FileMap, topic: str, key: str, max_count: int, lo: int, hi: int,
          verifier: Callable[[IndexHit], bool] | None, stats: QueryStats, filters: FilterCache | None,
-         lookups: LookupStats | None) -> Hits:
+         lookups: LookupStats | None, is_live: IsLive | None) -> Hits:
     held: list[IndexHit] = []
     cands = files.candidates(lo, hi)
     stats.files_considered = len(cands)
@@ -130,6 +134,8 @@ def _run(files: FileMap, topic: str, key: str, max_count: int, lo: int, hi: int,
                 hits = mf.query(topic, key, _UNBOUNDED, lo, hi)  # candidates: some may fail verification
                 if verifier is not None:
                     hits = _verified(hits, held, max_count, verifier)
+            if is_live is not None:
+                hits = _stored(mf, topic, key, max_count, lo, hi, hits, is_live)
         except (FormatError, BlobNotFound) as exc:
             stats.damaged.append(_damaged(mf, exc))
             continue
@@ -142,6 +148,16 @@ def _run(files: FileMap, topic: str, key: str, max_count: int, lo: int, hi: int,
     if lookups is not None:
         lookups.add(filter_maybe=maybe, filter_no=no, false_positives=false_positives)
     return Hits(held, stats.damaged)
+
+
+def _stored(mf: ManagedFile, topic: str, key: str, max_count: int, lo: int, hi: int, hits: list[IndexHit],
+            is_live: IsLive) -> list[IndexHit]:
+    """`hits` without the entries whose offsets the broker has trimmed; when some were dropped from a full answer,
+    the file is asked again without a bound so that the live entries behind them are not missed."""
+    kept = [h for h in hits if is_live(topic, h.queue_id, h.offset)]
+    if len(kept) < len(hits) and len(hits) >= max_count and mf.exact:
+        kept = [h for h in mf.query(topic, key, _UNBOUNDED, lo, hi) if is_live(topic, h.queue_id, h.offset)]
+    return kept
 
 
 def _verified(hits: list[IndexHit], held: list[IndexHit], max_count: int,

@@ -240,7 +240,7 @@ class IndexService:
                 return f
         filters = self.filters if self.config.key_filters else None
         return self._pool.submit(run_query, self.files_map, topic, key, max_count, lo, hi, self.config.verifier,
-                                 stats, filters, self.lookup_stats)
+                                 stats, filters, self.lookup_stats, self.config.is_live)
 
     def files(self) -> list[FileInfo]:
         """Every live file, oldest begin first."""

@@ -28,12 +28,15 @@ class Clock:
 
 
 @pytest.fixture
-def node_and_clock(seaweedfs, tmp_path: Path):  # type: ignore[no-untyped-def]
+def node_and_clock(seaweedfs, tmp_path: Path, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    """A node on a clock the test moves; index files are not merged unless the test is marked `merging`."""
     clock = Clock()
     url = seaweedfs.store_url("mqindex", f"ret-{uuid.uuid4().hex[:8]}")
+    merging = request.node.get_closest_marker("merging") is not None
     node = BrokerNode.open(tmp_path / "node", url, f"sqlite:///{tmp_path}/meta.sqlite", upload_interval_s=60.0,
                            maintenance_interval_s=0, clock=clock,
-                           index_config={"maintain_interval_s": 0, "roll_age_ms": HOUR})
+                           index_config={"maintain_interval_s": 0, "roll_age_ms": HOUR,
+                                         **({} if merging else {"merge_tiers_ms": ()})})
     try:
         yield node, clock, url
     finally:
@@ -96,6 +99,35 @@ def test_index_follows_data_four_days_later(node_and_clock) -> None:  # type: ig
         assert node.get_by_id(short_ids[i]) is None
     for p in range(2):
         assert node.fetch("short", p, 0, 10)[0] == []
+
+
+@pytest.mark.merging
+def test_a_merged_file_answers_only_for_the_data_still_stored(node_and_clock) -> None:  # type: ignore[no-untyped-def]
+    """Merged with a topic kept longer, a trimmed topic's entries stay in the merged file but are never answered."""
+    node, clock, _url = node_and_clock
+    node.create_topic("short", 2, {"retention.ms": 2 * DAY})
+    node.create_topic("keep", 2)
+    short_ids = produce_keys(node, "short", 40)
+    keep_ids = produce_keys(node, "keep", 40)
+    for _ in range(2):  # two files, so that a closed day holds enough to merge
+        node.flush()
+        node.sync_index()
+        node.index.roll()
+        node.index.maintain()
+        node.produce("keep", [InMessage(b"filler", key=b"filler")])
+    clock.ms += 4 * DAY
+    rep = node.index.maintain()
+    assert rep.merged, rep  # one day file now holds both topics
+    assert len(node.index.query("short", "short-3")) == 1
+    assert set(node.run_maintenance()["trimmed"]) == {"short-0", "short-1"}
+    rep = node.index.maintain()
+    assert rep.expired == []  # the merged file still holds the kept topic
+    for i in range(40):
+        assert node.index.query("short", f"short-{i}") == []
+        assert node.find_by_key("short", f"short-{i}", 0, None, 10, None) == ([], None)
+        assert node.get_by_id(short_ids[i]) is None
+        page, _ = node.find_by_key("keep", f"keep-{i}", 0, None, 10, None)
+        assert [m.msg_id for m in page] == [keep_ids[i]]
 
 
 def test_alter_topic_retention_and_bad_configs(node_and_clock) -> None:  # type: ignore[no-untyped-def]
