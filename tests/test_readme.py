@@ -125,7 +125,10 @@ def schema_exists(code: str, name: str) -> bool:
 
 
 def make_run_recipe() -> list[str]:
-    out = subprocess.run(["make", "-n", "run"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    # as a user's shell runs it: not as a sub-make of `make test` (whose flags would add "make[1]: ..." lines)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
+    out = subprocess.run(["make", "--no-print-directory", "-n", "run"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60, env=env)
     assert out.returncode == 0, out.stderr
     return shlex.split(out.stdout.strip().splitlines()[-1])
 
