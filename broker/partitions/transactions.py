@@ -135,42 +135,42 @@ class TransactionCoordinator:
         if st.state != ONGOING:
             st.state, st.partitions, st.groups, st.started_ms = ONGOING, [], [], self.clock()
 
-    def add_partitions(self, tid: str, pid: int, epoch: int, partitions: list[tuple[str, int]]) -> str:
+    def _current(self, tid: str, pid: int, epoch: int) -> tuple[TxnState | None, str]:
+        """The transaction's state and NONE when this producer id and epoch own it, else (None, the error)."""
+        st = self.load(tid)
+        code = self._check(st, pid, epoch)
+        return (st, code) if code == NONE else (None, code)
+
+    def _add(self, tid: str, pid: int, epoch: int, add: Callable[[TxnState], None]) -> str:
+        """Begin the transaction if none is ongoing and add to it (partitions or a group)."""
         with self._lock(tid):
-            st = self.load(tid)
-            code = self._check(st, pid, epoch)
-            if code != NONE:
+            st, code = self._current(tid, pid, epoch)
+            if st is None:
                 return code
-            assert st is not None
             self._finish_prepared(st)
             self._begin(st)
-            st.partitions += [tp for tp in partitions if tp not in st.partitions]
+            add(st)
             self._save(st)
             return NONE
 
+    def add_partitions(self, tid: str, pid: int, epoch: int, partitions: list[tuple[str, int]]) -> str:
+        def add(st: TxnState) -> None:
+            st.partitions += [tp for tp in partitions if tp not in st.partitions]
+        return self._add(tid, pid, epoch, add)
+
     def add_offsets(self, tid: str, pid: int, epoch: int, group: str) -> str:
-        with self._lock(tid):
-            st = self.load(tid)
-            code = self._check(st, pid, epoch)
-            if code != NONE:
-                return code
-            assert st is not None
-            self._finish_prepared(st)
-            self._begin(st)
+        def add(st: TxnState) -> None:
             if group not in st.groups:
                 st.groups.append(group)
-            self._save(st)
-            return NONE
+        return self._add(tid, pid, epoch, add)
 
     def txn_offset_commit(self, tid: str, pid: int, epoch: int, group: str,
                           offsets: dict[tuple[str, int], tuple[int, str | None]]) -> str:
         """Keep the offsets until the transaction ends (the group sees them only if it commits)."""
         with self._lock(tid):
-            st = self.load(tid)
-            code = self._check(st, pid, epoch)
-            if code != NONE:
+            st, code = self._current(tid, pid, epoch)
+            if st is None:
                 return code
-            assert st is not None
             if st.state != ONGOING or group not in st.groups:
                 return BAD_STATE
             key = f"{OFFSETS_PREFIX}{pid}/{group}"
@@ -182,11 +182,9 @@ class TransactionCoordinator:
 
     def end_txn(self, tid: str, pid: int, epoch: int, commit: bool) -> str:
         with self._lock(tid):
-            st = self.load(tid)
-            code = self._check(st, pid, epoch)
-            if code != NONE:
+            st, code = self._current(tid, pid, epoch)
+            if st is None:
                 return code
-            assert st is not None
             self._finish_prepared(st)
             if st.state == ONGOING:
                 self._end(st, commit)
