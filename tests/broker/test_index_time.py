@@ -32,6 +32,7 @@ from broker.partitions.object_listing import list_partition_objects
 from broker.partitions.record_entries import object_entries
 from broker.partitions.topics import TopicRegistry
 from storage_tier import open_store
+from tests.cluster.harness import key_pages
 from tests.kafka.conftest import KafkaServerProcess
 
 HOUR_MS = 3_600_000
@@ -43,20 +44,7 @@ def now_ms() -> int:
 
 
 def pages(base: str, key: str, begin: int, end: int, size: int) -> list[list[tuple[int, int, int]]]:
-    """Every page of a begin/end lookup of `key`, `size` messages a page: (partition, offset, timestamp) each."""
-    out: list[list[tuple[int, int, int]]] = []
-    cursor = None
-    while True:
-        params: dict[str, Any] = {"topic": TOPIC, "key": key, "begin": begin, "end": end, "max": size}
-        if cursor:
-            params["cursor"] = cursor
-        r = httpx.get(f"{base}/v1/messages", params=params, timeout=60)
-        assert r.status_code == 200, r.text
-        body = r.json()
-        out.append([(m["partition"], m["offset"], m["timestamp"]) for m in body["messages"]])
-        cursor = body["next_cursor"]
-        if not cursor:
-            return out
+    return key_pages(base, key, begin, end, size, all_readable=False, topic=TOPIC)
 
 
 def hits(base: str, key: str, begin: int = 0, end: int | None = None) -> list[list[int]]:

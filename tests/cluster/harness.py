@@ -178,3 +178,24 @@ def check_offsets(c: Cluster, acked: list[dict[str, Any]], partitions: int = 6) 
         values += [m["value"] for m in stored]
         assert {o for (q, o) in by_offset if q == p} <= {m["offset"] for m in stored}, f"partition {p}: acked missing"
     assert len(values) == len(set(values)), "a value stored twice"
+
+
+def key_pages(base: str, key: str, begin: int, end: int, size: int, all_readable: bool = False,
+              topic: str = TOPIC) -> list[list[tuple[int, int, int]]]:
+    """Every page of a begin/end lookup of `key` in `topic`, `size` messages a page, following the cursor:
+    (partition, offset, timestamp) each. all_readable: also check that no index file was reported unreadable."""
+    out: list[list[tuple[int, int, int]]] = []
+    cursor = None
+    while True:
+        params: dict[str, Any] = {"topic": topic, "key": key, "begin": begin, "end": end, "max": size}
+        if cursor:
+            params["cursor"] = cursor
+        r = httpx.get(f"{base}/v1/messages", params=params, timeout=60)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        if all_readable:
+            assert body["unreadable"] == []
+        out.append([(m["partition"], m["offset"], m["timestamp"]) for m in body["messages"]])
+        cursor = body["next_cursor"]
+        if not cursor:
+            return out

@@ -11,7 +11,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -19,7 +18,7 @@ from kafka import KafkaProducer
 
 from storage_tier.seaweedfs_server import SeaweedFS
 from tests.api.server import ServerProcess, free_port
-from tests.cluster.harness import TOPIC, Cluster, wait_until
+from tests.cluster.harness import TOPIC, Cluster, key_pages, wait_until
 
 HOUR_MS = 3_600_000
 
@@ -46,21 +45,7 @@ def two_nodes(tmp_path: Path, seaweedfs: SeaweedFS, pg_url: Callable[[], str]) -
 
 
 def pages(base: str, key: str, begin: int, end: int, size: int) -> list[list[tuple[int, int, int]]]:
-    """Every page of a begin/end lookup, `size` messages a page: (partition, offset, timestamp) each."""
-    out: list[list[tuple[int, int, int]]] = []
-    cursor = None
-    while True:
-        params: dict[str, Any] = {"topic": TOPIC, "key": key, "begin": begin, "end": end, "max": size}
-        if cursor:
-            params["cursor"] = cursor
-        r = httpx.get(f"{base}/v1/messages", params=params, timeout=60)
-        assert r.status_code == 200, r.text
-        body = r.json()
-        assert body["unreadable"] == []
-        out.append([(m["partition"], m["offset"], m["timestamp"]) for m in body["messages"]])
-        cursor = body["next_cursor"]
-        if not cursor:
-            return out
+    return key_pages(base, key, begin, end, size, all_readable=True)
 
 
 def produce(c: Cluster, node: int, p: int, first: int, n: int, timestamp: int) -> list[tuple[int, int]]:
