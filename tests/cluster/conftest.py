@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,3 +63,12 @@ def nodes(tmp_path: Path) -> Iterator[InProcessNodes]:
         yield made
     finally:
         made.close()
+
+
+@pytest.fixture
+def closing() -> Iterator[list[Any]]:
+    """Objects the test opens (services, clients), closed at the end in reverse order whatever happens."""
+    opened: list[Any] = []
+    yield opened
+    for obj in reversed(opened):
+        obj.close()

@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from broker.cluster.cluster_index import FILES_PREFIX, index_file_rows, publish_files
 from broker.cluster.published_expiry import PublishedExpiry
@@ -28,12 +26,6 @@ from tests.index_service.helpers import ManualClock
 HOUR_MS = 3_600_000
 
 
-@pytest.fixture
-def closing() -> Iterator[list[Any]]:
-    opened: list[Any] = []
-    yield opened
-    for obj in reversed(opened):
-        obj.close()
 
 
 def _upload(svc: IndexService, partition: int, offsets: range, at_ms: int) -> str:

@@ -32,13 +32,6 @@ HOUR_MS = 3_600_000
 
 
 
-@pytest.fixture
-def closing() -> Iterator[list[Any]]:
-    """Objects the test opens (services, clients), closed at the end in reverse order whatever happens."""
-    opened: list[Any] = []
-    yield opened
-    for obj in reversed(opened):
-        obj.close()
 
 
 def node0_lookups(tmp_path: Path, store_url: str, meta_url: str, clock: ManualClock, closing: list[Any]
