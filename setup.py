@@ -8,7 +8,7 @@ of produced messages (broker/partitions/_record_build.pyx); the partitions and a
 plain messages (broker/partitions/_produce_route.pyx); the columns of a batch of index entries
 (index_file/_entry_columns.pyx) and the append of items to a WRITING index file (index_file/_item_chain.pyx).
 They are optional: without a compiler the install goes on and their callers (api/http/message_json.py,
-api/http/produce_json.py, broker/partitions/batch_check.py, broker/partitions/client_batches.py,
+api/http/produce_json.py, broker/partitions/batch_check.py, broker/partitions/kafka_clients/client_batches.py,
 broker/partitions/records.py, broker/partitions/produce.py, index_file/entry_columns.py,
 index_file/native_unsealed.py) do the same work in Python."""
 

@@ -26,7 +26,7 @@ from api.http.routes import ERRORS, TIME_FORMS
 from api.http.store_time import StoreTime
 from api.security.principals import SCOPES
 from broker import overview
-from broker.partitions.client_reads import offset_for_time
+from broker.partitions.kafka_clients.client_reads import offset_for_time
 from broker.partitions.topic_errors import InvalidTopicName
 from broker.partitions.topics import validate_topic_name
 

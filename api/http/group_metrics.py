@@ -15,7 +15,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from api.kafka.context import Context
-from broker.partitions import group_offsets
+from broker.partitions.kafka_clients import group_offsets
 
 
 class GroupLagCollector(Collector):

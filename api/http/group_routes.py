@@ -32,7 +32,7 @@ from api.http.routes import ERRORS
 from api.http.store_time import parse_store_time
 from api.kafka import group_admin
 from api.kafka.context import Context
-from broker.partitions.group_admin import ResetSpec
+from broker.partitions.kafka_clients.group_admin import ResetSpec
 
 router = APIRouter(responses=ERRORS)
 FORWARDED = "x-mqindex-forwarded"  # a request one node passed to another: answered there, never passed on

@@ -29,7 +29,7 @@ from kafka.protocol.schemas.fields.codecs import EncodeBuffer
 from api.kafka import errors
 from api.kafka.context import Context
 from api.kafka.schemas import APIS, build
-from broker.partitions.client_reads import stored_batches
+from broker.partitions.kafka_clients.client_reads import stored_batches
 
 POLL_S = 0.01  # how often a waiting fetch looks for new records
 READ_COMMITTED = 1  # isolation_level: up to the last stable offset, with the aborted transactions to skip

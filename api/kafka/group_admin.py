@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from api.kafka.context import Context
 from api.kafka.group_coordinator import EMPTY
-from broker.partitions import group_admin, group_offsets
+from broker.partitions.kafka_clients import group_admin, group_offsets
 
 T = TypeVar("T")
 DEAD = "Dead"  # Kafka's state of a group that does not exist

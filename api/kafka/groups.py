@@ -10,7 +10,7 @@ from api.kafka import errors, group_admin
 from api.kafka.context import Context
 from api.kafka.group_coordinator import EMPTY
 from api.kafka.schemas import APIS, build
-from broker.partitions import group_offsets
+from broker.partitions.kafka_clients import group_offsets
 
 
 async def join_group(ctx: Context, req: Any, version: int) -> Any:

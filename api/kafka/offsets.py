@@ -7,8 +7,8 @@ from typing import Any
 from api.kafka import errors
 from api.kafka.context import Context
 from api.kafka.schemas import APIS, build
-from broker.partitions import group_offsets
-from broker.partitions.client_reads import offset_for_time, offset_of_max_timestamp
+from broker.partitions.kafka_clients import group_offsets
+from broker.partitions.kafka_clients.client_reads import offset_for_time, offset_of_max_timestamp
 from broker.partitions.topics import is_topic_name
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3

@@ -28,7 +28,7 @@ from api.kafka.fetch import EncodedResponse
 from api.kafka.framing import frame
 from api.kafka.schemas import APIS, build
 from broker.errors import RecordFormatError
-from broker.partitions.client_batches import BatchTooLarge, Queued, SequenceError
+from broker.partitions.kafka_clients.client_batches import BatchTooLarge, Queued, SequenceError
 
 log = logging.getLogger("mqindex.kafka.produce")
 

@@ -1,5 +1,6 @@
-"""InitProducerId: for idempotent producers here (sequences are checked in broker/partitions/client_batches.py),
-for transactional ones by the transaction coordinator (transactions.py)."""
+"""InitProducerId: for idempotent producers here (sequences are checked in
+broker/partitions/kafka_clients/client_batches.py); for transactional ones by the
+transaction coordinator (kafka_clients/transactions.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 from api.kafka import errors, transactions
 from api.kafka.context import Context
 from api.kafka.schemas import APIS, build
-from broker.partitions import producer_ids
+from broker.partitions.kafka_clients import producer_ids
 
 
 async def init_producer_id(ctx: Context, req: Any, version: int) -> Any:

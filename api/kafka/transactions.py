@@ -1,5 +1,5 @@
 """InitProducerId with a transactional id, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit and EndTxn,
-translated to the transaction coordinator (broker/partitions/transactions.py), and the loop that completes
+translated to the transaction coordinator (broker/partitions/kafka_clients/transactions.py), and the loop that completes
 prepared transactions and aborts timed-out ones.
 
 A transactional id is coordinated by the node `Context.coordinator_for` names (as a group is); the others answer
@@ -17,7 +17,7 @@ from typing import Any
 from api.kafka import errors
 from api.kafka.context import Context
 from api.kafka.schemas import APIS, build
-from broker.partitions import transactions
+from broker.partitions.kafka_clients import transactions
 from broker.partitions.topics import is_topic_name
 
 log = logging.getLogger("mqindex.kafka.transactions")

@@ -6,10 +6,10 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
 from broker.errors import InvalidField
-from broker.partitions import txn_partition
 from broker.partitions.client_messages import OutMessage
 from broker.partitions.damage import BatchTaker, served_lists_before_damage
 from broker.partitions.index_time import entry_time, timed_batch_lists
+from broker.partitions.kafka_clients import txn_partition
 from broker.partitions.message_id import decode_message_id, encode_message_id
 from broker.partitions.partition import Partition
 from broker.partitions.partition_map import PartitionMap, now_ms

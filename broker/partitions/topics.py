@@ -32,7 +32,8 @@ from dataclasses import dataclass
 
 from broker.errors import InvalidField, InvalidRequest
 from broker.metadata import MetadataClient
-from broker.partitions import group_offsets, topic_config
+from broker.partitions import topic_config
+from broker.partitions.kafka_clients import group_offsets
 from broker.partitions.topic_errors import InvalidTopicName, TopicExists, TopicNotFound
 
 log = logging.getLogger("mqindex.broker.topics")

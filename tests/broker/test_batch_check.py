@@ -130,7 +130,7 @@ def test_magic_codec_and_transactional_refused() -> None:
 
 
 def test_a_batch_whose_records_do_not_decode_is_logged_and_indexes_nothing(caplog: pytest.LogCaptureFixture) -> None:
-    from broker.partitions.client_batches import stored_entries
+    from broker.partitions.kafka_clients.client_batches import stored_entries
 
     good = build_batch([ProducerRecord(b"v" * 20, b"key-1")])
     assert [e.keys for e in stored_entries("t", 3, 40, good, 1)] == [["key-1"]]
@@ -150,7 +150,7 @@ def test_a_batch_whose_records_do_not_decode_is_logged_and_indexes_nothing(caplo
 def test_stored_entries_index_each_record_under_its_keys(recs: list[ProducerRecord], base: int) -> None:
     """The dispatcher's entries of a stored batch: one per record that has index keys (records.index_keys: key,
     KEYS words, UNIQ_KEY), at the record's offset, sized as key + value + headers."""
-    from broker.partitions.client_batches import stored_entries
+    from broker.partitions.kafka_clients.client_batches import stored_entries
     from broker.partitions.records import index_keys
 
     want = []
@@ -165,13 +165,13 @@ def test_stored_entries_index_each_record_under_its_keys(recs: list[ProducerReco
 
 def test_the_c_entries_reader_is_built() -> None:
     """`pip install` (make test) builds broker/partitions/_record_entries; without it records are decoded."""
-    from broker.partitions import client_batches
+    from broker.partitions.kafka_clients import client_batches
 
     assert client_batches._record_entries is not None
 
 
 def _both_ways(payload: bytes, base: int) -> tuple[list, list]:
-    from broker.partitions import client_batches
+    from broker.partitions.kafka_clients import client_batches
 
     compiled = client_batches.stored_entries("t", 2, base, payload, 7)
     saved, client_batches._record_entries = client_batches._record_entries, None

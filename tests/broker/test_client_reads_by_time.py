@@ -16,7 +16,7 @@ import pytest
 
 from broker.node import BrokerNode
 from broker.partitions.client_messages import InMessage
-from broker.partitions.client_reads import offset_for_time, offset_of_max_timestamp
+from broker.partitions.kafka_clients.client_reads import offset_for_time, offset_of_max_timestamp
 from broker.partitions.partition import Partition
 
 VALUE = 64 << 10

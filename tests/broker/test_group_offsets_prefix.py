@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from broker.metadata import MetadataClient
-from broker.partitions import group_offsets
+from broker.partitions.kafka_clients import group_offsets
 
 
 def test_fetch_returns_only_the_groups_own_offsets(meta_url_factory: Callable[[], str]) -> None:

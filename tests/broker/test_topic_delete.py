@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from broker.node import BrokerNode
-from broker.partitions import group_offsets
 from broker.partitions.client_messages import InMessage
+from broker.partitions.kafka_clients import group_offsets
 from storage_tier import open_store
 
 

@@ -17,7 +17,7 @@ from api.kafka import errors
 from api.kafka.produce import ProduceAnswer
 from api.kafka.schemas import APIS
 from api.kafka.server import Answers, InFlight, KafkaServer, Pending
-from broker.partitions.client_batches import Queued
+from broker.partitions.kafka_clients.client_batches import Queued
 
 PRODUCE = APIS[0]
 VERSION = 7  # a response header of the correlation id alone

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.metadata import MetadataClient
-from broker.partitions import group_offsets
-from broker.partitions.client_reads import offset_for_time
+from broker.partitions.kafka_clients import group_offsets
+from broker.partitions.kafka_clients.client_reads import offset_for_time
 from broker.partitions.partition_map import PartitionMap
 from broker.partitions.topic_errors import PartitionNotFound, TopicNotFound
 

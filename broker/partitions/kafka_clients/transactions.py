@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from broker.metadata import MetadataClient
-from broker.partitions import group_offsets, producer_ids
+from broker.partitions.kafka_clients import group_offsets, producer_ids
 
 log = logging.getLogger("mqindex.broker.transactions")
 

@@ -29,8 +29,8 @@ from typing import Any
 
 from broker.errors import BrokerError, Fenced, RecordFormatError
 from broker.objects.format import RECORD_HEADER_SIZE
-from broker.partitions import producer_state, txn_partition
 from broker.partitions.batch_check import CheckedBatch, check_batches, stored_copy
+from broker.partitions.kafka_clients import producer_state, txn_partition
 from broker.partitions.partition import Partition
 from broker.partitions.partition_map import PartitionMap
 from broker.partitions.records import (
