@@ -31,10 +31,10 @@ from broker.compaction import CompactionConfig, Compactor
 from broker.metadata import MetadataClient
 from broker.metadata.leases import LeaseTable
 from broker.partitions import reads, topic_admin
-from broker.partitions.client_batches import ClientBatches
 from broker.partitions.client_messages import InMessage, OutMessage, Produced
 from broker.partitions.dispatcher import Dispatcher
 from broker.partitions.index_link import catch_up_ranges, keyless_ends, open_index
+from broker.partitions.kafka_clients.client_batches import ClientBatches
 from broker.partitions.partition_map import PartitionMap
 from broker.partitions.partition_map import now_ms as _now_ms
 from broker.partitions.produce import Producer
