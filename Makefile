@@ -35,10 +35,14 @@ $(KCAT):
 	@echo "installing Debian's kcat for the Kafka protocol tests"
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null
 
+# The suite runs on two workers (pytest-xdist), each taking whole test files so a file's shared servers
+# start once; most of a test's time is spent waiting on real servers, so two workers fit two cores.
+TEST_WORKERS ?= 2
+
 test: $(STAMP) $(CHROMIUM) $(KCAT)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 bench: $(STAMP)
 	$(BIN)/mqindex bench all
