@@ -256,3 +256,21 @@ def test_metrics_export_each_partition_lag(server: KafkaServerProcess) -> None:
            for line in text.splitlines() if line.startswith("mqindex_group_lag{") and 'group="metered"' in line}
     assert lag == {f'group="metered",partition="0",topic="{TOPIC}"': PER_PARTITION - 1,
                    f'group="metered",partition="1",topic="{TOPIC}"': 0}
+
+
+def test_metrics_export_each_partition_lag_in_seconds(server: KafkaServerProcess) -> None:
+    """The age of the oldest unconsumed message: the timestamp of the record at the committed offset, the same
+    figure describe shows as lag_ms; 0 for a caught-up partition."""
+    assert reset(server, "aged", to="offset", offset=1, topics=[f"{TOPIC}:0"]).status_code == 200
+    assert reset(server, "aged", to="latest", topics=[f"{TOPIC}:1"]).status_code == 200
+    before = time.time()
+    text = httpx.get(f"{server.url}/metrics", timeout=30).text
+    after = time.time()
+    age = {line.split("{")[1].split("}")[0]: float(line.rsplit(" ", 1)[1])
+           for line in text.splitlines() if line.startswith("mqindex_group_lag_seconds{") and 'group="aged"' in line}
+    oldest = (T0 + 2 * 1000) / 1000  # offset 1 of partition 0 is message 2
+    assert set(age) == {f'group="aged",partition="0",topic="{TOPIC}"', f'group="aged",partition="1",topic="{TOPIC}"'}
+    assert before - oldest - 1 <= age[f'group="aged",partition="0",topic="{TOPIC}"'] <= after - oldest + 1
+    assert age[f'group="aged",partition="1",topic="{TOPIC}"'] == 0
+    described = describe(server, "aged")
+    assert described["lag_ms"] / 1000 == pytest.approx(age[f'group="aged",partition="0",topic="{TOPIC}"'], abs=5)
