@@ -34,6 +34,8 @@ class Stream:
         self.confirmed_end = end_offset  # offsets below are durable (cache or objects)
         self.fenced = False  # another owner holds it now: nothing more is appended or committed
         self.closed = False
+        self.appended_offsets = 0  # offsets and payload bytes queued since the stream opened here (throughput)
+        self.appended_bytes = 0
         # re-entrant: a WAL append that fails at once runs its completion (rollback) on the appending thread
         self._lock = threading.RLock()
 
@@ -61,7 +63,10 @@ class Stream:
             rec = StreamRecord(self.stream_id, self.epoch, base_offset, count, payload, append_ms)
             self.next_offset = rec.last_offset
             try:
-                return self.storage.append(self, rec, on_durable)
+                queued = self.storage.append(self, rec, on_durable)
+                self.appended_offsets += count
+                self.appended_bytes += len(payload)
+                return queued
             except BaseException:
                 self.next_offset = base_offset  # refused before it was queued: its offsets are free again
                 raise
