@@ -267,8 +267,9 @@ class ClientBatches:
                     raise self.parts.not_served(part) from None
                 futures.append(appended)
                 last_new = appended
-                if txns is not None:
+                if txns is not None and b.attributes & txn_partition.TRANSACTIONAL:
                     txns.on_batch(b.attributes, b.producer_id, base)
+                    appended.add_done_callback(lambda f: f.exception() is not None and self.txns.forget(part))
                 if b.producer_id >= 0:
                     key = (topic, part.index, b.producer_id)
                     st = self._producers.get(key) or producer_state.ProducerState(b.producer_epoch, KEEP_BATCHES)
@@ -280,8 +281,10 @@ class ClientBatches:
 
     def append_marker(self, part: Partition, producer_id: int, epoch: int, commit: bool) -> Future[Any]:
         """Queue a transaction's commit or abort marker (a control batch) on the partition; the future resolves
-        once it is durable. The producer's epoch on this partition becomes at least `epoch`, so that a batch of
-        a fenced incarnation is refused (INVALID_PRODUCER_EPOCH)."""
+        once it is durable. The partition's transaction state (open transactions, aborted ones, the LSO) follows
+        the marker only once it is durable: a marker whose append fails changes nothing, and the coordinator
+        writes it again. The producer's epoch on this partition becomes at least `epoch` at once, so that a
+        batch of a fenced incarnation is refused (INVALID_PRODUCER_EPOCH): the coordinator fenced it already."""
         txns = self.txns.of(part)
         marker = txn_partition.marker_batch(producer_id, epoch, commit, now_ms=self.clock())
         with part.lock:
@@ -294,9 +297,21 @@ class ClientBatches:
                 appended = data_stream.append(with_base_offset(marker, base), 1, base, None)
             except Fenced:
                 raise self.parts.not_served(part) from None
-            txns.on_batch(txn_partition.CONTROL | txn_partition.TRANSACTIONAL, producer_id, base, commit)
             key = (part.topic.name, part.index, producer_id)
             st = self._producers.get(key)
             if st is None or st.epoch < epoch:
                 self._producers[key] = producer_state.ProducerState(epoch, KEEP_BATCHES)
-        return appended
+        done: Future[Any] = Future()
+
+        def durable(f: Future[Any]) -> None:
+            exc = f.exception()
+            if exc is not None:
+                log.warning("transaction marker not stored", extra={"partition": part.name, "offset": base,
+                                                                     "producer_id": producer_id, "error": str(exc)})
+                done.set_exception(exc)
+                return
+            txns.on_batch(txn_partition.CONTROL | txn_partition.TRANSACTIONAL, producer_id, base, commit)
+            done.set_result(f.result())
+
+        appended.add_done_callback(durable)
+        return done

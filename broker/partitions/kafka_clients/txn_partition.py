@@ -23,7 +23,7 @@ from __future__ import annotations
 import struct
 import threading
 import time
-from bisect import bisect_left
+from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 
 import crc32c
@@ -76,25 +76,31 @@ class PartitionTxns:
 
     open: dict[int, int] = field(default_factory=dict)  # producer id -> first offset of its open transaction
     aborted: list[tuple[int, int, int]] = field(default_factory=list)  # (marker offset, producer id, first offset)
+    #: markers are applied by the thread that makes them durable, data batches under the partition's lock
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def on_batch(self, attributes: int, producer_id: int, base: int, commit: bool | None = None) -> None:
-        """Follow one batch stored at `base`: `commit` is the marker's type for a control batch."""
+        """Follow one batch stored at `base`: `commit` is the marker's type for a control batch. A second marker
+        for a transaction already closed changes nothing."""
         if not attributes & TRANSACTIONAL or producer_id < 0:
             return
-        if attributes & CONTROL:
-            first = self.open.pop(producer_id, None)
-            if first is not None and not commit:
-                self.aborted.append((base, producer_id, first))
-        else:
-            self.open.setdefault(producer_id, base)
+        with self.lock:
+            if attributes & CONTROL:
+                first = self.open.pop(producer_id, None)
+                if first is not None and not commit:
+                    insort(self.aborted, (base, producer_id, first))  # markers may become durable out of order
+            else:
+                self.open.setdefault(producer_id, base)
 
     def lso(self, end: int) -> int:
-        return min([end, *self.open.values()])
+        with self.lock:
+            return min([end, *self.open.values()])
 
     def aborted_in(self, start: int, end: int) -> list[tuple[int, int]]:
         """(producer id, first offset) of the aborted transactions with records in [start, end)."""
-        i = bisect_left(self.aborted, (start, -1, -1))
-        return [(pid, first) for _marker, pid, first in self.aborted[i:] if first < end]
+        with self.lock:
+            i = bisect_left(self.aborted, (start, -1, -1))
+            return [(pid, first) for _marker, pid, first in self.aborted[i:] if first < end]
 
 
 def scan(parts: PartitionMap, p: Partition, start: int, end: int, into: PartitionTxns) -> None:
@@ -124,6 +130,10 @@ class TxnPartitions:
         self.parts = parts
         self._state: dict[tuple[str, int], tuple[int, PartitionTxns]] = {}
         self._lock = threading.Lock()
+
+    def forget(self, p: Partition) -> None:
+        """Drop the state (an append it followed failed): the next use rebuilds it from the stored batches."""
+        self._state.pop((p.topic.name, p.index), None)
 
     def known(self, p: Partition) -> PartitionTxns | None:
         """The state if already built at this ownership epoch (never reads the partition)."""
