@@ -188,6 +188,9 @@ def run(args: argparse.Namespace) -> int:
         kafka.start()
     app = app_for_node(settings, node)
     app.state.kafka_context = kafka.ctx if kafka is not None else None  # consumer groups (api/http/group_routes.py)
+    from broker.partitions.throughput import ThroughputHistory
+
+    app.state.throughput = ThroughputHistory(node.partitions).start()  # the console's sparklines (console_routes.py)
     if kafka is not None:
         from api.http.group_metrics import GroupLagCollector
 
@@ -223,6 +226,7 @@ def run(args: argparse.Namespace) -> int:
         give_up_fast(node)
         log.warning("stopping while %s: the final upload is tried for %ss only; the WAL keeps every acknowledged "
                     "record and the next start uploads them", unreachable, STOP_RETRY_S)
+    app.state.throughput.stop()
     # uploads what is cached, marks a clean shutdown, closes streams and the index
     node.close()
     log.info("stopped", extra={"signal": stopped_by[0] if stopped_by else None})
