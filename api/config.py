@@ -56,6 +56,10 @@ class Settings:
     kafka_tls_cert: str = ""  # PEM certificate (chain) of the Kafka listener; with kafka_tls_key: SSL / SASL_SSL
     kafka_tls_key: str = ""  # its PEM private key
     kafka_tls_client_ca: str = ""  # PEM CA bundle: Kafka clients must present a certificate it signed
+    # -- access control (api/security/access.py; rules stored in the metadata database) --
+    superusers: list[str] = field(default_factory=list)  # principals allowed everything (User:NAME or NAME)
+    allow_everyone_if_no_acl_found: bool = False  # once rules exist: a resource no rule covers is open (Kafka's)
+    audit_log: str = ""  # admin changes and denials, one JSON line each: "" none, "stdout", or a file path
 
     def resolved(self) -> Settings:
         data = Path(self.data_dir).resolve()
@@ -80,6 +84,8 @@ class Settings:
             kafka_listener=self.kafka_listener, kafka_advertised=self.kafka_advertised,
             kafka_tls_cert=self.kafka_tls_cert, kafka_tls_key=self.kafka_tls_key,
             kafka_tls_client_ca=self.kafka_tls_client_ca,
+            superusers=list(self.superusers), allow_everyone_if_no_acl_found=self.allow_everyone_if_no_acl_found,
+            audit_log=self.audit_log,
         )
 
 
@@ -105,7 +111,7 @@ def shown_settings(settings: Settings) -> dict[str, Any]:
 
 _NAMES = {f.name for f in fields(Settings)} - {"node"}
 SCOPES = {"read", "produce", "admin"}
-_BOOLS = {"allow_anonymous", "metrics_auth", "access_log"}
+_BOOLS = {"allow_anonymous", "metrics_auth", "access_log", "allow_everyone_if_no_acl_found"}
 
 
 def _coerce(name: str, value: Any) -> Any:
@@ -173,6 +179,11 @@ def _coerce(name: str, value: Any) -> Any:
         except UserError as exc:
             raise ConfigError(str(exc)) from None
         return {str(k): dict(v) for k, v in value.items()}
+    if name == "superusers":  # MQINDEX_SUPERUSERS="User:root,admin"
+        items = value.split(",") if isinstance(value, str) else value
+        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+            raise ConfigError("superusers must be a list of principal names (User:NAME or NAME)")
+        return [i.strip() for i in items if i.strip()]
     if name == "tokens":
         if isinstance(value, str):  # MQINDEX_TOKENS="tok1=read,produce;tok2=admin"
             out: dict[str, list[str]] = {}
