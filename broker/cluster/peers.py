@@ -1,4 +1,5 @@
-"""Calls from this node to the others over their HTTP API: index queries and single-message reads.
+"""Calls from this node to the others over their HTTP API: index queries, single-message reads and POSTs of
+internal requests (transaction markers).
 
 httpx (a dependency already) with short timeouts; a peer that does not answer is a StorageUnavailable
 (retriable 503 to the client), never a silently shorter answer.
@@ -24,6 +25,13 @@ class Peers:
     def _get(self, url: str, params: dict[str, Any]) -> httpx.Response:
         try:
             return self._client.get(url, params=params)
+        except httpx.HTTPError as exc:
+            raise StorageUnavailable("cluster", url, f"node at {url} did not answer: {exc}") from exc
+
+    def post(self, url: str, body: dict[str, Any]) -> httpx.Response:
+        """POST a JSON body to another node (an internal call: this node's cluster token is presented)."""
+        try:
+            return self._client.post(url, json=body)
         except httpx.HTTPError as exc:
             raise StorageUnavailable("cluster", url, f"node at {url} did not answer: {exc}") from exc
 
