@@ -1,13 +1,23 @@
-"""Membership: this node's lease (register, heartbeat, shut down) and the view of every node's lease."""
+"""Membership: this node's lease (register, heartbeat, shut down) and the view of every node's lease.
+
+Whether another node's lease expired is decided on this node's monotonic clock, never by comparing wall
+clocks: a lease row changes with every renewal (LeaseObserver), and a row this node has watched unchanged for
+a whole lease is expired. A step of the database host's clock, or of any node's wall clock, in either
+direction, neither expires a live lease nor keeps a dead one: the same rule as ZooKeeper's and Kafka's
+sessions (the server tracks a session by the heartbeats it receives, measured on its own clock). This node's
+own lease is held until a lease after it sent a renewal that succeeded, also on its monotonic clock.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import threading
 import time
 from collections.abc import Callable
 
 from broker.errors import NotOwner
-from broker.metadata.leases import ALIVE, LeaseTable, NodeLease
+from broker.metadata.leases import ALIVE, EXPIRED, LeaseTable, NodeLease
 from broker.periodic import Periodic
 
 log = logging.getLogger("mqindex.broker.cluster")
@@ -15,10 +25,65 @@ log = logging.getLogger("mqindex.broker.cluster")
 DEFAULT_LEASE_MS = 10_000
 
 
+class LeaseObserver:
+    """Which leases expired, by watching the rows change over this node's monotonic `clock`.
+
+    A row whose version (LeaseTable: epoch, expires_ms, ended) this observer has seen unchanged for `lease_ms`
+    is expired; one seen to change (or to appear) since an earlier look is alive: it was renewed since that look,
+    and it expires a lease after its last change is seen, unless it changes again. Rows at the observer's first
+    look have no observation yet: until they change or a lease has passed, the database clock's verdict stands
+    (the node's failover waits for a lease of watching anyway: `Membership.steady`). Safe against the node it
+    judges: that node stops acknowledging a lease after it sent its last renewal that succeeded, which is before
+    this observer first saw the renewal, so before the observer counts its lease expired (clocks running at the
+    same rate; what they read does not matter)."""
+
+    def __init__(self, lease_ms: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.lease_s = lease_ms / 1000
+        self.clock = clock
+        self._lock = threading.Lock()
+        # node id -> (version seen, when first seen, whether it was seen to change or appear after the first look)
+        self._seen: dict[int, tuple[tuple[int, int, bool], float, bool]] = {}
+        self._first_look: float | None = None
+
+    def watched_long_enough(self) -> bool:
+        """Whether this observer has looked for a whole lease (before that, some verdicts are the database
+        clock's)."""
+        return self._first_look is not None and self.clock() - self._first_look >= self.lease_s
+
+    def judge(self, rows: list[NodeLease]) -> list[NodeLease]:
+        """The rows with their state as this observer sees it now."""
+        with self._lock:
+            now = self.clock()
+            watched = self._first_look is not None
+            if not watched:
+                self._first_look = now
+            out = []
+            for n in rows:
+                seen = self._seen.get(n.node_id)
+                if seen is None or seen[0] != n.version:
+                    seen = (n.version, now, watched)
+                    self._seen[n.node_id] = seen
+                if n.ended:
+                    state = n.state
+                elif now - seen[1] >= self.lease_s:
+                    state = EXPIRED
+                elif seen[2]:
+                    state = ALIVE
+                else:
+                    state = n.state  # not watched for a lease yet: the database clock's verdict
+                out.append(n if state == n.state else dataclasses.replace(n, state=state))
+            return out
+
+
 class Membership:
     def __init__(self, leases: LeaseTable, node_id: int, node_epoch: int, http: str | None, kafka: str | None,
-                 lease_ms: int = DEFAULT_LEASE_MS, on_fenced: Callable[[], None] | None = None) -> None:
+                 lease_ms: int = DEFAULT_LEASE_MS, on_fenced: Callable[[], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """clock: this node's monotonic clock (a test injects one); its lease and its verdicts on the others'
+        are measured on it."""
         self.leases = leases
+        self.clock = clock
+        self.observer = LeaseObserver(lease_ms, clock)
         self.node_id = node_id
         self.node_epoch = node_epoch
         self.http = http
@@ -39,10 +104,11 @@ class Membership:
         self._beat = Periodic("broker-heartbeat", max(lease_ms / 3000, 0.05), self.heartbeat)
 
     def start(self) -> None:
-        sent = time.monotonic()
+        sent = self.clock()
         self.leases.register(self.node_id, self.node_epoch, self.http, self.kafka, self.lease_ms)
         self.held_until = sent + self.lease_ms / 1000
         self.steady_since = sent
+        self.nodes()  # the observer's first look: its own verdicts from a lease on (`steady`)
         self._beat.start()
         log.info("node registered", extra={"node_id": self.node_id, "node_epoch": self.node_epoch,
                                            "http": self.http, "lease_ms": self.lease_ms})
@@ -57,7 +123,7 @@ class Membership:
                 log.error("lease no longer renewed: the others will fail this node over", extra={
                     "node_id": self.node_id, "node_epoch": self.node_epoch, "reason": why})
             return
-        sent = time.monotonic()
+        sent = self.clock()
         if not self.leases.heartbeat(self.node_id, self.node_epoch, self.lease_ms):
             self.fenced = True
             log.error("lease lost: a newer incarnation of this node registered", extra={
@@ -72,8 +138,10 @@ class Membership:
         """Whether this node has held its lease without a gap for a whole lease. Only then may it count other
         nodes' expired leases as their failure: after the metadata database stalled (or this node could not
         reach it) for longer than a lease, every lease is expired at once, and the other nodes get a lease's time
-        to renew theirs before any is failed over."""
-        return not self.fenced and time.monotonic() - self.steady_since >= self.lease_ms / 1000
+        to renew theirs before any is failed over. Its observer must also have watched the leases for a lease, so
+        that every verdict it gives is its own (LeaseObserver)."""
+        return (not self.fenced and self.clock() - self.steady_since >= self.lease_ms / 1000
+                and self.observer.watched_long_enough())
 
     def check_lease(self) -> None:
         """Raise NotOwner unless this node surely still holds its lease. A node that cannot renew it (the
@@ -82,20 +150,21 @@ class Membership:
         offsets."""
         if self.fenced:
             raise NotOwner(f"node {self.node_id}: its lease belongs to a newer incarnation; not acknowledging")
-        left = self.held_until - time.monotonic()
+        left = self.held_until - self.clock()
         if left <= 0:
             raise NotOwner(f"node {self.node_id} could not renew its lease for {self.lease_ms} ms (the metadata "
                            "database does not answer): not acknowledging until it can")
 
     def nodes(self) -> list[NodeLease]:
-        return self.leases.nodes()
+        """Every node's lease, its state as this node's observer judges it (LeaseObserver)."""
+        return self.observer.judge(self.leases.nodes())
 
     def alive(self, max_age_s: float = 0.5) -> dict[int, NodeLease]:
         """Live nodes (this one included), from a view at most `max_age_s` old."""
         at, view = self._view
-        if time.monotonic() - at > max_age_s:
-            view = {n.node_id: n for n in self.leases.nodes() if n.state == ALIVE}
-            self._view = (time.monotonic(), view)
+        if self.clock() - at > max_age_s:
+            view = {n.node_id: n for n in self.nodes() if n.state == ALIVE}
+            self._view = (self.clock(), view)
         return view
 
     def address(self, node_id: int) -> str | None:

@@ -3,8 +3,13 @@
 One row per node in `node_leases` beside the metadata log (same database): node id, node epoch, advertised
 HTTP and Kafka addresses, lease expiry and state (`alive` or `shut_down`). Heartbeats update the row in
 place instead of appending to the metadata log, so a cluster's idle heartbeats do not grow the log.
-Expiry is computed with the database server's clock (PostgreSQL `clock_timestamp()`, SQLite `julianday`)
-so nodes on hosts with skewed clocks agree on who is alive.
+`expires_ms` is written with the database server's clock (PostgreSQL `clock_timestamp()`, SQLite `julianday`)
+and `nodes()` states each row as that clock sees it. That verdict does not survive a step of the database
+host's clock (a forward step makes every lease look expired at once, a backward one keeps a dead node alive
+for the length of the step), so the nodes do not fail a node over on it: they watch each row's version (its
+epoch, `expires_ms` and stored state, which change with every renewal whatever the clock did) over their own
+monotonic clock, and a lease is expired when its row has not changed for a whole lease (cluster/membership.py,
+LeaseObserver). `expire` and `fence` store the state `expired`, which holds whatever the clocks say.
 
 A heartbeat only succeeds for the row's current epoch: a node whose id re-registered with a newer epoch (a
 new incarnation) learns from its failed heartbeat that it is fenced.
@@ -38,8 +43,16 @@ class NodeLease:
     http: str | None
     kafka: str | None
     expires_ms: int
-    state: str  # alive, expired, shut_down (as seen at `now_ms`)
+    state: str  # alive, expired, shut_down (as the database's clock sees it at `now_ms`)
     now_ms: int
+    #: the stored state ended the lease (shut down, or expired by `expire`/`fence`): no clock needed to tell
+    ended: bool = False
+
+    @property
+    def version(self) -> tuple[int, int, bool]:
+        """Changes with every renewal (the database clock's `expires_ms` differs from one to the next even when
+        that clock stepped), with a new epoch and when the lease is ended."""
+        return (self.epoch, self.expires_ms, self.ended)
 
     def as_dict(self) -> dict[str, Any]:
         return {"node_id": self.node_id, "epoch": self.epoch, "http": self.http, "kafka": self.kafka,
@@ -101,22 +114,23 @@ class LeaseTable:
 
     def expire(self, node_id: int, epoch: int) -> None:
         """End a lease now (a node fenced by the others, or a test)."""
-        self._sql(f"UPDATE node_leases SET expires_ms = {self._now} - 1 WHERE node_id = ? AND epoch = ?",
-                  (node_id, epoch))
+        self._sql(f"UPDATE node_leases SET expires_ms = {self._now} - 1, state = 'expired' "
+                  f"WHERE node_id = ? AND epoch = ?", (node_id, epoch))
 
     def fence(self, node_id: int, new_epoch: int) -> None:
         """A survivor fenced the node: the row moves to the new epoch, expired, so the fenced incarnation's
         heartbeats fail; a restart of the node registers a still newer epoch and takes the row back."""
-        self._sql(f"UPDATE node_leases SET epoch = ?, expires_ms = {self._now} - 1 WHERE node_id = ? AND epoch < ?",
-                  (new_epoch, node_id, new_epoch))
+        self._sql(f"UPDATE node_leases SET epoch = ?, expires_ms = {self._now} - 1, state = 'expired' "
+                  f"WHERE node_id = ? AND epoch < ?", (new_epoch, node_id, new_epoch))
 
     def nodes(self) -> list[NodeLease]:
         rows = self._sql(f"SELECT node_id, epoch, http, kafka, expires_ms, state, {self._now} FROM node_leases "
                          f"ORDER BY node_id").fetchall()
         out = []
         for node_id, epoch, http, kafka, expires, state, now in rows:
-            shown = SHUT_DOWN if state == SHUT_DOWN else (ALIVE if int(expires) > int(now) else EXPIRED)
-            out.append(NodeLease(int(node_id), int(epoch), http, kafka, int(expires), shown, int(now)))
+            ended = state in (SHUT_DOWN, EXPIRED)
+            shown = state if ended else (ALIVE if int(expires) > int(now) else EXPIRED)
+            out.append(NodeLease(int(node_id), int(epoch), http, kafka, int(expires), shown, int(now), ended))
         return out
 
     def alive(self) -> dict[int, NodeLease]:
