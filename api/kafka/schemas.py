@@ -19,12 +19,18 @@ from typing import Any
 from kafka.protocol.admin import (
     AlterConfigsRequest,
     AlterConfigsResponse,
+    CreateAclsRequest,
+    CreateAclsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
     DescribeGroupsRequest,
@@ -131,6 +137,9 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 3),
     _api(EndTxnRequest, EndTxnResponse, 3),
     _api(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 3),
+    _api(DescribeAclsRequest, DescribeAclsResponse, 3),
+    _api(CreateAclsRequest, CreateAclsResponse, 3),
+    _api(DeleteAclsRequest, DeleteAclsResponse, 3),
 )}
 
 

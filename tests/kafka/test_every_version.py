@@ -401,12 +401,30 @@ def txn_offset_commit(w: Wire, v: int, s: KafkaServerProcess) -> None:
     assert w.committed(group, TOPIC, [0]).topics[0].partitions[0].committed_offset == 7
 
 
+# an ACL granting the (anonymous) caller everything on the cluster, so the ACL APIs stay allowed while it exists
+_ACL = dict(resource_type=4, resource_name="kafka-cluster", resource_pattern_type=3, principal="User:anonymous",
+            host="*", operation=2, permission_type=3)
+_ACL_FILTER = dict(resource_type_filter=4, resource_name_filter=None, pattern_type_filter=1,
+                   principal_filter="User:anonymous", host_filter=None, operation=1, permission_type=1)
+
+
+def _acls(w: Wire, create_v: int = 3, describe_v: int = 3, delete_v: int = 3) -> None:
+    """Create the rule, see it listed, delete it (no rule is left: access control is off again)."""
+    assert [r.error_code for r in w.call((30, create_v), creations=[_ACL]).results] == [errors.NONE]
+    resp = w.call((29, describe_v), **_ACL_FILTER)
+    assert resp.error_code == errors.NONE and [len(r.acls) for r in resp.resources] == [1], resp
+    gone = w.call((31, delete_v), filters=[_ACL_FILTER]).filter_results
+    assert [(f.error_code, len(f.matching_acls)) for f in gone] == [(errors.NONE, 1)], gone
+
+
 CASES: dict[int, Callable[[Wire, int, KafkaServerProcess], None]] = {
     0: produce, 1: fetch, 2: list_offsets, 3: metadata, 8: offset_commit, 9: offset_fetch, 10: find_coordinator,
     11: join_group, 12: heartbeat, 13: leave_group, 14: sync_group, 18: api_versions, 19: create_topics,
     20: delete_topics, 22: init_producer_id, 32: describe_configs, 33: alter_configs, 44: incremental_alter_configs,
     15: describe_groups, 16: list_groups, 42: delete_groups, 47: offset_delete, 24: add_partitions_to_txn,
     25: add_offsets_to_txn, 26: end_txn, 28: txn_offset_commit,
+    29: lambda w, v, s: _acls(w, describe_v=v), 30: lambda w, v, s: _acls(w, create_v=v),
+    31: lambda w, v, s: _acls(w, delete_v=v),
 }
 
 
