@@ -178,15 +178,20 @@ def run(args: argparse.Namespace) -> int:
         for sock in http_sockets:
             sock.close()
         raise
+    from api.security.access import AccessControl, DenialCollector
+
+    access = AccessControl.from_settings(settings).start()  # ACL rules of the metadata database, kept current
     kafka = None
     if settings.kafka_listener:  # -- Kafka listener (api/kafka) --
         from api.kafka import KafkaServer
         from api.kafka.context import split_address
 
         kafka = KafkaServer(node, *split_address(settings.kafka_listener), tls=kafka_tls,
-                            authenticator=kafka_auth, advertised=settings.kafka_advertised or None)
+                            authenticator=kafka_auth, advertised=settings.kafka_advertised or None, access=access)
         kafka.start()
     app = app_for_node(settings, node)
+    app.state.access = access  # the same rules for HTTP (api/http/auth.py)
+    app.state.metrics.registry.register(DenialCollector(access))  # mqindex_authorization_denials_total
     app.state.kafka_context = kafka.ctx if kafka is not None else None  # consumer groups (api/http/group_routes.py)
     from broker.partitions.throughput import ThroughputHistory
 
@@ -220,6 +225,7 @@ def run(args: argparse.Namespace) -> int:
     uvicorn.Server(config).run(sockets=http_sockets)
     if kafka is not None:
         kafka.stop()
+    access.stop()
     unreachable = watch.check_now(timeout=STOP_RETRY_S + 1)
     watch.stop()
     if unreachable is not None:
