@@ -1,18 +1,36 @@
-"""The answer to a request the caller's scopes do not allow, in the shape of that API's response.
+"""The answer to a request the caller may not make, in the shape of that API's response.
 
-Which scope an API needs and which error refuses it is api/security/principals.py's (shared with HTTP):
-topic APIs answer TOPIC_AUTHORIZATION_FAILED for every topic and partition asked, group APIs
-GROUP_AUTHORIZATION_FAILED, cluster APIs CLUSTER_AUTHORIZATION_FAILED, as a Kafka broker with ACLs does.
-Nothing of the request is carried out.
+Two checks, in order. The scopes (api/security/principals.py, shared with HTTP): which scope an API needs and
+which error refuses it. Then the access control rules (api/security/access.py): each resource the request
+names (`resources`, Kafka's table of operations per API: Produce WRITE topic, Fetch READ topic, OffsetCommit
+READ group and topic, ...) must be allowed; the first one refused decides the code (topic:
+TOPIC_AUTHORIZATION_FAILED, group: GROUP_AUTHORIZATION_FAILED, cluster: CLUSTER_AUTHORIZATION_FAILED,
+transactional id: TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and the whole request is answered with it for every
+topic and partition asked (Kafka answers a request mixing allowed and refused topics per topic; here it is
+refused whole). Nothing of a refused request is carried out.
+
+Lists are filtered instead (`filter_response`): Metadata for every topic lists only the topics the caller may
+DESCRIBE and answers a named one it may not with TOPIC_AUTHORIZATION_FAILED and no partitions; ListGroups
+lists only the groups it may DESCRIBE (all with DESCRIBE on the cluster).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from api.kafka.schemas import APIS, build
-from api.security.principals import Principal, kafka_denial
+from api.security.access import AccessControl
+from api.security.principals import (
+    CLUSTER_AUTHORIZATION_FAILED,
+    GROUP_AUTHORIZATION_FAILED,
+    TOPIC_AUTHORIZATION_FAILED,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    Principal,
+    kafka_denial,
+)
+from broker.metadata.acls import CLUSTER_NAME
 
 Refusal = Callable[[Any, int, int], dict[str, Any]]
 
@@ -98,6 +116,12 @@ REFUSALS: dict[int, Refusal] = {
     14: _top_level(protocol_type=None, protocol_name=None, assignment=b""),
     19: _create_topics, 20: _delete_topics, 22: _top_level(producer_id=-1, producer_epoch=-1),
     32: _describe_configs, 33: _alter_configs, 44: _alter_configs,
+    29: _top_level(error_message="not authorized", resources=[]),
+    30: lambda req, version, code: dict(throttle_time_ms=0, results=[dict(error_code=code,
+                                                                         error_message="not authorized")
+                                                                    for _ in req.creations]),
+    31: lambda req, version, code: dict(throttle_time_ms=0, filter_results=[
+        dict(error_code=code, error_message="not authorized", matching_acls=[]) for _ in req.filters]),
     15: lambda req, version, code: dict(throttle_time_ms=0, groups=[
         dict(error_code=code, group_id=g, group_state="", protocol_type="", protocol_data="", members=[])
         for g in req.groups]),
@@ -118,10 +142,113 @@ REFUSALS: dict[int, Refusal] = {
 }
 
 
-def refusal(api_key: int, req: Any, version: int, principal: Principal) -> Any | None:
-    """The response refusing `req` to `principal`, or None when its scopes allow it."""
+Resource = tuple[str, str, str]  # (resource type, name, operation)
+CODES = {"topic": TOPIC_AUTHORIZATION_FAILED, "group": GROUP_AUTHORIZATION_FAILED,
+         "cluster": CLUSTER_AUTHORIZATION_FAILED, "transactional_id": TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+_CONFIG_TYPES = {2: "topic", 4: "cluster"}  # DescribeConfigs/AlterConfigs resource types: topic, broker
+METADATA, LIST_GROUPS = 3, 16
+
+
+def _topics(items: Any, op: str, attr: str = "name") -> list[Resource]:
+    return [("topic", getattr(t, attr), op) for t in items or []]
+
+
+def _txn(txn_id: str | None) -> list[Resource]:
+    return [("transactional_id", txn_id, "write")] if txn_id else []
+
+
+def _configs(req: Any, op: str) -> list[Resource]:
+    return [(_CONFIG_TYPES[r.resource_type], r.resource_name if r.resource_type == 2 else CLUSTER_NAME, op)
+            for r in req.resources if r.resource_type in _CONFIG_TYPES]
+
+
+def _create_topics(req: Any) -> list[Resource]:
+    return [("topic", t.name, "create") for t in req.topics]
+
+
+_GROUP_READ = {11, 12, 13, 14}
+RESOURCES: dict[int, Callable[[Any], list[Resource]]] = {
+    0: lambda r: _txn(r.transactional_id) + _topics(r.topic_data, "write"),
+    1: lambda r: _topics(r.topics, "read", "topic"),
+    2: lambda r: _topics(r.topics, "describe"),
+    8: lambda r: [("group", r.group_id, "read"), *_topics(r.topics, "read")],
+    9: lambda r: [("group", r.group_id, "describe"), *_topics(r.topics, "describe")],
+    10: lambda r: [("transactional_id" if r.key_type == 1 else "group", r.key, "describe")],
+    **{k: (lambda r: [("group", r.group_id, "read")]) for k in _GROUP_READ},
+    15: lambda r: [("group", g, "describe") for g in r.groups],
+    20: lambda r: [("topic", n, "delete") for n in r.topic_names or []],
+    22: lambda r: _txn(r.transactional_id),
+    24: lambda r: _txn(r.v3_and_below_transactional_id) + _topics(r.v3_and_below_topics, "write"),
+    25: lambda r: [*_txn(r.transactional_id), ("group", r.group_id, "read")],
+    26: lambda r: _txn(r.transactional_id),
+    28: lambda r: [*_txn(r.transactional_id), ("group", r.group_id, "read"), *_topics(r.topics, "read")],
+    32: lambda r: _configs(r, "describe_configs"),
+    33: lambda r: _configs(r, "alter_configs"), 44: lambda r: _configs(r, "alter_configs"),
+    42: lambda r: [("group", g, "delete") for g in r.groups_names],
+    47: lambda r: [("group", r.group_id, "delete"), *_topics(r.topics, "read")],
+    29: lambda r: [("cluster", CLUSTER_NAME, "describe")],
+    30: lambda r: [("cluster", CLUSTER_NAME, "alter")], 31: lambda r: [("cluster", CLUSTER_NAME, "alter")],
+}
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who sends a connection's requests: the principal, its host, and the process's access control."""
+
+    principal: Principal
+    host: str
+    access: AccessControl
+
+
+def _allowed(caller: Caller, rtype: str, name: str, op: str) -> bool:
+    return caller.access.check(caller.principal.name, caller.host, op, rtype, name, "kafka")
+
+
+def _denied_code(api_key: int, req: Any, caller: Caller) -> int | None:
+    if not caller.access.active:
+        return None
+    if api_key == 19:  # CreateTopics: CREATE on the cluster, or on each topic
+        if caller.access.allowed(caller.principal.name, caller.host, "create", "cluster", CLUSTER_NAME):
+            return None
+        return next((TOPIC_AUTHORIZATION_FAILED for t, n, op in _create_topics(req)
+                     if not _allowed(caller, t, n, op)), None)
+    find = RESOURCES.get(api_key)
+    for rtype, name, op in find(req) if find else ():
+        if not _allowed(caller, rtype, name, op):
+            return CODES[rtype]
+    return None
+
+
+def refusal(api_key: int, req: Any, version: int, principal: Principal, caller: Caller | None = None) -> Any | None:
+    """The response refusing `req` to `principal` (its scopes, then with `caller` the access control rules),
+    or None when it may go on."""
     api = APIS[api_key]
     code = kafka_denial(api.name, principal)
+    if code is None and caller is not None:
+        code = _denied_code(api_key, req, caller)
     if code is None:
         return None
     return build(api.response, version, **REFUSALS[api_key](req, version, code))
+
+
+def filter_response(api_key: int, req: Any, resp: Any, caller: Caller) -> Any:
+    """A Metadata or ListGroups response cut to what the caller may DESCRIBE (module doc); others as they are."""
+    access, who, host = caller.access, caller.principal.name, caller.host
+    if not access.active:
+        return resp
+    if api_key == METADATA:
+        listing = req.topics is None or not req.topics
+        kept = []
+        for t in resp.topics:
+            if access.allowed(who, host, "describe", "topic", t.name):
+                kept.append(t)
+            elif not listing:  # named: refused, nothing about the topic told
+                _allowed(caller, "topic", t.name, "describe")  # the denial's audit line
+                t.error_code, t.partitions = TOPIC_AUTHORIZATION_FAILED, []
+                if hasattr(t, "is_internal"):
+                    t.is_internal = False
+                kept.append(t)
+        resp.topics = kept
+    elif api_key == LIST_GROUPS and not access.allowed(who, host, "describe", "cluster", CLUSTER_NAME):
+        resp.groups = [g for g in resp.groups if access.allowed(who, host, "describe", "group", g.group_id)]
+    return resp

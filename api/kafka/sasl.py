@@ -32,12 +32,19 @@ MECHANISMS = [PLAIN, SCRAM]
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 
 
+def peer_host(peer: str) -> str:
+    """The address of a peer given as str((host, port)) or str((host, port, flow, scope))."""
+    text = peer.strip("()[]")
+    return text.split(",")[0].strip().strip("'\"") or "*"
+
+
 class Session:
     """One connection's authentication state. Without an authenticator every caller is ANONYMOUS."""
 
     def __init__(self, authenticator: Authenticator | None, peer: str) -> None:
         self.authenticator = authenticator
         self.peer = peer
+        self.host = peer_host(peer)  # the client's address, as the access control rules name hosts
         self.principal: Principal | None = ANONYMOUS if authenticator is None else None
         self.mechanism: str | None = None
         self.raw = False  # after SaslHandshake v0: the next frames are raw SASL tokens

@@ -19,7 +19,8 @@ Handlers run the broker's blocking calls on worker threads (Context.run).
 
 With `tls` the listener speaks TLS (Kafka's SSL, or SASL_SSL), checking client certificates when the
 configuration has a CA. With an `authenticator` it requires SASL (sasl.py) before any request but ApiVersions,
-and each request is checked against the caller's scopes (authorization.py). Until a connection has
+and each request is checked against the caller's scopes and, with `access`, against the access control rules
+for each resource it names (authorization.py; the ACL APIs themselves are acls.py's). Until a connection has
 authenticated, its frames are limited to MAX_UNAUTHENTICATED_FRAME bytes (Kafka's sasl.server.max.receive.size)
 and a frame of any other API closes it before its body is decoded: an anonymous peer cannot make the listener
 read or decode more than that.
@@ -39,6 +40,7 @@ from typing import Any
 import uvloop
 
 from api.kafka import (
+    acls,
     configs,
     errors,
     fetch,
@@ -50,12 +52,13 @@ from api.kafka import (
     topics_admin,
     transactions,
 )
-from api.kafka.authorization import refusal
+from api.kafka.authorization import Caller, filter_response, refusal
 from api.kafka.context import Context
 from api.kafka.framing import DEFAULT_MAX_REQUEST, FrameError, frame, parse_header, peek_api, read_frame
 from api.kafka.group_coordinator import GroupCoordinator
 from api.kafka.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, Session
 from api.kafka.schemas import APIS, build
+from api.security.access import OPEN, AccessControl
 from api.security.authenticator import Authenticator
 from api.security.scram import SaslError
 from api.security.tls import TlsConfig
@@ -208,8 +211,9 @@ def decode_request(data: bytes) -> tuple[Any, Any, int] | bytes:
 class KafkaServer:
     def __init__(self, node: Any, host: str, port: int, advertised: str | None = None,
                  max_request_bytes: int = DEFAULT_MAX_REQUEST, tls: TlsConfig | None = None,
-                 authenticator: Authenticator | None = None) -> None:
+                 authenticator: Authenticator | None = None, access: AccessControl | None = None) -> None:
         self.node = node
+        self.access = access or OPEN
         self.tls = tls
         self.authenticator = authenticator
         self.host = host
@@ -289,14 +293,18 @@ class KafkaServer:
         if api_key == API_VERSIONS:
             return await HANDLERS[api_key](self.ctx, req, version)
         # (before SASL authentication, any other API was refused by _read_requests without being decoded)
-        denied = refusal(api_key, req, version, session.principal)
+        caller = Caller(session.principal, session.host, self.access)
+        denied = refusal(api_key, req, version, session.principal, caller)
         if denied is not None:
             log.info("kafka request refused", extra={"peer": session.peer, "principal": session.principal.name,
                                                      "api": APIS[api_key].name})
             return None if api_key == PRODUCE and req.acks == 0 else denied
         if api_key == PRODUCE:
             return await produce.append(self.ctx, req, version)
-        return await HANDLERS[api_key](self.ctx, req, version)
+        if api_key in acls.HANDLERS:
+            return await acls.HANDLERS[api_key](self.ctx, caller, req, version)
+        resp = await HANDLERS[api_key](self.ctx, req, version)
+        return filter_response(api_key, req, resp, caller)
 
     async def _read_requests(self, reader: asyncio.StreamReader, session: Session, in_flight: InFlight,
                              answers: Answers) -> None:

@@ -17,14 +17,14 @@ KAFKA_API_SCOPES: dict[str, str] = {
     "LeaveGroup": "read", "ListGroups": "read", "DescribeGroups": "read", "DescribeConfigs": "read",
     "CreateTopics": "admin", "DeleteTopics": "admin", "CreatePartitions": "admin", "DeleteRecords": "admin",
     "AlterConfigs": "admin", "IncrementalAlterConfigs": "admin", "DeleteGroups": "admin",
-    "OffsetDelete": "admin",
+    "OffsetDelete": "admin", "CreateAcls": "admin", "DeleteAcls": "admin", "DescribeAcls": "admin",
     # a transaction's requests come from its producer
     "AddPartitionsToTxn": "produce", "AddOffsetsToTxn": "produce", "EndTxn": "produce", "TxnOffsetCommit": "produce",
 }
 #: Kafka APIs about the cluster rather than a topic: refused with CLUSTER_AUTHORIZATION_FAILED, the others with
 #: TOPIC_AUTHORIZATION_FAILED (GROUP_AUTHORIZATION_FAILED for the group APIs).
 KAFKA_CLUSTER_APIS = frozenset({"CreateTopics", "AlterConfigs", "IncrementalAlterConfigs", "CreatePartitions",
-                                "InitProducerId"})
+                                "InitProducerId", "CreateAcls", "DeleteAcls", "DescribeAcls"})
 KAFKA_GROUP_APIS = frozenset({"OffsetFetch", "OffsetCommit", "FindCoordinator", "JoinGroup", "SyncGroup",
                               "Heartbeat", "LeaveGroup", "ListGroups", "DescribeGroups", "DeleteGroups",
                               "OffsetDelete"})
