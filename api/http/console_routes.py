@@ -6,6 +6,9 @@
     GET /v1/console/index                 index files with their upload lag
     GET /v1/console/node                  this node: WAL bytes not yet uploaded, disk and failure state
     GET /v1/console/session               the caller's scopes (the page disables the actions it may not take)
+    GET /v1/console/throughput[?scope=node]  messages/s and bytes/s over the last hour, per topic (summed over
+                                          the cluster's nodes) and per node, from each node's in-memory history
+                                          (broker/partitions/throughput.py); scope=node: this node's only
     GET /v1/console/offset?topic=T&partition=P&time=  the first offset stored at or after a time (the message
                                           browser's "from a time"); the end offset when none is
     GET /console/{name}.js                the console's scripts (api/web/*.js), like the page itself without a token
@@ -13,9 +16,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
+import httpx
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
@@ -33,6 +38,7 @@ from broker.partitions.topics import validate_topic_name
 router = APIRouter(responses=ERRORS, tags=["console"])
 WEB = Path(__file__).parent.parent / "web"
 SCRIPTS = {f.stem: f.read_text() for f in sorted(WEB.glob("*.js"))}  # read once, as the page is
+PEER_TIMEOUT_S = 5.0
 
 
 def _check_topic(topic: str) -> None:
@@ -124,3 +130,69 @@ async def console_session(request: Request) -> dict[str, Any]:
     unknown token when tokens are configured."""
     caller = principal(request)
     return {"scopes": sorted(s for s in SCOPES if caller.allows(s))}
+
+
+def _own_throughput(request: Request) -> dict[str, Any]:
+    history = getattr(request.app.state, "throughput", None)
+    if history is None:
+        raise client_error("console", "this server keeps no throughput history (no broker node)", status=404)
+    return dict(history.history(), node_id=getattr(request.app.state.backend, "node_id", None))
+
+
+async def _peer_throughput(request: Request, node_id: int, base: str) -> dict[str, Any]:
+    headers = {"authorization": request.headers["authorization"]} if "authorization" in request.headers else {}
+    try:
+        async with httpx.AsyncClient(timeout=PEER_TIMEOUT_S) as client:
+            r = await client.get(base + "/v1/console/throughput", params={"scope": "node"}, headers=headers)
+        if r.status_code == 200:
+            return r.json()  # type: ignore[no-any-return]
+        why = f"answered {r.status_code}"
+    except httpx.HTTPError as exc:
+        why = f"did not answer: {exc}"
+    return {"node_id": node_id, "error": f"node {node_id} at {base} {why}"}
+
+
+def _empty(slots: int) -> dict[str, Any]:
+    return {"messages_per_s": [0.0] * slots, "bytes_per_s": [0.0] * slots, "messages": 0, "bytes": 0}
+
+
+def _sum_into(into: dict[str, Any], series: dict[str, Any], shift: int) -> dict[str, Any]:
+    """Add a node's `series` (buckets `shift` places later than `into`'s) and its counts to `into`."""
+    for kind in ("messages_per_s", "bytes_per_s"):
+        row = into[kind]
+        for i, v in enumerate(series[kind]):
+            if 0 <= i + shift < len(row):
+                row[i + shift] += v
+    into["messages"] += series["messages"]
+    into["bytes"] += series["bytes"]
+    return into
+
+
+@router.get("/v1/console/throughput", dependencies=[Depends(require("read"))])
+async def console_throughput(request: Request,
+                             scope: Annotated[Literal["cluster", "node"], Query(
+                                 description="cluster: every live node's history (asked of each); node: this "
+                                             "node's only")] = "cluster") -> dict[str, Any]:
+    """Messages/s and bytes/s appended over the last hour in buckets of `step_s` from `start_ms` (oldest first,
+    the last one the current bucket): `topics` per topic summed over the nodes, `nodes` per node (`error` for a
+    node that did not answer). Each node keeps its own history in memory since it started."""
+    own = await run_in_threadpool(_own_throughput, request)
+    if scope == "node":
+        return own
+    node = request.app.state.backend
+    alive = await run_in_threadpool(lambda: node.cluster.membership.alive()) if hasattr(node, "cluster") else {}
+    peers = [(n.node_id, n.http.rstrip("/")) for n in alive.values() if n.node_id != own["node_id"] and n.http]
+    answers = [own, *await asyncio.gather(*(_peer_throughput(request, i, b) for i, b in peers))]
+    slots, step_ms = len(own["total"]["messages_per_s"]), own["step_s"] * 1000
+    topics: dict[str, dict[str, Any]] = {}
+    nodes = []
+    for a in sorted(answers, key=lambda a: a["node_id"] if a["node_id"] is not None else -1):
+        if "error" in a:
+            nodes.append({"node_id": a["node_id"], "error": a["error"]})
+            continue
+        shift = (a["start_ms"] - own["start_ms"]) // step_ms  # the grids match; a clock apart moves by buckets
+        nodes.append(_sum_into({"node_id": a["node_id"], **_empty(slots)}, a["total"], shift))
+        for topic, series in a["topics"].items():
+            _sum_into(topics.setdefault(topic, _empty(slots)), series, shift)
+    return {"start_ms": own["start_ms"], "step_s": own["step_s"], "now_ms": own["now_ms"], "topics": topics,
+            "nodes": nodes}

@@ -72,8 +72,9 @@ class ThroughputHistory:
                 del self._buckets[b]
 
     def history(self) -> dict[str, Any]:
-        """{start_ms, step_s, now_ms, topics: {topic: {messages_per_s: [...], bytes_per_s: [...]}}, total: {...}}:
-        `slots` buckets ending with the current one (its rate over the time it has run so far), oldest first."""
+        """{start_ms, step_s, now_ms, topics: {topic: {messages_per_s: [...], bytes_per_s: [...], messages, bytes}},
+        total: {...}}: `slots` buckets ending with the current one (its rate over the time it has run so far),
+        oldest first; `messages` and `bytes` are the hour's counts."""
         self.read()
         now_ms = int(self._clock() * 1000)
         last = now_ms - now_ms % self.step_ms
@@ -81,17 +82,19 @@ class ThroughputHistory:
         with self._lock:
             buckets = {b: {t: list(v) for t, v in topics.items()} for b, topics in self._buckets.items()
                        if start <= b <= last}
-        topics: dict[str, dict[str, list[float]]] = {}
-        total = {"messages_per_s": [0.0] * self.slots, "bytes_per_s": [0.0] * self.slots}
+        topics: dict[str, dict[str, Any]] = {}
+        total: dict[str, Any] = self._row()
         for b, per in buckets.items():
             i = (b - start) // self.step_ms
             seconds = self.step_ms / 1000 if b < last else max((now_ms - last) / 1000, 1.0)
             for topic, (messages, size) in per.items():
-                row = topics.setdefault(topic, {"messages_per_s": [0.0] * self.slots,
-                                                "bytes_per_s": [0.0] * self.slots})
-                row["messages_per_s"][i] += messages / seconds
-                row["bytes_per_s"][i] += size / seconds
-                total["messages_per_s"][i] += messages / seconds
-                total["bytes_per_s"][i] += size / seconds
+                for row in (topics.setdefault(topic, self._row()), total):
+                    row["messages_per_s"][i] += messages / seconds
+                    row["bytes_per_s"][i] += size / seconds
+                    row["messages"] += messages
+                    row["bytes"] += size
         return {"start_ms": start, "step_s": self.step_ms // 1000, "now_ms": now_ms, "topics": topics,
                 "total": total}
+
+    def _row(self) -> dict[str, Any]:
+        return {"messages_per_s": [0.0] * self.slots, "bytes_per_s": [0.0] * self.slots, "messages": 0, "bytes": 0}
