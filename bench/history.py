@@ -21,12 +21,17 @@ and without.
 from __future__ import annotations
 
 import argparse
+import gc
+import itertools
 import random
+import resource
 import shutil
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from bench.common import percentile, save_results, store_or_seaweedfs
 
@@ -47,25 +52,55 @@ def _key(i: int) -> str:
     return f"r{i % 1000}" if i % 10 == 0 else f"u{i}"
 
 
-def _write(idx: Path, store_url: str, n: int, files: int, days: float, t0: int) -> dict[str, Any]:
-    """The history as written: hourly-ish files compacted and uploaded, none merged (merges run in _merge)."""
+def _batch(lo: int, hi: int, t0: int, step: float) -> list[tuple[Any, ...]]:
+    """Messages lo..hi-1 as the writer's records, built column-wise (numpy and C-level map/zip, no Python bytecode
+    per message): partition i % 16, offset i, 100 bytes, store time t0 + i * step, one key (_key(i): every tenth
+    message one of 1,000 repeated keys, the others unique)."""
+    ids = np.arange(lo, hi, dtype=np.int64)
+    keys = list(map("u{}".format, range(lo, hi)))
+    first = -lo % 10
+    keys[first::10] = map("r{}".format, (ids[first::10] % 1000).tolist())
+    times = (t0 + (ids * step).astype(np.int64)).tolist()
+    return list(zip(itertools.repeat("orders"), (ids % 16).tolist(), ids.tolist(), itertools.repeat(100), times,
+                    zip(keys), strict=False))
+
+
+def cpu_s() -> float:
+    """CPU seconds of this process so far (every thread: the writer, compaction, uploads, merges, lookups)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _write(idx: Path, store_url: str, n: int, files: int, days: float, t0: int,
+           chunk: int = 100_000) -> dict[str, Any]:
+    """The history as written: files of n // files items compacted and uploaded, none merged (merges run in
+    _merge). Records go through IndexService.put_batch in batches of `chunk`; the service compacts and uploads
+    sealed files every few batches, as the background would."""
     from index_service import IndexService
 
     per_file = max(1, n // files)
     step = days * DAY_MS / n
     clock = _Clock(t0)
-    started = time.perf_counter()
-    svc = IndexService.open(idx, store=store_url, max_items=per_file, slots=max(1024, per_file // 4),
+    started, cpu0 = time.perf_counter(), cpu_s()
+    svc = IndexService.open(idx, store=store_url, max_items=per_file, slots=max(1024, min(per_file // 4, 262_144)),
                             maintain_interval_s=0, roll_age_ms=1 << 50, clock=clock, merge_tiers_ms=())
     try:
-        chunk = 10_000
-        for lo in range(0, n, chunk):
-            recs = [("orders", i % 16, i, 100, t0 + int(i * step), [_key(i)]) for i in range(lo, min(n, lo + chunk))]
+        every = max(1, 500_000 // chunk)
+        for b, lo in enumerate(range(0, n, chunk)):
+            gc.disable()  # the batch's tuples are not cycles: no collector passes over them while they are built
+            try:
+                recs = _batch(lo, min(n, lo + chunk), t0, step)
+            finally:
+                gc.enable()
             clock.now = recs[-1][4]
             svc.put_batch(recs)
-            svc.flush()
-            if (lo // chunk) % 20 == 19:
+            del recs
+            if b % every == every - 1:
+                svc.flush()
                 svc.maintain()  # compact and upload as the history grows, as the background would
+            if n >= 10_000_000 and lo // chunk % 100 == 99:
+                rate = (lo + chunk) / (time.perf_counter() - started)
+                print(f"[bench] written {lo + chunk:,} of {n:,} ({rate:,.0f} messages/s)", flush=True)
         svc.flush()
         svc.roll()
         svc.maintain()
@@ -74,8 +109,9 @@ def _write(idx: Path, store_url: str, n: int, files: int, days: float, t0: int) 
         svc.close()
     uploaded = [f for f in infos if f.state.value == "UPLOADED"]
     filter_bytes = sum(p.stat().st_size for p in (idx / "uploaded").glob("*.filter"))
+    wall, cpu = time.perf_counter() - started, cpu_s() - cpu0
     return {"files": len(uploaded), "index_bytes": sum(f.size_bytes for f in uploaded), "filter_bytes": filter_bytes,
-            "write_s": round(time.perf_counter() - started, 1)}
+            "write_s": round(wall, 1), "write_cpu_s": round(cpu, 1), "write_rate": round(n / wall)}
 
 
 def _merge(idx: Path, store_url: str, now: int) -> dict[str, Any]:
@@ -84,7 +120,7 @@ def _merge(idx: Path, store_url: str, now: int) -> dict[str, Any]:
     from index_service import IndexService
 
     clock = _Clock(now)
-    started = time.perf_counter()
+    started, cpu0 = time.perf_counter(), cpu_s()
     svc = IndexService.open(idx, store=store_url, maintain_interval_s=0, roll_age_ms=1 << 50, clock=clock)
     merges = 0
     try:
@@ -96,12 +132,14 @@ def _merge(idx: Path, store_url: str, now: int) -> dict[str, Any]:
             if not rep.merged and not rep.released:
                 break
             clock.now += svc.config.merge_grace_ms + 1
-        files = len([f for f in svc.files() if f.state.value == "UPLOADED"])
+        uploaded = [f for f in svc.files() if f.state.value == "UPLOADED"]
         written = svc.background.merger.stats.bytes_written
     finally:
         svc.close()
-    return {"merges": merges, "files": files, "merge_bytes": written,
-            "merge_s": round(time.perf_counter() - started, 1)}
+    return {"merges": merges, "files": len(uploaded), "merge_bytes": written,
+            "merged_index_bytes": sum(f.size_bytes for f in uploaded),
+            "merged_filter_bytes": sum(p.stat().st_size for p in (idx / "uploaded").glob("*.filter")),
+            "merge_s": round(time.perf_counter() - started, 1), "merge_cpu_s": round(cpu_s() - cpu0, 1)}
 
 
 def _lookups(idx: Path, store_url: str, keys: list[str], filters: bool) -> dict[str, float]:
@@ -176,12 +214,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hourly-days", type=int, action="append", default=[],
                     help="days of hourly files, looked up before and after the tier merges (repeatable)")
     ap.add_argument("--per-file", type=int, default=100, help="messages per hourly file (default: %(default)s)")
+    ap.add_argument("--scale", type=int, action="append", default=[],
+                    help="messages of a history at the service's default file rolls, merged, with the RocketMQ "
+                         "layout and PostgreSQL peers (repeatable; bench/history_scales.py)")
+    ap.add_argument("--span-days", type=float, action="append", default=[],
+                    help="days of store time each --scale history spans (repeatable; default: 1, 30 and 90)")
+    ap.add_argument("--pg", default=None, help="PostgreSQL DSN of the B-tree peer (default: the local one; "
+                                               "'none' skips it)")
+    ap.add_argument("--get-usd-per-1000", type=float, default=0.0004,
+                    help="object store price of 1,000 GETs for USD per lookup (default: S3's %(default)s)")
+    ap.add_argument("--plots", default=None, help="folder for the plots of a --scale run (default: none)")
     args = ap.parse_args(argv)
 
     work = Path(tempfile.mkdtemp(prefix="mqindex-bench-history-"))
     weed = None
     try:
         store_url, weed = store_or_seaweedfs(args.store, work, f"bench-history-{int(time.time())}")
+        if args.scale:
+            from bench.history_scales import run_scales
+
+            return run_scales(work, store_url, weed, args)
         if args.hourly_days:
             results = [_hourly(work, store_url, d, args.per_file, args.lookups) for d in args.hourly_days]
             for r in results:
