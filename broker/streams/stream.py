@@ -32,7 +32,7 @@ class Stream:
         self.epoch = epoch
         self.next_offset = end_offset  # where the next append starts
         self.confirmed_end = end_offset  # offsets below are durable (cache or objects)
-        self.fenced = False  # another owner holds it now: nothing more is appended or committed
+        self._fenced = False  # another owner holds it now: nothing more is appended or committed
         self.closed = False
         self.appended_offsets = 0  # offsets and payload bytes queued since the stream opened here (throughput)
         self.appended_bytes = 0
@@ -47,6 +47,23 @@ class Stream:
     def committed_end(self) -> int:
         """The end of what is committed to objects (the controller metadata's end offset)."""
         return self.storage.meta.get_stream(self.stream_id, refresh=False).end_offset
+
+    @property
+    def fenced(self) -> bool:
+        """Another owner holds the stream now: nothing more is appended or committed."""
+        return self._fenced
+
+    @fenced.setter
+    def fenced(self, value: bool) -> None:
+        with self._lock:  # never between a check of `fenced` and the appends of a holder of `append_lock`
+            self._fenced = value
+
+    @property
+    def append_lock(self) -> threading.RLock:
+        """The lock `append` holds, also taken to fence the stream: a caller that holds the locks of several
+        streams across its check of `fenced` and its appends to them (an HTTP produce over several partitions)
+        queues all of its records or none (a fence waits until they are queued)."""
+        return self._lock
 
     def append(self, payload: bytes, count: int, base_offset: int,
                on_durable: Callable[[StreamRecord], None] | None = None, append_ms: int | None = None
