@@ -11,6 +11,16 @@ queued on the WAL in the same critical section (so the WAL holds every partition
 order). When the WAL's group commit has fsynced it, the record is in the log cache and the batch's index
 entries (every record's key, KEYS and UNIQ_KEY) go to the dispatcher; `produce` returns after that for
 every partition of the request.
+
+An acknowledgement is a promise, and a request over several partitions is stored whole or not at all:
+- the request's room in the WAL's data path is reserved at once (DiskSpace.reserve): the disk filling between
+  that check and the appends refuses no partition's append after another's was queued;
+- every partition's stream lock is held across the check that none is fenced and the queueing of every
+  batch (Stream.append_lock): a fence of the node waits until the whole request is queued, or comes first and
+  refuses it whole, and a request whose stream was fenced once queued is refused, not acknowledged;
+- before answering, a catch-up of the metadata begun after the records were durable (FreshMetadata) shows
+  whether another node deleted the topic meanwhile: then the request is refused (the deletion drops its
+  records), never acknowledged and then dropped.
 """
 
 from __future__ import annotations
@@ -22,11 +32,14 @@ from typing import Any
 from broker.errors import Fenced, InvalidField
 from broker.objects.format import RECORD_HEADER_SIZE
 from broker.partitions.client_messages import InMessage, Produced
+from broker.partitions.fresh_metadata import FreshMetadata
 from broker.partitions.message_id import encode_message_id
 from broker.partitions.partition_map import PartitionMap, now_ms
 from broker.partitions.partitioner import RoundRobin, partition_for_key
 from broker.partitions.records import encode_batch, index_keys, record_size, with_base_offset
+from broker.partitions.topic_errors import TopicNotFound
 from broker.partitions.topics import TopicInfo
+from broker.streams.wal import HEADER_SIZE as WAL_HEADER_SIZE
 from index_file import IndexEntry
 
 _new = tuple.__new__  # a named tuple made without its Python-level __new__ (one per produced message)
@@ -63,6 +76,7 @@ class Producer:
         self.max_body = max_body  # largest WAL record body
         self.dispatch = dispatch
         self.round_robin = RoundRobin()
+        self.fresh_metadata = FreshMetadata(parts.meta.catch_up)
 
     def route(self, info: TopicInfo, messages: list[InMessage]) -> tuple[dict[int, list[int]], bool]:
         """(partition -> indexes of its messages, whether any message may have index keys): explicit partition,
@@ -113,8 +127,6 @@ class Producer:
                 raise InvalidField("messages", f"{len(batch)} bytes for partition {pi} in one request exceed "
                                                f"the {self.max_body}-byte limit")
             built.append((pi, idxs, msgs, batch))
-        # the whole request against the free-space floor before any partition's batch is queued
-        self.parts.storage.check_room(sum(len(b[3]) + RECORD_HEADER_SIZE for b in built), len(built))
         # (position, message, keys) of the messages with index keys, by partition
         keyed = {pi: [(j, m, k) for j, m in enumerate(msgs) if (k := index_keys(m))] if keys else []
                  for pi, _, msgs, _ in built}
@@ -130,6 +142,17 @@ class Producer:
             for part in served.values():
                 if not part.owned or part.data is None or part.data.fenced or part.data.closed:
                     raise self.parts.not_served(part)
+            # then each stream's append lock (a fence waits for it), in the same order, and the check again
+            for pi in sorted(served):
+                data = served[pi].data
+                assert data is not None  # checked above, under the partition's lock held since
+                held.enter_context(data.append_lock)
+            for part in served.values():
+                if part.data is None or part.data.fenced or part.data.closed:
+                    raise self.parts.not_served(part)
+            # the whole request against the free-space floor, reserved: no append of it is refused one by one
+            held.enter_context(self.parts.storage.disk.reserve(
+                "wal", sum(len(b[3]) + RECORD_HEADER_SIZE + WAL_HEADER_SIZE for b in built)))
             for pi, idxs, msgs, batch in built:
                 part = served[pi]
                 data = part.data
@@ -141,9 +164,9 @@ class Producer:
                                       (lambda rec, e=entries: self.dispatch(e)) if entries else None, now)
                 except Fenced:
                     raise self.parts.not_served(part) from None
-                pending.append((fut, pi, base, idxs))
+                pending.append((fut, pi, base, idxs, data))
         results: list[Produced | None] = [None] * len(messages)
-        for fut, pi, base, idxs in pending:
+        for fut, pi, base, idxs, _ in pending:
             fut.result()
             # the id's topic and partition half encoded (and the last offset range-checked) once per partition
             prefix = encode_message_id(info.topic_id, pi, base + len(idxs) - 1)[:16]
@@ -153,5 +176,11 @@ class Producer:
             for j, i in enumerate(idxs):
                 t = messages[i].timestamp
                 results[i] = _new(Produced, (pi, base + j, f"{prefix}{base + j:016x}", now if t is None else t))
+        for _, pi, _, _, stream in pending:  # fenced once queued: not this node's records to promise
+            if stream.fenced:
+                raise self.parts.not_served(served[pi])
+        self.fresh_metadata.wait()  # a deletion of the topic elsewhere committed before this answer is seen
+        if self.parts.registry.topic_id_of(info.name) != info.topic_id:
+            raise TopicNotFound(info.name)  # deleted meanwhile: its records go with it, none acknowledged
         self.parts.storage.check_usable()
         return results  # type: ignore[return-value]

@@ -3,6 +3,7 @@
     disk = DiskSpace(min_free_bytes=None)          # None: 1% of each filesystem or 256 MiB, whichever is smaller
     disk.watch("wal", wal_dir); disk.watch("index", index_dir); disk.watch("objects", local_store_root)
     disk.check_write("wal", nbytes)                # raises OutOfDisk (and starts an episode) below the floor
+    with disk.reserve("wal", nbytes): ...          # several writes checked at once: none refused one by one
     disk.enter("wal", path, detail)                # a write failed with ENOSPC / EDQUOT / EIO
     disk.on_resume.append(wal.resume)              # called once every watched path is above its floor again
     disk.start(); ...; disk.stop()                 # the poll thread that ends episodes by itself
@@ -16,10 +17,11 @@ when every watched path is above its floor and every resume hook (the WAL checks
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,6 +78,7 @@ class DiskSpace:
         # name -> (time.monotonic() of the reading, its free bytes less every write checked since)
         self._readings: dict[str, tuple[float, int]] = {}
         self._reading_lock = threading.Lock()
+        self._reserved = threading.local()  # .names: the watched paths this thread holds a reservation of
         self._lock = threading.Lock()
         self._episode: Episode | None = None
         self.episodes = 0  # episodes begun (metrics, tests)
@@ -120,6 +123,8 @@ class DiskSpace:
         """Before writing `nbytes` under the watched path `name`: refuse (and begin an episode) when the
         write would leave less than the floor free. Far above the floor a recent reading serves (less what
         was checked since it, READING_FRESH_S, READING_MARGIN); near it the filesystem is read for each write."""
+        if name in getattr(self._reserved, "names", ()):
+            return  # checked with the reservation this thread holds
         self.check_writable()
         entry = self._paths.get(name)
         if entry is None:
@@ -139,6 +144,23 @@ class DiskSpace:
             ep = self.enter(name, str(p), f"{free} bytes free, a write of {nbytes} bytes would cross the "
                                           f"free-space floor of {floor} bytes", needed=nbytes)
             raise ep.error()
+
+    @contextlib.contextmanager
+    def reserve(self, name: str, nbytes: int) -> Iterator[None]:
+        """Check `nbytes` of writes under `name` at once (as `check_write` does); until the block ends, this
+        thread's writes there are not checked again, so none of them is refused after the others were made (an
+        HTTP produce over several partitions is queued whole or refused whole, even when the disk fills between
+        its room check and its appends)."""
+        self.check_write(name, nbytes)
+        names: set[str] = getattr(self._reserved, "names", set())
+        if name in names:  # nested: the outer block holds it
+            yield
+            return
+        self._reserved.names = names | {name}
+        try:
+            yield
+        finally:
+            self._reserved.names = names
 
     def below_floor(self, name: str) -> bool:
         """Whether the watched path `name` has less than its floor free now (False when not watched)."""
