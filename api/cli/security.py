@@ -1,7 +1,8 @@
 """`mqindex security`: make the stored forms of credentials, so the configuration never holds them in clear.
 
     mqindex security hash-token            reads a token on stdin, prints sha256:<hex> (a key of `tokens`)
-    mqindex security scram-credential      reads a password on stdin, prints scram-sha-256:... (`users`)
+    mqindex security scram-credential      reads a password on stdin, prints scram-sha-256:... (`users`);
+                                           --mechanism SCRAM-SHA-512 prints scram-sha-512:...
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from api.security.scram import DEFAULT_ITERATIONS, derive_credential
+from api.security.scram import DEFAULT_ITERATIONS, HASHES, MECHANISM, derive_credential
 from api.security.tokens import hash_token
 
 
@@ -19,6 +20,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     scram = sub.add_parser("scram-credential", help="print the SCRAM-SHA-256 credential of the password on stdin")
     scram.add_argument("--iterations", type=int, default=DEFAULT_ITERATIONS,
                        help=f"PBKDF2 iterations (default {DEFAULT_ITERATIONS})")
+    scram.add_argument("--mechanism", choices=sorted(HASHES), default=MECHANISM,
+                       help=f"SCRAM mechanism (default {MECHANISM}); its credential goes in scram_sha_256 or "
+                            "scram_sha_512 of the user")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -28,5 +32,5 @@ def run(args: argparse.Namespace) -> int:
     if args.what == "hash-token":
         print(hash_token(secret))
     else:
-        print(derive_credential(secret, iterations=args.iterations).encode())
+        print(derive_credential(secret, iterations=args.iterations, mechanism=args.mechanism).encode())
     return 0

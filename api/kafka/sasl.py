@@ -1,5 +1,5 @@
-"""SASL on the Kafka listener: SaslHandshake and SaslAuthenticate, PLAIN and SCRAM-SHA-256, one Session per
-connection holding who the client is.
+"""SASL on the Kafka listener: SaslHandshake and SaslAuthenticate, PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512, one
+Session per connection holding who the client is.
 
 On a listener with an authenticator, a connection must complete SASL before any request other than ApiVersions,
 SaslHandshake and SaslAuthenticate (the server closes it otherwise, as Kafka does). SaslHandshake v1 is followed
@@ -24,11 +24,12 @@ from api.security.principals import (
 )
 from api.security.sasl_plain import MECHANISM as PLAIN
 from api.security.scram import MECHANISM as SCRAM
+from api.security.scram import MECHANISM_512 as SCRAM_512
 from api.security.scram import SaslError, ScramServer
 
 log = logging.getLogger("mqindex.kafka.sasl")
 
-MECHANISMS = [PLAIN, SCRAM]
+MECHANISMS = [PLAIN, SCRAM, SCRAM_512]
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 
 
@@ -67,8 +68,8 @@ class Session:
         else:
             self.mechanism = req.mechanism
             self.raw = version == 0
-            if self.mechanism == SCRAM:
-                self._scram = self.authenticator.scram()
+            if self.mechanism in (SCRAM, SCRAM_512):
+                self._scram = self.authenticator.scram(self.mechanism)
         return build(APIS[SASL_HANDSHAKE].response, version, error_code=code, mechanisms=MECHANISMS)
 
     def step(self, token: bytes) -> bytes:

@@ -1,4 +1,5 @@
-"""SCRAM-SHA-256 (RFC 5802, RFC 7677) for the server side: credential derivation and the two-step exchange.
+"""SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802, RFC 7677) for the server side: credential derivation and the
+two-step exchange.
 
 Written here rather than taken from a library: the Python SCRAM packages are client-side or tied to a driver;
 the server side is a few lines of hashlib/hmac, checked against RFC 7677's example exchange and against the
@@ -19,6 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 MECHANISM = "SCRAM-SHA-256"
+MECHANISM_512 = "SCRAM-SHA-512"  # the default of several clients and managed Kafka services
+#: mechanism -> hashlib name; a credential's stored form starts with the mechanism in lower case
+HASHES = {MECHANISM: "sha256", MECHANISM_512: "sha512"}
 PREFIX = "scram-sha-256"
 DEFAULT_ITERATIONS = 4096  # the RFC 7677 minimum and Kafka's default
 MAX_ITERATIONS = 1_000_000  # clients (kafka-python) refuse more
@@ -35,17 +39,24 @@ class ScramCredential:
     iterations: int
     stored_key: bytes
     server_key: bytes
+    mechanism: str = MECHANISM
+
+    @property
+    def hash_name(self) -> str:
+        return HASHES[self.mechanism]
 
     def encode(self) -> str:
-        """`scram-sha-256:ITERATIONS:SALT:STOREDKEY:SERVERKEY` (base64 parts): the form kept in the config."""
+        """`scram-sha-256:ITERATIONS:SALT:STOREDKEY:SERVERKEY` (base64 parts; `scram-sha-512:` for SHA-512): the
+        form kept in the config."""
         b64 = (base64.b64encode(x).decode() for x in (self.salt, self.stored_key, self.server_key))
-        return f"{PREFIX}:{self.iterations}:" + ":".join(b64)
+        return f"{self.mechanism.lower()}:{self.iterations}:" + ":".join(b64)
 
     @classmethod
-    def decode(cls, text: str) -> ScramCredential:
+    def decode(cls, text: str, mechanism: str = MECHANISM) -> ScramCredential:
         parts = text.split(":")
-        if len(parts) != 5 or parts[0] != PREFIX:
-            raise ValueError(f"a SCRAM credential is {PREFIX}:ITERATIONS:SALT:STOREDKEY:SERVERKEY")
+        prefix = mechanism.lower()
+        if len(parts) != 5 or parts[0] != prefix:
+            raise ValueError(f"a {mechanism} credential is {prefix}:ITERATIONS:SALT:STOREDKEY:SERVERKEY")
         try:
             iterations = int(parts[1])
             salt, stored, server = (base64.b64decode(p, validate=True) for p in parts[2:])
@@ -53,35 +64,39 @@ class ScramCredential:
             raise ValueError("a SCRAM credential has an integer iteration count and base64 keys") from None
         if not DEFAULT_ITERATIONS <= iterations <= MAX_ITERATIONS:
             raise ValueError(f"SCRAM iterations must be {DEFAULT_ITERATIONS} to {MAX_ITERATIONS}, got {iterations}")
-        if not salt or len(stored) != 32 or len(server) != 32:
-            raise ValueError("a SCRAM-SHA-256 credential has a salt and two 32-byte keys")
-        return cls(salt, iterations, stored, server)
+        size = hashlib.new(HASHES[mechanism]).digest_size
+        if not salt or len(stored) != size or len(server) != size:
+            raise ValueError(f"a {mechanism} credential has a salt and two {size}-byte keys")
+        return cls(salt, iterations, stored, server, mechanism)
 
 
-def _hmac(key: bytes, msg: bytes) -> bytes:
-    return hmac.new(key, msg, hashlib.sha256).digest()
+def _hmac(key: bytes, msg: bytes, hash_name: str = "sha256") -> bytes:
+    return hmac.new(key, msg, hash_name).digest()
 
 
-def salted_password(password: str, salt: bytes, iterations: int) -> bytes:
+def salted_password(password: str, salt: bytes, iterations: int, hash_name: str = "sha256") -> bytes:
     # RFC 5802 asks for SASLprep of the password; passwords are taken as given (UTF-8), as Kafka does
-    return hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
+    return hashlib.pbkdf2_hmac(hash_name, password.encode(), salt, iterations)
 
 
-def derive_credential(password: str, salt: bytes | None = None,
-                      iterations: int = DEFAULT_ITERATIONS) -> ScramCredential:
+def derive_credential(password: str, salt: bytes | None = None, iterations: int = DEFAULT_ITERATIONS,
+                      mechanism: str = MECHANISM) -> ScramCredential:
     """The stored credential of a password: salted (random 16 bytes unless given) and iterated."""
     if not DEFAULT_ITERATIONS <= iterations <= MAX_ITERATIONS:
         raise ValueError(f"SCRAM iterations must be {DEFAULT_ITERATIONS} to {MAX_ITERATIONS}, got {iterations}")
+    h = HASHES[mechanism]
     salt = os.urandom(SALT_BYTES) if salt is None else salt
-    salted = salted_password(password, salt, iterations)
-    client_key = _hmac(salted, b"Client Key")
-    return ScramCredential(salt, iterations, hashlib.sha256(client_key).digest(), _hmac(salted, b"Server Key"))
+    salted = salted_password(password, salt, iterations, h)
+    client_key = _hmac(salted, b"Client Key", h)
+    return ScramCredential(salt, iterations, hashlib.new(h, client_key).digest(), _hmac(salted, b"Server Key", h),
+                           mechanism)
 
 
 def verify_password(credential: ScramCredential, password: str) -> bool:
     """Whether `password` is the one the credential was derived from (for SASL/PLAIN), in constant time."""
-    client_key = _hmac(salted_password(password, credential.salt, credential.iterations), b"Client Key")
-    return hmac.compare_digest(hashlib.sha256(client_key).digest(), credential.stored_key)
+    h = credential.hash_name
+    client_key = _hmac(salted_password(password, credential.salt, credential.iterations, h), b"Client Key", h)
+    return hmac.compare_digest(hashlib.new(h, client_key).digest(), credential.stored_key)
 
 
 def _attrs(message: str, what: str) -> list[tuple[str, str]]:
@@ -101,17 +116,20 @@ def _unescape_name(name: str) -> str:
 
 
 class ScramServer:
-    """One SCRAM-SHA-256 exchange. `lookup(user)` gives the user's credential or None. Call `first` with the
-    client-first message and send back what it returns; call `final` with the client-final message: it returns
-    the server-final message and sets `user`, or raises SaslError. An unknown user gets a made-up salt so the
-    exchange does not say which users exist."""
+    """One SCRAM exchange (`mechanism`: SCRAM-SHA-256 or SCRAM-SHA-512). `lookup(user)` gives the user's
+    credential or None. Call `first` with the client-first message and send back what it returns; call `final`
+    with the client-final message: it returns the server-final message and sets `user`, or raises SaslError. An
+    unknown user gets a made-up salt so the exchange does not say which users exist."""
 
     def __init__(self, lookup: Callable[[str], ScramCredential | None], nonce: str | None = None,
-                 decoy_key: bytes | None = None, decoy_iterations: int = DEFAULT_ITERATIONS) -> None:
+                 decoy_key: bytes | None = None, decoy_iterations: int = DEFAULT_ITERATIONS,
+                 mechanism: str = MECHANISM) -> None:
         """decoy_key: the key an unknown user's salt is made from; give one that lasts (Authenticator keeps one
         per process), or every exchange answers the same unknown name with another salt, which tells it apart
         from a real user. decoy_iterations: the count an unknown user is answered with (most users' count)."""
         self._lookup = lookup
+        self._hash = HASHES[mechanism]
+        self.mechanism = mechanism
         self._nonce = nonce or base64.b64encode(os.urandom(18)).decode()
         self._decoy_key = decoy_key or os.urandom(32)
         self._decoy_iterations = decoy_iterations
@@ -140,8 +158,10 @@ class ScramServer:
         self._credential = credential
         self._name = name
         if credential is None:  # go on with a decoy so the answer does not reveal that the user is unknown
-            salt = _hmac(self._decoy_key, name.encode())[:SALT_BYTES]
-            credential = ScramCredential(salt, self._decoy_iterations, b"\0" * 32, b"\0" * 32)
+            seed = name if self.mechanism == MECHANISM else f"{self.mechanism}:{name}"  # one salt per mechanism
+            salt = _hmac(self._decoy_key, seed.encode())[:SALT_BYTES]
+            size = hashlib.new(self._hash).digest_size
+            credential = ScramCredential(salt, self._decoy_iterations, b"\0" * size, b"\0" * size, self.mechanism)
         self._gs2 = f"{cbind},{authzid},"
         self._client_nonce = attrs[1][1]
         self._combined = self._client_nonce + self._nonce
@@ -175,11 +195,12 @@ class ScramServer:
             raise SaslError("SCRAM proof is not base64") from None
         auth_message = f"{self._auth_prefix},{without_proof}".encode()
         credential = self._credential
-        if credential is None or len(proof) != 32:
+        h = self._hash
+        if credential is None or len(proof) != hashlib.new(h).digest_size:
             raise SaslError(f"authentication failed for {self._name!r}")
-        signature = _hmac(credential.stored_key, auth_message)
+        signature = _hmac(credential.stored_key, auth_message, h)
         client_key = bytes(a ^ b for a, b in zip(proof, signature, strict=True))
-        if not hmac.compare_digest(hashlib.sha256(client_key).digest(), credential.stored_key):
+        if not hmac.compare_digest(hashlib.new(h, client_key).digest(), credential.stored_key):
             raise SaslError(f"authentication failed for {self._name!r}")
         self.user = self._name
-        return b"v=" + base64.b64encode(_hmac(credential.server_key, auth_message))
+        return b"v=" + base64.b64encode(_hmac(credential.server_key, auth_message, h))

@@ -218,3 +218,32 @@ def test_security_cli_makes_stored_forms() -> None:
     assert scram_login(auth, "carol", "pw-of-carol").allows("produce")
     empty = subprocess.run([mqindex, "security", "hash-token"], input="", text=True, capture_output=True)
     assert empty.returncode == 1 and "nothing on stdin" in empty.stderr
+
+
+def test_scram_sha512_with_kafka_python_client() -> None:
+    """SCRAM-SHA-512 beside SCRAM-SHA-256: a user may have either credential or both; each mechanism checks its
+    own, PLAIN takes either, and a mechanism the user has no credential for answers as for an unknown user."""
+    both = {"scopes": ["read"], "scram_sha_256": derive_credential("pw-both-1").encode(),
+            "scram_sha_512": derive_credential("pw-both-1", mechanism="SCRAM-SHA-512").encode()}
+    only512 = {"scopes": ["produce"],
+               "scram_sha_512": derive_credential("pw-512-1", mechanism="SCRAM-SHA-512").encode()}
+    auth = Authenticator({}, {"both": both, "only512": only512})
+
+    def login(user: str, password: str, mechanism: str) -> Principal:
+        client = ScramClient(user, password, mechanism)
+        server = auth.scram(mechanism)
+        client.process_server_first_message(server.first(client.first_message()))
+        client.process_server_final_message(server.final(client.final_message()))
+        return auth.principal_of(server)
+
+    assert login("both", "pw-both-1", "SCRAM-SHA-512").name == "both"
+    assert login("both", "pw-both-1", "SCRAM-SHA-256").name == "both"
+    assert login("only512", "pw-512-1", "SCRAM-SHA-512").allows("produce")
+    with pytest.raises(SaslError, match="authentication failed"):
+        login("only512", "pw-512-1", "SCRAM-SHA-256")
+    with pytest.raises(SaslError, match="authentication failed"):
+        login("both", "wrong", "SCRAM-SHA-512")
+    assert auth.plain(b"\0only512\0pw-512-1").name == "only512"
+    assert ScramCredential.decode(only512["scram_sha_512"], "SCRAM-SHA-512").mechanism == "SCRAM-SHA-512"
+    with pytest.raises(UserError, match="scram-sha-512"):  # a 256 credential in the 512 field
+        Authenticator({}, {"x": {"scopes": [], "scram_sha_512": both["scram_sha_256"]}})
