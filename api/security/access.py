@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector
 
 from api.security.audit import AuditLog
 from api.security.authorizer import Authorizer, kafka_principal
+from api.security.tokens import fingerprint
 from broker.metadata.acls import AclFilter, AclRule, AclTable
 
 log = logging.getLogger("mqindex.security.acl")
@@ -46,7 +47,12 @@ class AccessControl:
 
     @classmethod
     def from_settings(cls, settings: Any) -> AccessControl:
-        return cls(AclTable(settings.metadata), getattr(settings, "superusers", ()),
+        """The configured superusers, plus the principal of the cluster token (nodes asking each other on a
+        caller's behalf, after the caller was checked where it asked)."""
+        superusers = list(getattr(settings, "superusers", ()))
+        if getattr(settings, "cluster_token", ""):
+            superusers.append(f"token-{fingerprint(settings.cluster_token)}")
+        return cls(AclTable(settings.metadata), superusers,
                    bool(getattr(settings, "allow_everyone_if_no_acl_found", False)),
                    AuditLog(getattr(settings, "audit_log", "")))
 
