@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from api.backend import Backend, InMessage, OutMessage
-from api.http.auth import require
+from api.http.auth import check, may, require
 from api.http.errors import TOO_DEEP, as_http, client_error
 from api.http.message_json import Page
 from api.http.models import (
@@ -92,7 +92,7 @@ async def create_topic(body: TopicIn, request: Request) -> Any:
 
 @router.get("/v1/topics", response_model=list[TopicOut], dependencies=[Depends(require("read"))])
 async def list_topics(request: Request) -> Any:
-    return await call(request, Backend.list_topics)
+    return [t for t in await call(request, Backend.list_topics) if may(request, "describe", "topic", t["name"])]
 
 
 def _inline_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -236,6 +236,7 @@ async def get_by_id(request: Request, msg_id: MsgIdPath) -> MessageOut:
     m = await call(request, Backend.get_by_id, msg_id)
     if m is None:
         raise client_error("msg_id", f"{msg_id}: no such message", status=404)
+    check(request, "read", "topic", m.topic)  # a 403 that tells nothing of the message
     return message_out(m)
 
 
