@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rebalance": ("api.cli.client", "plan (and with --execute run) moves that even out the partitions"),
     "topics": ("api.cli.topics", "create, list, describe, alter (retention configs) and delete topics"),
     "groups": ("api.cli.groups", "list, describe (lag), delete consumer groups and reset their offsets"),
+    "acls": ("api.cli.acls", "add, list and remove access control rules (Kafka ACLs, also for HTTP)"),
     "inspect-index": ("api.cli.inspect_index", "dump an index file (native or RocketMQ format)"),
     "inspect-object": ("api.cli.inspect_object", "dump a stream object's data blocks and index block"),
     "import-rocketmq": ("api.cli.import_rocketmq", "register a directory of RocketMQ tiered index files"),
@@ -38,7 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 #: modules of commands that only print their results (they log nothing): no logging set up, a faster start
-QUIET = frozenset({"api.cli.client", "api.cli.topics", "api.cli.compact", "api.cli.groups"})
+QUIET = frozenset({"api.cli.client", "api.cli.topics", "api.cli.compact", "api.cli.groups", "api.cli.acls"})
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):

@@ -13,6 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from api.backend import Backend
 from api.config import Settings
 from api.http import docs_pages, errors, health
+from api.http.acl_routes import router as acl_router
 from api.http.auth import AuthenticateFirst, require
 from api.http.body_limit import BodyLimit
 from api.http.compaction_metrics import CompactionCollector
@@ -58,6 +59,7 @@ def create_app(settings: Settings, backend: Backend, stores: Mapping[str, BlobSt
     app.include_router(console_router)
     app.include_router(index_admin_router)
     app.include_router(group_router)
+    app.include_router(acl_router)  # /v1/admin/acls
     docs_pages.install(app)
 
     # --metrics-auth: /metrics asks for a token with the read scope, like the data it describes
