@@ -1,0 +1,93 @@
+"""Executor side: the rows of one task's splits, read with ranged GETs straight from the object store.
+
+Rows are those Spark's Kafka source gives, in offset order per partition: (key, value, topic, partition,
+offset, timestamp, timestampType, headers). Each object is opened once per task (footer and index: one
+GET, usually), then only the blocks overlapping a split's offsets are fetched (adjacent blocks in one
+ranged GET, `broker/objects/reader.py`). Batches are decoded by aiokafka's C reader as the broker stored
+them, so a row is what a Kafka consumer decodes from the same bytes: a batch's compression is undone, a
+LogAppendTime batch's records carry its max timestamp, control batches (transaction markers) give no row.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from broker.objects.reader import ObjectReader, RangeSource
+from broker.partitions.records import batch_records, batch_slices
+from jobs.spark_source.plan import Split
+from storage_tier import BlobStore, open_store
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_MS = dt.timedelta(milliseconds=1)
+
+_STORES: dict[str, BlobStore] = {}
+_STORES_LOCK = threading.Lock()
+
+
+def worker_store(url: str) -> BlobStore:
+    """One store client per URL per Python worker (workers are reused across tasks)."""
+    with _STORES_LOCK:
+        s = _STORES.get(url)
+        if s is None:
+            s = _STORES[url] = open_store(url)
+        return s
+
+
+def ms_to_datetime(ms: int) -> dt.datetime:
+    return _EPOCH + ms * _MS
+
+
+Row = tuple[Any, ...]
+
+
+def _rows(reader: ObjectReader, split: Split, entries: list[Any], lo_ms: int | None, hi_ms: int | None,
+          offsets: set[int] | None, keys: set[bytes] | None) -> Iterator[Row]:
+    topic, partition = split.topic, split.partition
+    for _, records in reader.read_blocks(entries):
+        for sr in records:
+            if sr.last_offset <= split.start or sr.base_offset >= split.end:
+                continue
+            for pos, h, raw in batch_slices(sr.payload):
+                if h.is_control or h.next_offset <= split.start or h.base_offset >= split.end:
+                    continue
+                for r in batch_records(raw, h, pos):
+                    off = r.offset
+                    if off < split.start or off >= split.end:
+                        continue
+                    if offsets is not None and off not in offsets:
+                        continue
+                    if keys is not None and r.key not in keys:
+                        continue
+                    ts = r.timestamp
+                    if (lo_ms is not None and ts < lo_ms) or (hi_ms is not None and ts >= hi_ms):
+                        continue
+                    yield (r.key, r.value, topic, partition, off, ms_to_datetime(ts), r.timestamp_type,
+                           [(k, v) for k, v in r.headers] if r.headers else [])
+
+
+def read_splits(store: RangeSource, splits: Iterable[Split], lo_ms: int | None = None, hi_ms: int | None = None,
+                offsets: dict[tuple[str, int], set[int]] | None = None, keys: set[bytes] | None = None
+                ) -> Iterator[Row]:
+    """Rows of the splits whose record timestamp is in [lo_ms, hi_ms). With `offsets` (per (topic, partition),
+    the offsets an index lookup found), only the blocks holding those offsets are fetched and only those
+    records given; with `keys`, only records whose key is one of them."""
+    reader: ObjectReader | None = None
+    for split in splits:
+        if reader is None or reader.key != split.key:
+            reader = ObjectReader(store, split.key, size=split.size or None)
+        wanted = None if offsets is None else offsets.get((split.topic, split.partition), set())
+        if wanted is not None:
+            hits = sorted(o for o in wanted if split.start <= o < split.end)
+            if not hits:
+                continue
+            seen: dict[tuple[int, int], Any] = {}
+            for o in hits:
+                for e in reader.entries_for(split.stream_id, o, o + 1):
+                    seen[(e.start_offset, e.position)] = e
+            entries = [seen[k] for k in sorted(seen)]
+        else:
+            entries = reader.entries_for(split.stream_id, split.start, split.end)
+        yield from _rows(reader, split, entries, lo_ms, hi_ms, wanted, keys)

@@ -1,0 +1,127 @@
+"""The `mqindex` Python data source: `spark.read.format("mqindex")` and `spark.readStream.format("mqindex")`.
+
+Schema as Spark's Kafka source (headers always included). Planning (`MqindexReader.partitions`) runs on
+the driver side and reads only the controller metadata (plan.py) and, for key predicates with the
+`index` option, the cluster's key index; each Spark task reads its object ranges with ranged GETs
+(read.py). Filters taken by the source are listed by `MqindexReader.pushed` (pushdown.py) and in the
+Spark UI / logs; `explain()` shows the data source's scan with the filters Spark still evaluates.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, Filter, InputPartition
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from jobs.spark_source.index_lookup import key_hits, usable
+from jobs.spark_source.options import SourceOptions, parse_options
+from jobs.spark_source.plan import Split, plan_scan
+from jobs.spark_source.pushdown import Pushed, push
+from jobs.spark_source.read import read_splits, worker_store
+
+log = logging.getLogger("mqindex.jobs.spark_source")
+
+SCHEMA = StructType([
+    StructField("key", BinaryType(), True),
+    StructField("value", BinaryType(), True),
+    StructField("topic", StringType(), False),
+    StructField("partition", IntegerType(), False),
+    StructField("offset", LongType(), False),
+    StructField("timestamp", TimestampType(), False),
+    StructField("timestampType", IntegerType(), False),
+    StructField("headers", ArrayType(StructType([StructField("key", StringType(), False),
+                                                 StructField("value", BinaryType(), True)])), True),
+])
+
+
+class SplitTask(InputPartition):
+    """One Spark task: object ranges to read, and (for a key lookup) the offsets the index found."""
+
+    def __init__(self, splits: Sequence[Split], offsets: dict[tuple[str, int], frozenset[int]] | None = None
+                 ) -> None:
+        super().__init__(None)
+        self.splits = tuple(splits)
+        self.offsets = offsets
+
+    def __repr__(self) -> str:
+        return f"SplitTask({len(self.splits)} object ranges)"
+
+
+def read_task(opts: SourceOptions, task: SplitTask, pushed: Pushed) -> Iterator[tuple[Any, ...]]:
+    offsets = None if task.offsets is None else {k: set(v) for k, v in task.offsets.items()}
+    b = pushed.bounds.tighten(from_ms=opts.from_ms, to_ms=opts.to_ms)
+    yield from read_splits(worker_store(opts.store_url), task.splits, b.from_ms, b.to_ms, offsets,
+                           set(pushed.keys) if pushed.keys is not None else None)
+
+
+def plan_tasks(opts: SourceOptions, pushed: Pushed, starting: Any = None, ending: Any = None) -> list[SplitTask]:
+    """The Spark tasks of a read: one per packed group of object ranges; with key predicates answered by the
+    index, one per object range holding a hit (and no task where no hit is)."""
+    plan = plan_scan(opts, pushed.bounds, starting, ending)
+    if pushed.keys is not None and opts.index_url and usable(pushed.keys):
+        hits: dict[tuple[str, int], set[int]] = {}
+        for topic in {r.topic for r in plan.ranges}:
+            for p, offs in key_hits(opts.index_url, topic, sorted(pushed.keys)).items():
+                hits[(topic, p)] = offs
+        tasks = []
+        for s in plan.splits:
+            got = frozenset(o for o in hits.get((s.topic, s.partition), ()) if s.start <= o < s.end)
+            if got:
+                tasks.append(SplitTask([s], {(s.topic, s.partition): got}))
+        log.info("mqindex read %s: %d hits of %d keys in %d object ranges (pushed %s)", opts.topics or opts.pattern,
+                 sum(len(t.offsets[(t.splits[0].topic, t.splits[0].partition)]) for t in tasks if t.offsets),
+                 len(pushed.keys), len(tasks), pushed.describe())
+        return tasks
+    log.info("mqindex read %s: %s (pushed %s)", opts.topics or opts.pattern, plan.describe(), pushed.describe())
+    return [SplitTask(t) for t in plan.tasks]
+
+
+class MqindexReader(DataSourceReader):
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+        self.pushed = Pushed()
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 - Spark's name
+        yield from push(self.pushed, filters)
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return plan_tasks(self.opts, self.pushed)
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        assert isinstance(partition, SplitTask)
+        yield from read_task(self.opts, partition, self.pushed)
+
+
+class MqindexSource(DataSource):
+    """`spark.read.format("mqindex")`: topics read straight from mqindex's object store (see docs/SPARK.md)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "mqindex"
+
+    def __init__(self, options: Any) -> None:
+        super().__init__(options)
+        self.opts = parse_options(dict(options))
+
+    def schema(self) -> StructType:
+        return SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return MqindexReader(self.opts)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 - Spark's name
+        from jobs.spark_source.stream import MqindexStreamReader
+
+        return MqindexStreamReader(self.opts)
