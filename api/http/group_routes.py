@@ -17,6 +17,8 @@ are no groups (404).
 
 from __future__ import annotations
 
+import asyncio
+import time
 import zlib
 from typing import Annotated, Any, Literal
 
@@ -32,7 +34,7 @@ from api.http.routes import ERRORS
 from api.http.store_time import parse_store_time
 from api.kafka import group_admin
 from api.kafka.context import Context
-from broker.partitions.kafka_clients.group_admin import ResetSpec
+from broker.partitions.kafka_clients.group_admin import LeaderFigures, ResetSpec
 
 router = APIRouter(responses=ERRORS)
 FORWARDED = "x-mqindex-forwarded"  # a request one node passed to another: answered there, never passed on
@@ -159,7 +161,136 @@ async def describe_group(group: GroupPath, request: Request) -> Any:
         return forwarded
     assert ctx is not None
     view = await run_in_threadpool(group_admin.on_loop, ctx, group_admin.view_now, ctx, group)
-    return await _off_loop(group_admin.describe, ctx, group, view)
+    body = await _off_loop(group_admin.describe, ctx, group, view)
+    await _from_leaders(request, ctx, body)
+    return body
+
+
+class _Leaders:
+    """The partitions of some topics led by another node, with their leaders' own figures (this node's trail the
+    leader's by up to an upload interval): `led[(topic, partition)]` the leader's node id, `rows[...]` the
+    leader's GET /v1/console/partitions row (missing when the leader did not answer)."""
+
+    def __init__(self, request: Request, ctx: Context) -> None:
+        self.request, self.ctx = request, ctx
+        self.led: dict[tuple[str, int], int] = {}
+        self.rows: dict[tuple[str, int], dict[str, Any]] = {}
+        self.http: dict[int, str] = {}
+        headers = {FORWARDED: "1"}
+        if "authorization" in request.headers:
+            headers["authorization"] = request.headers["authorization"]
+        self.client = httpx.AsyncClient(timeout=PEER_TIMEOUT_S, headers=headers)
+
+    async def load(self, topics: list[str]) -> None:
+        node = self.request.app.state.backend
+
+        def leaders() -> dict[tuple[str, int], int]:
+            out = {}
+            for t in topics:
+                try:
+                    rows = node.partitions_overview(t)
+                except LookupError:
+                    continue  # an unknown topic: the plan names it
+                out.update({(t, p["partition"]): p["leader"] for p in rows
+                            if p["leader"] is not None and p["leader"] != self.ctx.node_id})
+            return out
+
+        self.led = await run_in_threadpool(leaders)
+        if not self.led:
+            return
+        alive = await run_in_threadpool(node.cluster.membership.alive)
+        self.http = {n.node_id: n.http.rstrip("/") for n in alive.values() if n.http}
+
+        async def ask(leader: int, topic: str) -> None:
+            if leader not in self.http:
+                return
+            try:
+                r = await self.client.get(f"{self.http[leader]}/v1/console/partitions", params={"topic": topic})
+            except httpx.HTTPError:
+                return
+            if r.status_code == 200:
+                self.rows.update({(topic, p["partition"]): p for p in r.json()["partitions"] if p["owned"]})
+
+        await asyncio.gather(*(ask(leader, t) for leader, t in {(leader, tp[0]) for tp, leader in self.led.items()}))
+
+    async def get(self, tp: tuple[str, int], path: str, params: dict[str, Any]) -> Any:
+        """GET `path` of the partition's leader: its JSON answer, None when it did not answer 200."""
+        try:
+            r = await self.client.get(self.http[self.led[tp]] + path, params=params)
+            return r.json() if r.status_code == 200 else None
+        except (httpx.HTTPError, KeyError, ValueError):
+            return None
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+
+async def _from_leaders(request: Request, ctx: Context, body: dict[str, Any]) -> None:
+    """Partitions led by another node: their start and end offsets, lag and lag_ms come from their leader
+    (GET /v1/console/partitions, and the record at the committed offset). A leader that does not answer leaves
+    this node's figures, marked `"stale": true`."""
+    rows = [r for r in body["offsets"] if r["end_offset"] is not None]
+    if not rows:
+        return
+    leaders = _Leaders(request, ctx)
+    try:
+        await leaders.load(sorted({r["topic"] for r in rows}))
+
+        async def oldest(row: dict[str, Any], at: int) -> None:
+            page = await leaders.get((row["topic"], row["partition"]),
+                                     f"/v1/topics/{row['topic']}/partitions/{row['partition']}/messages",
+                                     {"offset": at, "max": 1})
+            if page and page["messages"]:
+                row["lag_ms"] = max(int(time.time() * 1000) - int(page["messages"][0]["timestamp"]), 0)
+
+        reads = []
+        for row in rows:
+            tp = (row["topic"], row["partition"])
+            if tp not in leaders.led:
+                continue
+            p = leaders.rows.get(tp)
+            if p is None:
+                row["stale"] = True
+                continue
+            row.update(start_offset=p["start_offset"], end_offset=p["end_offset"])
+            off = row["committed_offset"]
+            if off is not None:
+                row["lag"] = max(p["end_offset"] - max(off, p["start_offset"]), 0)
+                row["lag_ms"] = 0
+                if row["lag"]:
+                    reads.append(oldest(row, max(off, p["start_offset"])))
+        await asyncio.gather(*reads)
+    finally:
+        await leaders.close()
+    body["lag"] = sum(r["lag"] for r in body["offsets"] if r["lag"] is not None)
+    body["lag_ms"] = max((r["lag_ms"] for r in body["offsets"] if r["lag_ms"] is not None), default=0)
+
+
+async def _leader_figures(request: Request, ctx: Context, group: str, topics: list[str],
+                          spec: ResetSpec) -> dict[tuple[str, int], LeaderFigures]:
+    """The figures a reset plans with for partitions led by another node (their leader's bounds, and the first
+    offset at the time of a datetime reset, GET /v1/console/offset there). A leader that does not answer: this
+    node's own figures are used."""
+    names = await run_in_threadpool(group_admin.reset_topics, ctx, group, topics)
+    leaders = _Leaders(request, ctx)
+    out: dict[tuple[str, int], LeaderFigures] = {}
+    try:
+        await leaders.load(names)
+
+        async def figures(tp: tuple[str, int], p: dict[str, Any]) -> None:
+            at = None
+            if spec.to == "datetime":
+                found = await leaders.get(tp, "/v1/console/offset",
+                                          {"topic": tp[0], "partition": tp[1], "time": spec.value})
+                if found is None:
+                    return
+                at = found["offset"] if found["timestamp"] is not None else None
+            out[tp] = LeaderFigures(p["start_offset"], p["end_offset"], at)
+
+        await asyncio.gather(*(figures(tp, p) for tp, p in leaders.rows.items()))
+    finally:
+        await leaders.close()
+    return out
 
 
 @router.delete("/v1/groups/{group}", dependencies=[Depends(require("admin"))])
@@ -181,6 +312,7 @@ async def reset_offsets(group: GroupPath, body: ResetIn, request: Request) -> An
         return forwarded
     assert ctx is not None
     spec = body.spec()
+    figures = await _leader_figures(request, ctx, group, body.topics, spec)
     members = await run_in_threadpool(group_admin.on_loop, ctx, group_admin.members_now, ctx, group)
-    plan = await _off_loop(group_admin.reset, ctx, group, body.topics, spec, body.dry_run, members)
+    plan = await _off_loop(group_admin.reset, ctx, group, body.topics, spec, body.dry_run, members, figures)
     return {"group": group, "dry_run": body.dry_run, "offsets": plan}

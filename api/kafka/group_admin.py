@@ -200,16 +200,25 @@ def delete(ctx: Context, group: str, members: int, had_state: bool) -> int:
     return deleted
 
 
+def reset_topics(ctx: Context, group: str, topics: list[str]) -> list[str]:
+    """The topics a reset of `topics` touches (every topic the group has committed when none is named)."""
+    if topics:
+        return sorted({t.partition(":")[0] for t in topics})
+    return sorted({t for t, _ in group_offsets.fetch(ctx.node.meta, group)})
+
+
 def reset(ctx: Context, group: str, topics: list[str], spec: group_admin.ResetSpec, dry_run: bool,
-          members: int) -> list[dict[str, Any]]:
-    """Plan (and unless `dry_run`, commit) new offsets: [{topic, partition, current_offset, new_offset}]."""
+          members: int, leaders: dict[tuple[str, int], group_admin.LeaderFigures] | None = None
+          ) -> list[dict[str, Any]]:
+    """Plan (and unless `dry_run`, commit) new offsets: [{topic, partition, current_offset, new_offset}];
+    `leaders`: the figures of partitions led by other nodes, as their leaders gave them."""
     if members and not dry_run:
         raise GroupNotEmpty(group, members, "resetting its offsets")
     committed = group_offsets.fetch(ctx.node.meta, group)
     targets = group_admin.targets_of(ctx.node.partitions, committed, topics)
     if not targets:
         raise NothingToReset(group)
-    plan = group_admin.plan_reset(ctx.node.partitions, committed, targets, spec)
+    plan = group_admin.plan_reset(ctx.node.partitions, committed, targets, spec, leaders)
     if not dry_run:
         group_admin.store_offsets(ctx.node.meta, group, {(r["topic"], r["partition"]): r["new_offset"]
                                                          for r in plan})

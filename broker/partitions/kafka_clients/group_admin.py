@@ -97,23 +97,39 @@ def partition_lag(parts: PartitionMap, committed: dict[tuple[str, int], tuple[in
     return rows
 
 
+@dataclass(frozen=True)
+class LeaderFigures:
+    """A partition's [start, end) as its leader (another node) sees them, and with a datetime reset the first
+    offset at or after that time there (None: every message is older)."""
+    start: int
+    end: int
+    at_time: int | None = None
+
+
 def plan_reset(parts: PartitionMap, committed: dict[tuple[str, int], tuple[int, str]],
-               targets: list[tuple[str, int]], spec: ResetSpec) -> list[dict[str, Any]]:
+               targets: list[tuple[str, int]], spec: ResetSpec,
+               leaders: dict[tuple[str, int], LeaderFigures] | None = None) -> list[dict[str, Any]]:
     """The new offset of each (topic, partition) of `targets`: [{topic, partition, current_offset, new_offset}].
-    An unknown topic or partition is a TopicNotFound / PartitionNotFound; nothing is stored here."""
+    A partition in `leaders` (led by another node) uses its leader's figures: this node's end trails the leader's
+    by up to an upload interval, and a reset clamped to it would move a group back. An unknown topic or
+    partition is a TopicNotFound / PartitionNotFound; nothing is stored here."""
     out = []
     for topic, partition in targets:
         info = parts.topic(topic)
         p = parts.partition(info, partition)
-        start, end = parts.bounds(p)
+        there = (leaders or {}).get((topic, partition))
+        start, end = (there.start, there.end) if there is not None else parts.bounds(p)
         current = committed.get((topic, partition), (None, ""))[0]
         if spec.to == "earliest":
             new = start
         elif spec.to == "latest":
             new = end
         elif spec.to == "datetime":
-            new = offset_for_time(parts, p, spec.value)[0]
-            new = end if new < 0 else new
+            if there is not None:
+                new = end if there.at_time is None else there.at_time
+            else:
+                new = offset_for_time(parts, p, spec.value)[0]
+                new = end if new < 0 else new
         elif spec.to == "offset":
             new = spec.value
         else:  # shift: from the committed offset (from the start when none is committed)
