@@ -252,3 +252,25 @@ def filter_response(api_key: int, req: Any, resp: Any, caller: Caller) -> Any:
     elif api_key == LIST_GROUPS and not access.allowed(who, host, "describe", "cluster", CLUSTER_NAME):
         resp.groups = [g for g in resp.groups if access.allowed(who, host, "describe", "group", g.group_id)]
     return resp
+
+
+#: admin APIs -> (event, operation, resource type, the response's list, its name field) for the audit log
+_ADMIN_CHANGES: dict[int, tuple[str, str, str, str, str]] = {
+    19: ("topic_create", "create", "topic", "topics", "name"),
+    20: ("topic_delete", "delete", "topic", "responses", "name"),
+    33: ("config_alter", "alter_configs", "config", "responses", "resource_name"),
+    44: ("config_alter", "alter_configs", "config", "responses", "resource_name"),
+    42: ("group_delete", "delete", "group", "results", "group_id"),
+}
+
+
+def audit_admin(api_key: int, resp: Any, caller: Caller) -> None:
+    """One audit line per resource an admin API changed (or failed to), with its error code as the result."""
+    change = _ADMIN_CHANGES.get(api_key)
+    if change is None or resp is None:
+        return
+    event, op, rtype, items, field = change
+    for item in getattr(resp, items, None) or []:
+        code = int(getattr(item, "error_code", 0) or 0)
+        caller.access.admin_change(event, caller.principal.name, rtype, str(getattr(item, field, "")), op, "kafka",
+                                   **({} if code == 0 else {"error_code": code}))

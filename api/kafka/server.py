@@ -52,7 +52,7 @@ from api.kafka import (
     topics_admin,
     transactions,
 )
-from api.kafka.authorization import Caller, filter_response, refusal
+from api.kafka.authorization import Caller, audit_admin, filter_response, refusal
 from api.kafka.context import Context
 from api.kafka.framing import DEFAULT_MAX_REQUEST, FrameError, frame, parse_header, peek_api, read_frame
 from api.kafka.group_coordinator import GroupCoordinator
@@ -304,6 +304,7 @@ class KafkaServer:
         if api_key in acls.HANDLERS:
             return await acls.HANDLERS[api_key](self.ctx, caller, req, version)
         resp = await HANDLERS[api_key](self.ctx, req, version)
+        audit_admin(api_key, resp, caller)
         return filter_response(api_key, req, resp, caller)
 
     async def _read_requests(self, reader: asyncio.StreamReader, session: Session, in_flight: InFlight,

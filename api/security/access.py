@@ -135,9 +135,10 @@ class AccessControl:
 
     def admin_change(self, event: str, by: str, resource_type: str, name: str, operation: str,
                      interface: str, **extra: Any) -> None:
-        """An admin change other than ACLs (a topic created or deleted, a config changed): one audit line."""
-        self.audit.record(event, kafka_principal(by), resource_type, name, operation, "ok", interface=interface,
-                          **extra)
+        """An admin change other than ACLs (a topic created or deleted, a config changed): one audit line, its
+        result "ok", or "failed" with the `error_code` given in `extra`."""
+        self.audit.record(event, kafka_principal(by), resource_type, name, operation,
+                          "failed" if extra.get("error_code") else "ok", interface=interface, **extra)
 
 
 #: the access control of a process with no rules table (tests and tools that build an app without a node)

@@ -173,5 +173,7 @@ def test_acls_through_confluent_and_kafka_python(server: KafkaServerProcess) -> 
             "result": "denied", "interface": "kafka"}
     assert any(want.items() <= a.items() for a in audit), audit
     assert sum(a["event"] == "acl_create" for a in audit) == 3
+    assert {(a["resource_name"], a["result"]) for a in audit if a["event"] == "topic_create"} == {
+        ("team-a.orders", "ok"), ("team-b.orders", "ok")}
     metrics = __import__("httpx").get(server.url + "/metrics").text
     assert 'mqindex_authorization_denials_total{interface="kafka",resource_type="topic"}' in metrics
