@@ -12,7 +12,11 @@ window); measured: request -> first 200 from the target. Also printed: the secon
 Peer: the raw upload time of the same bytes (one PUT per 8 MiB part) on the same store in the same run,
 because a move uploads what the source holds: the ratio says how much the move costs above that upload.
 
-Run: `mqindex bench reassign [--sizes-mb 10,256] [--moves 20] [--big-moves 5]`
+The WAL is shared (on the store, `--wal shared`, the default): a move lends what is not uploaded to the target,
+which reads it from the source's WAL objects in the background; with a local WAL (`--wal local`) the source
+uploads it before it closes the streams.
+
+Run: `mqindex bench reassign [--sizes-mb 10,256,1024] [--wal shared,local] [--moves 20] [--big-moves 5]`
 """
 
 from __future__ import annotations
@@ -36,13 +40,20 @@ PG_DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"
 VALUE = 64 << 10
 
 
-def node_process(work: Path, node_id: int, store: str, meta: str, hold_bytes: int) -> ServeProcess:
+def node_process(work: Path, node_id: int, store: str, meta: str, hold_bytes: int,
+                 wal: str | None = None) -> ServeProcess:
     """Node `node_id`: uploads held back (10 min, and a threshold above what a move carries) so what it holds is
-    only in its WAL and cache."""
+    only in its WAL and cache. wal: the shared WAL's store URL (None: a local WAL)."""
     return ServeProcess(work / f"node{node_id}", [
         "--store", store, "--metadata", meta, "--node-id", str(node_id), "--lease-ms", "3000",
-        "--upload-interval-s", "600", "--upload-threshold", str(hold_bytes), "--max-cache-bytes", str(2 * hold_bytes)],
+        "--upload-interval-s", "600", "--upload-threshold", str(hold_bytes), "--max-cache-bytes", str(2 * hold_bytes),
+        *(["--wal", wal] if wal else [])],
         work / f"node{node_id}.log", what=f"node {node_id}")
+
+
+def wal_url(store: str) -> str:
+    """The shared WAL's store URL beside the object store's (the same bucket, its own prefix)."""
+    return store.replace("?", "-wal?", 1) if "?" in store else f"{store}-wal"
 
 
 def _fill(node: ServeProcess, mb: int) -> None:
@@ -107,11 +118,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes-mb", default="10,256", help="unuploaded data at the move, MiB (comma separated)")
     ap.add_argument("--moves", type=int, default=20, help="moves per size (default 20)")
     ap.add_argument("--big-moves", type=int, default=5, help="moves for sizes of 100 MiB and more (default 5)")
+    ap.add_argument("--wal", default="shared",
+                    help="WAL kinds to measure, comma separated: shared (the WAL on the store: a move lends what is "
+                         "not uploaded to the target) and/or local (a move uploads it first); default shared")
     ap.add_argument("--store", help="S3 store URL (default: SeaweedFS started for the run)")
     ap.add_argument("--metadata", default=os.environ.get("MQINDEX_TEST_PG", PG_DEFAULT),
                     help="PostgreSQL URL (a fresh schema is used)")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes_mb.split(",") if s]
+    kinds = [k for k in args.wal.split(",") if k]
+    if not kinds or set(kinds) - {"shared", "local"}:
+        ap.error("--wal: shared and/or local")
     work = Path(tempfile.mkdtemp(prefix="mqindex-bench-reassign-"))
     store, weed = store_or_seaweedfs(args.store, work, f"reassign-{uuid.uuid4().hex[:8]}")
     schema = f"bench_reassign_{uuid.uuid4().hex[:8]}"
@@ -119,12 +136,14 @@ def main(argv: list[str] | None = None) -> int:
     meta = f"{args.metadata}{sep}schema={schema}"
     rows, results = [], {}
     try:
-        for mb in sizes:
+        for kind, mb in [(k, mb) for k in kinds for mb in sizes]:
             hold = (mb + 64) << 20
-            (work / f"{mb}mb").mkdir(parents=True, exist_ok=True)
+            run = work / f"{kind}-{mb}mb"
+            run.mkdir(parents=True, exist_ok=True)
             nodes: list[ServeProcess] = []
             try:
-                nodes += [node_process(work / f"{mb}mb", i, store, meta + f"_{mb}", hold) for i in range(2)]
+                nodes += [node_process(run, i, store, meta + f"_{kind}_{mb}", hold,
+                                       wal_url(store) if kind == "shared" else None) for i in range(2)]
                 r = httpx.post(f"{nodes[0].url}/v1/topics", json={"name": "moves", "partitions": 1}, timeout=60)
                 r.raise_for_status()
                 leader = next(n["node_id"] for n in httpx.get(f"{nodes[0].url}/v1/cluster/nodes").json()["nodes"]
@@ -136,13 +155,13 @@ def main(argv: list[str] | None = None) -> int:
                     _fill(nodes[src], mb)
                     samples.append(_move(nodes[src], nodes[dst], dst))
                     leader = dst
-                    print(f"[bench] {mb} MiB: move {i + 1}/{moves} {samples[-1]['to_first_ack_s']:.3f}s",
+                    print(f"[bench] {kind} WAL {mb} MiB: move {i + 1}/{moves} {samples[-1]['to_first_ack_s']:.3f}s",
                           file=sys.stderr, flush=True)
                 firsts = [s["to_first_ack_s"] for s in samples]
                 raw = _raw_upload_s(store, mb)
                 p50, p99 = percentile(firsts, 50), percentile(firsts, 99)
-                results[f"{mb}MiB"] = {"samples": samples, "raw_upload_s": raw}
-                rows.append([mb, moves, f"{p50:.3f}", f"{p99:.3f}",
+                results[f"{kind}-{mb}MiB"] = {"samples": samples, "raw_upload_s": raw}
+                rows.append([kind, mb, moves, f"{p50:.3f}", f"{p99:.3f}",
                              f"{percentile([s['request_s'] for s in samples], 50):.3f}",
                              f"{percentile([s['producer_errors'] for s in samples], 50):.0f}",
                              f"{raw:.3f}", f"{p50 / raw:.2f}" if raw else "-"])
@@ -153,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         if weed is not None:
             weed.stop()
     emit(table("reassignment: request -> first acknowledged produce on the target",
-               ["unuploaded MiB", "moves", "p50 s", "p99 s", "request p50 s", "producer 503/421 p50",
+               ["WAL", "unuploaded MiB", "moves", "p50 s", "p99 s", "request p50 s", "producer 503/421 p50",
                 "raw upload of the same bytes s", "p50 / raw upload"], rows))
     save_results("reassign", results)
     return 0

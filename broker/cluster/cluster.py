@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from broker.cluster import handoff_wal
 from broker.cluster.assignment import PREFIX, Move, leaders, plan_rebalance, set_leaders, spread
 from broker.cluster.cluster_index import ClusterIndex, index_file_rows, publish_files
 from broker.cluster.failover import Failover
@@ -64,6 +65,10 @@ class Cluster:
         self.watcher: AssignmentWatcher | None = None
         parts.leader_elsewhere = self.leader_elsewhere
         parts.remote_message = self.remote_message
+        self._dropped_at = 0.0
+        if wal_store is not None:  # moves over the shared WAL (cluster/handoff_wal.py): before this node's WAL
+            parts.storage.before_restore = lambda streams: handoff_wal.borrowed_records(meta, wal_store, streams)
+            parts.storage.lend(handoff_wal.lent_by(meta, self.node_id))  # is restored, keep what it lent
 
     # -- opening ----------------------------------------------------------------------------------
     def claim_at_open(self, every: list[Partition]) -> None:
@@ -100,8 +105,19 @@ class Cluster:
                                  rescue_dir=None if root is None or index_url is None
                                  else Path(root).parent / "index-rescue")
         self.watcher = AssignmentWatcher(self.parts, sync_index, dispatcher.enqueue_catch_up, self.watch_interval_s,
-                                         on_look=self.failover.check)
+                                         on_look=self._look)
         self.watcher.start()
+
+    def _look(self) -> None:
+        """After each look of the watcher: failovers, and the WAL ranges moves lent (cluster/handoff_wal.py)."""
+        assert self.failover is not None
+        self.failover.check()
+        if self.wal_store is None:
+            return
+        self.parts.storage.release_lent()
+        if time.monotonic() - self._dropped_at > 1.0:
+            self._dropped_at = time.monotonic()
+            handoff_wal.drop_committed(self.meta)
 
     # -- answers for the partitions layer ---------------------------------------------------------
     def leader_elsewhere(self, p: Partition) -> tuple[int, str | None] | None:

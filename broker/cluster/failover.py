@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from broker.cluster import handoff_wal
 from broker.cluster.assignment import leaders, set_leaders, spread
 from broker.cluster.failover_history import (
     FAILOVER_HISTORY_PER_NODE,
@@ -186,6 +187,10 @@ class Failover:
                 if report.stop_reason:
                     log.error("dead node's WAL replay stopped early", extra={"node_id": node,
                                                                              "reason": report.stop_reason})
+            # records of a move not committed yet lie in the WALs of the nodes the partition came from, below
+            # what the dead node appended (cluster/handoff_wal.py)
+            streams = {s.stream_id: s for p in opened for s in p.streams}
+            records = handoff_wal.borrowed_records(meta, self.wal_store, streams) + records
             restored = self.parts.storage.restore_records(records)
             replayed = sum(restored.get(p.data_stream, 0) for p in opened)
         self.parts.storage.force_upload()
@@ -204,7 +209,8 @@ class Failover:
         self.parts.write_states(opened, clean=False)
         if shared and spans:
             assert self.wal_store is not None
-            self.wal_store.delete([k for _, _, k in spans])
+            kept = handoff_wal.kept_objects(meta, [*inherited, dead])  # a move's next owner still reads these
+            self.wal_store.delete([k for _, _, k in spans if k not in kept])
         for node in [*inherited, dead] if shared else []:
             meta.kv_delete(f"{REPLAYS_PREFIX}{node}")
         report_doc = {

@@ -2,20 +2,31 @@
 
 Source (`hand_off`): stop accepting writes for the partition (produce answers "not leader" from now on),
 wait for its in-flight WAL appends, wait until the index holds everything acknowledged, write a clean
-partition state record with the index checkpoint to the meta stream, force-upload the cached data, close
-both streams at the partition's epoch.
+partition state record with the index checkpoint to the meta stream, then
+- with the shared WAL (ObjectWal): record in the metadata where the records not yet uploaded lie in this
+  node's WAL objects (broker/cluster/handoff_wal.py) and close both streams at the partition's epoch at once:
+  nothing is uploaded first, so the time of a move does not grow with what the partition holds unuploaded;
+  this node keeps those WAL objects until the next owner has committed the range;
+- with a local WAL (no other node can read it): force-upload the cached data, then close the streams.
 
-Target (`take_over`): when both streams are closed, open them at a higher epoch (`PartitionMap.claim`),
-load the state record, resume index dispatch after the index checkpoint the source recorded (so nothing
-is indexed twice or skipped), write a state record, serve.
+Target (`take_over`): when both streams are closed, open them at a higher epoch (`PartitionMap.claim`);
+with a hand-off doc, the streams continue at the source's acknowledged end: the meta stream's moved records
+are read from the source's WAL now (they hold the state record), the data stream's in the background while
+the partition is served (reads of that range wait for them, StreamStorage.borrow). Load the state record,
+resume index dispatch after the index checkpoint the source recorded (so nothing is indexed twice or
+skipped), write a state record, serve. The higher epoch fences the source at once: a commit or close of its
+streams at the old epoch is refused.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import time
 from collections.abc import Callable
 
+from broker.cluster import handoff_wal
 from broker.metadata.image import OPENED
 from broker.partitions.dispatcher import CatchUp
 from broker.partitions.partition import Partition
@@ -35,6 +46,10 @@ def hand_off(parts: PartitionMap, p: Partition, target: int, sync_index: Callabl
             return False
         p.owned, p.why_not_owned = False, f"moving to node {target}"
     data, meta = p.data, p.meta
+    wal = handoff_wal.shared_wal(parts)
+    key = handoff_wal.doc_key(p.topic.topic_id, p.index)
+    doc: str | None = None
+    unuploaded = 0
     try:
         deadline = time.monotonic() + timeout_s
         while data.confirmed_end < data.next_offset:  # appends queued before the stop are acknowledged first
@@ -45,23 +60,38 @@ def hand_off(parts: PartitionMap, p: Partition, target: int, sync_index: Callabl
         ck = parts.checkpoint(p.topic.name, p.index)
         state = PartitionState(parts.start_offset(p), True, ck, parts.node_id, p.epoch, now_ms())
         p.write_state(state).result(timeout_s)
-        parts.storage.force_upload()
-        if parts.storage.cached_bytes(data.stream_id) or parts.storage.cached_bytes(meta.stream_id):
-            raise RuntimeError(f"{p.name}: data still cached after the upload")
+        unuploaded = parts.storage.cached_bytes(data.stream_id) + parts.storage.cached_bytes(meta.stream_id)
+        if wal is not None:  # the next owner reads what is not uploaded from this node's WAL objects
+            doc = json.dumps(handoff_wal.lend_doc(parts, p, wal))
+            parts.meta.kv_put(key, doc)
+        else:
+            parts.storage.force_upload()
+            if parts.storage.cached_bytes(data.stream_id) or parts.storage.cached_bytes(meta.stream_id):
+                raise RuntimeError(f"{p.name}: data still cached after the upload")
         parts.storage.close_streams([meta, data])
     except Exception as exc:  # noqa: BLE001 - keep serving; the watcher tries again
+        closed = meta.fenced or data.fenced or meta.closed or data.closed  # (closed: the close went through)
         with p.lock:
-            if not (meta.fenced or data.fenced or meta.closed or data.closed):  # (closed: the close went through)
+            if not closed:
                 p.owned, p.why_not_owned = True, ""
+        if doc is not None:
+            if closed:
+                parts.storage.lend({s.stream_id: s.confirmed_end for s in (meta, data)})
+            else:  # still served here: the doc names nothing anyone reads
+                with contextlib.suppress(Exception):
+                    parts.meta.kv_set_if({key: doc}, key, None)
         log.error("partition hand-off failed; serving it again", extra={
             "topic": p.topic.name, "partition": p.index, "target": target, "error": f"{type(exc).__name__}: {exc}"})
         return False
+    if doc is not None:
+        parts.storage.lend({s.stream_id: s.confirmed_end for s in (meta, data)})
     p.meta = p.data = None
     if parts.index_claims is not None:
         parts.index_claims.release(p.topic.name, p.index, ck)
     log.info("partition handed off", extra={"topic": p.topic.name, "partition": p.index, "target": target,
                                             "epoch": p.epoch, "end_offset": data.confirmed_end,
-                                            "index_checkpoint": ck,
+                                            "index_checkpoint": ck, "unuploaded_bytes": unuploaded,
+                                            "upload": "lent from the shared WAL" if doc is not None else "uploaded",
                                             "seconds": round(time.monotonic() - started, 3)})
     return True
 
@@ -75,10 +105,22 @@ def take_over(parts: PartitionMap, p: Partition, catch_up: Callable[[CatchUp], N
     if OPENED in (ms.state, ds.state) and parts.node_id not in (ms.owner, ds.owner):
         return False
     started = time.monotonic()
+    wal = handoff_wal.shared_wal(parts)
+    entries = handoff_wal.stream_entries(parts.meta) if wal is not None else {}  # the image the streams came from
     parts.claim([p], serve=False)  # served after the catch-up is queued (a live entry first would skip it)
     if p.data is None or p.meta is None:
         return False
-    parts.load_states([p], served=False)
+    try:
+        borrowed = handoff_wal.borrow(parts, wal.store, p, entries) if wal is not None else []
+        parts.load_states([p], served=False)
+    except Exception as exc:  # noqa: BLE001 - closed again (nothing committed changed): the next look retries
+        log.error("partition take-over failed reading the source's WAL; retried", extra={
+            "topic": p.topic.name, "partition": p.index, "error": f"{type(exc).__name__}: {exc}"})
+        with contextlib.suppress(Exception):
+            parts.storage.close_streams(p.streams)
+        p.meta = p.data = None
+        p.why_not_owned = "not opened"
+        return False
     own = parts.index_checkpoint(p)
     moved = p.state.index_checkpoint
     start = max(-1 if own is None else own, -1 if moved is None else moved) + 1
@@ -90,5 +132,6 @@ def take_over(parts: PartitionMap, p: Partition, catch_up: Callable[[CatchUp], N
     parts.write_states([p], clean=False)
     log.info("partition taken over", extra={"topic": p.topic.name, "partition": p.index, "epoch": p.epoch,
                                             "end_offset": p.acked_end, "index_from": start,
+                                            "moved_range_from_wal": bool(borrowed),
                                             "seconds": round(time.monotonic() - started, 3)})
     return True

@@ -33,6 +33,23 @@ class LogCache:
             recs.append(rec)
             self._bytes += len(rec.payload)
 
+    def prepend(self, stream_id: int, recs: list[StreamRecord]) -> None:
+        """Put `recs` (contiguous, in offset order) before the stream's cached records: the range of a moved
+        stream that was acknowledged by its previous owner, read after this node appended behind it."""
+        if not recs:
+            return
+        with self._lock:
+            held = self._streams.setdefault(stream_id, [])
+            for a, b in zip(recs, recs[1:], strict=False):
+                if b.base_offset != a.last_offset:
+                    raise ValueError(f"stream {stream_id}: records at {a.base_offset} and {b.base_offset} are "
+                                     f"not contiguous")
+            if held and recs[-1].last_offset != held[0].base_offset:
+                raise ValueError(f"stream {stream_id}: records ending at {recs[-1].last_offset} do not reach the "
+                                 f"cache at {held[0].base_offset}")
+            held[:0] = recs
+            self._bytes += sum(len(r.payload) for r in recs)
+
     def stream_bytes(self, stream_id: int, above: int = -1) -> int:
         """Payload bytes held for one stream, of its records ending after offset `above`."""
         with self._lock:

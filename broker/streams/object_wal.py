@@ -16,6 +16,7 @@ committed; recovery starts after the last gap. It stops at the first invalid rec
 
 from __future__ import annotations
 
+import bisect
 import logging
 import threading
 import time
@@ -187,6 +188,24 @@ class ObjectWal:
         if self.fsync_observer is not None:
             self.fsync_observer(time.perf_counter() - started)
         return results
+
+    def objects_of(self, ranges: list[tuple[int, int]]) -> list[tuple[str, int, int]]:
+        """The objects holding the WAL ranges [start, next) (each within one object, as a record is): (key,
+        start, next), the ranges of one object merged. Raises WalError for a range no object holds."""
+        with self._lock:
+            objects = list(self._objects)
+        out: list[tuple[str, int, int]] = []
+        starts = [o[0] for o in objects]
+        for lo, hi in ranges:
+            i = bisect.bisect_right(starts, lo) - 1
+            if i < 0 or not objects[i][0] <= lo < hi <= objects[i][1]:
+                raise WalError(f"WAL range [{lo}, {hi}) of node {self.node_id} is in no stored object")
+            key = objects[i][2]
+            if out and out[-1][0] == key and out[-1][2] == lo:
+                out[-1] = (key, out[-1][1], hi)
+            else:
+                out.append((key, lo, hi))
+        return out
 
     def trim(self, offset: int) -> None:
         """Delete the objects wholly below `offset` (a record boundary). They are forgotten once deleted: when

@@ -51,6 +51,7 @@ from broker.objects.format import (
 from broker.streams.block_cache import BlockCache
 from broker.streams.disk_space import DiskSpace
 from broker.streams.log_cache import LogCache
+from broker.streams.moved_range import BorrowedRange
 from broker.streams.object_wal import ObjectWal
 from broker.streams.stream import Stream
 from broker.streams.stream_reader import StreamReader
@@ -107,6 +108,13 @@ class StreamStorage:
         self._commit_unknown = False  # an upload's commit failed without the metadata refusing it (see force_upload)
         #: more conditions of acknowledging, each raising when it does not hold (the cluster's lease)
         self.ack_checks: list[Callable[[], None]] = []
+        # moves over a shared WAL (broker/streams/moved_range.py): ranges of streams open here still being read
+        # from their previous owner's WAL, and ranges of streams moved away that only this node's WAL holds
+        self._borrowed: dict[int, BorrowedRange] = {}
+        self._lent: dict[int, int] = {}  # stream id -> end offset its next owner must commit before the WAL trims
+        #: records of the streams open here that a previous owner's shared WAL holds below this node's own (a move
+        #: not committed yet), read before this node's WAL is restored (set by the cluster)
+        self.before_restore: Callable[[dict[int, Stream]], list[StreamRecord]] | None = None
 
     @classmethod
     def open(cls, wal_dir: Path, store: BlobStore, meta: MetadataClient, *, upload_threshold: int,
@@ -205,15 +213,20 @@ class StreamStorage:
         mine = []
         for w, rec in recovered:
             mine_now = rec.stream_id in self._open
-            self.tracker.add(WalSlot(rec.stream_id, rec.last_offset, w.next_offset, released=not mine_now))
+            lent = rec.stream_id in self._lent  # its next owner reads it from here until it commits it
+            self.tracker.add(WalSlot(rec.stream_id, rec.last_offset, w.next_offset, released=not mine_now and not lent,
+                                     wal_start=w.offset))
             if mine_now:
                 mine.append(rec)
+                continue
+            if lent:
                 continue
             with contextlib.suppress(Exception):
                 if rec.last_offset > self.meta.get_stream(rec.stream_id, refresh=False).end_offset:
                     log.error("acknowledged WAL records of a stream this node does not own are not restored",
                               extra={"stream": rec.stream_id, "offset": rec.base_offset})
-        return self.restore_records(mine, "WAL recovery")
+        borrowed = self.before_restore(dict(self._open)) if self.before_restore is not None else []
+        return self.restore_records([*borrowed, *mine], "WAL recovery")
 
     def restore_records(self, records: list[StreamRecord], what: str = "failover replay") -> dict[int, int]:
         """Acknowledged records (this node's WAL at open, or a dead node's shared WAL at failover) beyond each
@@ -263,7 +276,7 @@ class StreamStorage:
                     self.failed = self.failed or exc
                 out.set_exception(exc)
                 return
-            slot.wal_next = f.result().next_offset
+            slot.wal_start, slot.wal_next = f.result().offset, f.result().next_offset
             try:
                 self.cache.append(rec)
             except ValueError as e:  # a bug: fail loudly and stop acknowledging
@@ -307,7 +320,11 @@ class StreamStorage:
 
     # -- reads ------------------------------------------------------------------------------------
     def read(self, sid: int, start: int, end: int, max_bytes: int = 1 << 20) -> Iterator[StreamRecord]:
-        """Stream records covering [start, end) of any stream, in order (cache, block cache, objects)."""
+        """Stream records covering [start, end) of any stream, in order (cache, block cache, objects). A read of
+        a moved range not read from the previous owner's WAL yet waits for it (up to `BORROW_WAIT_S`)."""
+        borrowed = self._borrowed.get(sid)
+        if borrowed is not None and start < borrowed.end:
+            borrowed.wait()
         pos = start
         misses = 0
         while pos < end:
@@ -345,7 +362,7 @@ class StreamStorage:
                     self.meta.catch_up()
                     self._commit_unknown = False
                 snap = self._not_committed({sid: recs for sid, recs in self.cache.snapshot().items()
-                                            if self._is_open(sid)})
+                                            if self._is_open(sid) and sid not in self._borrowed})
                 if not snap:
                     break
                 if self.disk.below_floor("objects"):
@@ -378,6 +395,96 @@ class StreamStorage:
             if point is not None and point > self.wal.trim_offset:
                 self.wal.trim(point)
             return total
+
+    # -- moves over a shared WAL ---------------------------------------------------------------------
+    def borrow(self, stream: Stream, end: int, load: Callable[[int], list[StreamRecord]],
+               background: bool = True) -> None:
+        """A stream just opened here whose offsets [its committed end, `end`) were acknowledged by its previous
+        owner and are only in that node's shared WAL (a move): appends continue at `end` at once, `load(start)`
+        reads the records (from `start`) into the cache in the background (now, without `background`), and
+        until then reads of the range wait and the stream is not uploaded (its commits must continue the
+        committed end). Raises WalError when the stream already holds records here."""
+        sid = stream.stream_id
+        with stream._lock:
+            start = stream.next_offset
+            if end <= start:
+                return
+            if self.cache.end_offset(sid) is not None or sid in self._borrowed:
+                raise WalError(f"stream {sid}: cannot take the moved range [{start}, {end}): records are cached")
+            b = BorrowedRange(sid, start, end)
+            self._borrowed[sid] = b
+            stream.next_offset = stream.confirmed_end = end
+        if not background:
+            try:
+                self._fill(stream, b, load)
+            except BaseException:
+                self._borrowed.pop(sid, None)
+                b.done.set()
+                raise
+            return
+        threading.Thread(target=self._fill_until_done, args=(stream, b, load), name=f"broker-moved-range-{sid}",
+                         daemon=True).start()
+
+    def _fill_until_done(self, stream: Stream, b: BorrowedRange, load: Callable[[int], list[StreamRecord]]) -> None:
+        backoff = 0.2
+        while True:
+            try:
+                self._fill(stream, b, load)
+                return
+            except Exception as exc:  # noqa: BLE001 - the range stays unreadable; tried again
+                log.error("reading a moved stream's records from its previous owner's WAL failed; retrying", extra={
+                    "stream": b.stream_id, "offset": b.start, "end_offset": b.end,
+                    "error": f"{type(exc).__name__}: {exc}", "retry_in_s": backoff})
+                b.error = f"{type(exc).__name__}: {exc}"
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 5.0)
+
+    def _fill(self, stream: Stream, b: BorrowedRange, load: Callable[[int], list[StreamRecord]]) -> None:
+        started = time.monotonic()
+        recs = [dataclasses.replace(r, epoch=stream.epoch) for r in b.pick(load(b.start))]
+        if stream.closed or stream.fenced:
+            self._borrowed.pop(b.stream_id, None)
+            b.done.set()
+            return
+        self.cache.prepend(b.stream_id, recs)
+        self._borrowed.pop(b.stream_id, None)
+        b.done.set()
+        self.uploader.request()  # until committed, the range lives only in the previous owner's WAL
+        log.info("moved stream's records read from its previous owner's WAL", extra={
+            "stream": b.stream_id, "offset": b.start, "end_offset": b.end, "records": len(recs),
+            "bytes": sum(len(r.payload) for r in recs), "seconds": round(time.monotonic() - started, 3)})
+
+    def borrowing(self, sid: int) -> bool:
+        """Whether a moved range of the stream is still being read from its previous owner's WAL."""
+        return sid in self._borrowed
+
+    def lend(self, ends: dict[int, int]) -> None:
+        """Streams just closed here whose records up to `end` may be only in this node's shared WAL: the next
+        owner reads them from there, so their WAL records stay until the metadata shows the stream committed up
+        to `end` (`release_lent`). Their cached copies are dropped now."""
+        for sid, end in ends.items():
+            self._lent[sid] = max(end, self._lent.get(sid, end))
+        self.cache.mark_uploaded(dict.fromkeys(ends, _FAR))
+
+    def release_lent(self) -> None:
+        """Let the WAL trim the records of lent streams the metadata shows committed (or deleted) since."""
+        done: dict[int, int] = {}
+        for sid, end in list(self._lent.items()):
+            m = self.meta.image.streams.get(sid)
+            if m is None or m.end_offset >= end:
+                done[sid] = end
+        if not done:
+            return
+        for sid in done:
+            self._lent.pop(sid, None)
+        self.tracker.committed(done)
+        if self._upload_lock.acquire(blocking=False):  # else the upload under way trims
+            try:
+                point = self.tracker.trim_point()
+                if point is not None and point > self.wal.trim_offset:
+                    self.wal.trim(point)
+            finally:
+                self._upload_lock.release()
 
     def _not_committed(self, snap: dict[int, list[StreamRecord]]) -> dict[int, list[StreamRecord]]:
         """The cached records not yet committed, by stream. Those the metadata already holds (a commit applied

@@ -40,6 +40,12 @@ class UploadLoop:
             with self._cond:
                 self._cond.notify_all()
 
+    def request(self) -> None:
+        """Ask for an upload soon, without waiting for it."""
+        with self._cond:
+            self._requested += 1
+            self._cond.notify_all()
+
     def upload_now(self, timeout: float | None = 120.0) -> None:
         """Upload everything cached now; raises the upload's error if it failed."""
         with self._cond:

@@ -22,6 +22,7 @@ class WalSlot:
     last_offset: int  # the stream offset after the record (exclusive end)
     wal_next: int | None = None  # WAL offset after the record, once durable
     released: bool = False  # appended for a stream this node gave up: it does not hold the trim point back
+    wal_start: int | None = None  # WAL offset of the record's header, once durable
 
 
 class WalTrimTracker:
@@ -56,6 +57,14 @@ class WalTrimTracker:
             for s in self._slots:
                 if s.stream_id == stream_id:
                     s.released = True
+
+    def ranges_of(self, stream_id: int, above: int) -> list[tuple[int, int]]:
+        """WAL ranges [start, next) of the durable records of a stream held here that end after `above`, in order
+        (what a move lends to the next owner of the stream)."""
+        with self._lock:
+            return [(s.wal_start, s.wal_next) for s in self._slots
+                    if s.stream_id == stream_id and not s.released and s.last_offset > above
+                    and s.wal_start is not None and s.wal_next is not None]
 
     def trim_point(self) -> int | None:
         """The WAL offset below which every record is committed (None: nothing new to trim)."""

@@ -1,0 +1,145 @@
+"""Moves over the shared WAL: the source does not upload what a partition holds before it hands it over; the
+target continues at the source's acknowledged end and reads the rest from the source's WAL objects. Under a
+producer, with uploads held back (so the moved data really is only in the source's WAL): every acknowledged
+record at its offset exactly once, found by key from every node; the source killed -9 around the move loses
+nothing."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from storage_tier.seaweedfs_server import SeaweedFS
+from tests.cluster.harness import (
+    TOPIC,
+    Cluster,
+    Producer,
+    all_by_key,
+    check_everything_found,
+    check_offsets,
+    wait_until,
+)
+
+VALUE = 16 << 10
+
+
+@pytest.fixture
+def held(tmp_path: Path, seaweedfs: SeaweedFS, pg_url: Callable[[], str]) -> Iterator[Cluster]:
+    """Three nodes on a shared WAL, uploads held back (10 min, 1 GiB)."""
+    prefix = f"move-{uuid.uuid4().hex[:8]}"
+    c = Cluster(tmp_path, seaweedfs.store_url("mqindex", prefix), pg_url(),
+                "--wal", seaweedfs.store_url("mqindex", prefix + "-wal"), "--upload-interval-s", "600",
+                "--upload-threshold", str(1 << 30), "--max-cache-bytes", str(2 << 30))
+    try:
+        for i in range(3):
+            c.start(i)
+        r = httpx.post(f"{c.url(0)}/v1/topics", json={"name": TOPIC, "partitions": 6}, timeout=60)
+        assert r.status_code == 201, r.text
+        yield c
+    finally:
+        c.stop_all()
+
+
+def _leaders(c: Cluster) -> dict[int, int]:
+    via = c.url(c.running()[0])
+    body = httpx.get(f"{via}/v1/cluster/nodes", timeout=10).json()
+    return {int(p.rsplit("-", 1)[1]): n["node_id"] for n in body["nodes"] if n["state"] == "alive"
+            for p in n["partitions"]}
+
+
+def _fill(c: Cluster, node: int, partition: int, mib: float, key: str) -> list[dict[str, Any]]:
+    """`mib` MiB of VALUE-byte values produced to the partition through its leader; the acknowledgements."""
+    acked = []
+    value = "x" * (VALUE - 16)
+    with httpx.Client(timeout=60) as http:
+        for i in range(max(1, int(mib * (1 << 20)) // (16 * VALUE))):
+            msgs = [{"key": key, "value": f"{key}-{i}-{j:02d}-{value}", "partition": partition} for j in range(16)]
+            r = http.post(f"{c.url(node)}/v1/topics/{TOPIC}/messages", json={"messages": msgs})
+            assert r.status_code == 200, r.text
+            acked += [{**m, **res} for m, res in zip(msgs, r.json()["results"], strict=True)]
+    return acked
+
+
+def _move(c: Cluster, partition: int, to: int, via: int) -> dict[str, Any]:
+    r = httpx.post(f"{c.url(via)}/v1/admin/reassignments", json={"topic": TOPIC, "partition": partition, "to": to},
+                   timeout=120)
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+def _lent(c: Cluster, node: int) -> int:
+    """Hand-offs node `node` made by lending its WAL (its log)."""
+    return c.nodes[node].log.read_text().count('upload="lent from the shared WAL"')
+
+
+def _check_big(c: Cluster, big: list[dict[str, Any]], key: str, via: list[int]) -> None:
+    want = sorted((a["partition"], a["offset"], a["value"]) for a in big if a["key"] == key)
+    for node in via:
+        got = sorted((m["partition"], m["offset"], m["value"]) for m in all_by_key(c.url(node), key))
+        assert got == want, f"node {node}, key {key}: {len(got)} found, {len(want)} acknowledged"
+
+
+def test_moves_of_unuploaded_partitions_under_a_producer_keep_every_record_once(held: Cluster) -> None:
+    c = held
+    producer = Producer(c)
+    producer.start()
+    try:
+        p = next(q for q, n in sorted(_leaders(c).items()) if n == 0)
+        big = _fill(c, 0, p, 1, "big-1m")
+        answer = _move(c, p, 1, via=2)
+        assert answer["from"] == 0 and answer["to"] == 1 and not answer["unchanged"]
+        producer.wait_acked(len(producer.acked) + 20, 60)
+        big += _fill(c, 1, p, 48, "big-48m")
+        _move(c, p, 2, via=0)
+        _move(c, p, 0, via=1)  # on again before node 2 has uploaded what it took over
+        producer.wait_acked(len(producer.acked) + 20, 60)
+        producer.stop_flag.set()
+        producer.join(60)
+        assert set(producer.statuses) <= {200, 421, 503}, producer.statuses
+        assert _lent(c, 0) >= 1 and _lent(c, 1) >= 1 and _lent(c, 2) >= 1  # no upload first
+        check_offsets(c, producer.acked + big)
+        check_everything_found(c, producer.acked, [0, 1, 2])
+        for key in ("big-1m", "big-48m"):
+            _check_big(c, big, key, [0, 1, 2])
+    finally:
+        producer.stop_flag.set()
+
+
+@pytest.mark.parametrize("when", ["after the target serves", "as the move begins"])
+def test_the_source_killed_during_a_move_loses_nothing(held: Cluster, when: str) -> None:
+    c = held
+    producer = Producer(c)
+    producer.start()
+    try:
+        p = next(q for q, n in sorted(_leaders(c).items()) if n == 1)
+        big = _fill(c, 1, p, 16, "big-killed")
+        producer.wait_acked(len(producer.acked) + 20, 60)
+        if when == "after the target serves":
+            _move(c, p, 2, via=0)  # answered once node 2 serves it; node 1's WAL holds the 16 MiB
+            assert c.nodes[1].stop(signal.SIGKILL) == -signal.SIGKILL
+        else:
+            mover = threading.Thread(target=lambda: httpx.post(
+                f"{c.url(0)}/v1/admin/reassignments", json={"topic": TOPIC, "partition": p, "to": 2}, timeout=120))
+            mover.start()
+            wait_until(lambda: _leaders(c).get(p) == 2, 30, "the move recorded")  # node 1 hands off at its next look
+            assert c.nodes[1].stop(signal.SIGKILL) == -signal.SIGKILL
+            mover.join(130)
+        # node 1's partitions fail over; the moved one is served by node 2 with what node 1 acknowledged
+        wait_until(lambda: len(_leaders(c)) == 6 and set(_leaders(c).values()) <= {0, 2}, 60,
+                   "node 1 failed over")
+        producer.wait_acked(len(producer.acked) + 20, 60)
+        producer.stop_flag.set()
+        producer.join(60)
+        assert set(producer.statuses) <= {0, 200, 421, 503}, producer.statuses
+        check_offsets(c, producer.acked + big)
+        check_everything_found(c, producer.acked, [0, 2], producer.in_doubt)
+        _check_big(c, big, "big-killed", [0, 2])
+    finally:
+        producer.stop_flag.set()
