@@ -96,12 +96,12 @@ def _write(idx: Path, store_url: str, n: int, files: int, days: float, t0: int,
             svc.put_batch(recs)
             del recs
             if b % every == every - 1:
-                svc.flush()
+                svc.flush(timeout=None)  # (thousands of small files roll in one flush: no bound but the writer's)
                 svc.maintain()  # compact and upload as the history grows, as the background would
             if n >= 10_000_000 and lo // chunk % 100 == 99:
                 rate = (lo + chunk) / (time.perf_counter() - started)
                 print(f"[bench] written {lo + chunk:,} of {n:,} ({rate:,.0f} messages/s)", flush=True)
-        svc.flush()
+        svc.flush(timeout=None)
         svc.roll()
         svc.maintain()
         infos = svc.files()
@@ -223,9 +223,16 @@ def main(argv: list[str] | None = None) -> int:
                                                "'none' skips it)")
     ap.add_argument("--get-usd-per-1000", type=float, default=0.0004,
                     help="object store price of 1,000 GETs for USD per lookup (default: S3's %(default)s)")
+    ap.add_argument("--from-results", action="append", default=[], metavar="JSON",
+                    help="print the table and draw the plots of saved --scale runs (history-scales.json; "
+                         "repeatable) instead of running")
     ap.add_argument("--plots", default=None, help="folder for the plots of a --scale run (default: none)")
     args = ap.parse_args(argv)
 
+    if args.from_results:
+        from bench.history_scales import report_saved
+
+        return report_saved(args.from_results, args.plots)
     work = Path(tempfile.mkdtemp(prefix="mqindex-bench-history-"))
     weed = None
     try:

@@ -212,3 +212,19 @@ def run_scales(work: Path, store_url: str, weed: Any, args: Any) -> int:
         for path in plot(results, Path(args.plots)):
             print(f"[bench] plot {path}")
     return 0
+
+
+def report_saved(paths: list[str], plots: str | None) -> int:
+    """The table and plots of runs saved by earlier --scale runs (each file's "runs"), in one."""
+    import json
+
+    from bench.history_plots import markdown, plot
+
+    results = [r for p in paths for r in json.loads(Path(p).read_text())["runs"]]
+    for r in results:
+        print_one(r)
+    print("\n" + markdown(results))
+    if plots:
+        for path in plot(results, Path(plots)):
+            print(f"[bench] plot {path}")
+    return 0
