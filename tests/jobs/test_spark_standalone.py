@@ -137,7 +137,7 @@ def test_code_zip_is_complete_and_the_same_for_the_same_code(bare_python: Path, 
     second = write_code_zip(tmp_path / "b")
     assert first.name == second.name and first.read_bytes() == second.read_bytes()
     names = set(zipfile.ZipFile(first).namelist())
-    assert {"jobs/spark_build.py", "jobs/code_zip.py", "broker/partitions/record_entries.py",
+    assert {"jobs/spark_build/__init__.py", "jobs/code_zip.py", "broker/partitions/record_entries.py",
             "index_file/__init__.py", "storage_tier/__init__.py"} <= names
     assert not any("__pycache__" in n or not n.endswith(".py") for n in names)
     # a Python without mqindex imports the executor side (and everything it imports) from the zip alone
@@ -146,4 +146,4 @@ def test_code_zip_is_complete_and_the_same_for_the_same_code(bare_python: Path, 
     r = subprocess.run([str(bare_python), "-c", code, str(first)], cwd=tmp_path, capture_output=True, text=True,
                        timeout=60, env={"PATH": os.environ["PATH"]})
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines() == [f"{first}/jobs/spark_build.py", f"{first}/index_service/__init__.py"]
+    assert r.stdout.splitlines() == [f"{first}/jobs/spark_build/__init__.py", f"{first}/index_service/__init__.py"]
