@@ -26,7 +26,7 @@ from broker.cluster.cluster_index import index_file_rows
 from broker.cluster.failover import failover_reports
 from broker.cluster.failover_history import FAILOVER_HISTORY_PER_NODE
 from broker.cluster.key_lookup import NodeLookups
-from broker.cluster.membership import DEFAULT_LEASE_MS, Membership
+from broker.cluster.membership import DEFAULT_LEASE_MS, TIMED_STREAM_RECORDS, Membership
 from broker.compaction import CompactionConfig, Compactor
 from broker.metadata import MetadataClient
 from broker.metadata.leases import LeaseTable
@@ -196,6 +196,9 @@ class BrokerNode:
         self.producer = Producer(parts, self.storage.wal.max_body, self.dispatcher.enqueue, self.clock)
         # Kafka clients' own record batches (api/kafka): stored as sent, idempotent sequences checked
         self.client_batches = ClientBatches(parts, self.storage.wal.max_body, self.dispatcher.enqueue, self.clock)
+        # records with their append time only once every live node reads them (a rolling upgrade: docs/OPERATIONS.md)
+        self.producer.timed_records = self.client_batches.timed_records = \
+            lambda: membership.reads_everywhere(TIMED_STREAM_RECORDS)
         owned = parts.owned()
         catch_up = catch_up_ranges(parts)
         tolerate_out_of_disk(lambda: parts.write_states(owned, clean=False), "state records")

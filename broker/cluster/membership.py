@@ -24,6 +24,21 @@ log = logging.getLogger("mqindex.broker.cluster")
 
 DEFAULT_LEASE_MS = 10_000
 
+#: the formats this version reads that an earlier release (0.3.0) does not: a format here is written only once
+#: every live node announces it reads it (`reads_everywhere`), so nodes of the earlier release running beside
+#: this one during a rolling upgrade can read every record written meanwhile
+TIMED_STREAM_RECORDS = "stream_record_0x23"  # stream records with their append time (objects/format.py)
+READS = (TIMED_STREAM_RECORDS,)
+
+
+def software_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("mqindex")
+    except Exception:  # noqa: BLE001 - not installed as a package: the announcement says so
+        return "unknown"
+
 
 class LeaseObserver:
     """Which leases expired, by watching the rows change over this node's monotonic `clock`.
@@ -101,14 +116,17 @@ class Membership:
         # monotonic time since which this node has held its lease without a gap (see `steady`)
         self.steady_since = 0.0
         self._view: tuple[float, dict[int, NodeLease]] = (0.0, {})
+        #: formats every live node announced it reads, as of the last renewal (`reads_everywhere`)
+        self._read_everywhere: frozenset[str] = frozenset()
         self._beat = Periodic("broker-heartbeat", max(lease_ms / 3000, 0.05), self.heartbeat)
 
     def start(self) -> None:
         sent = self.clock()
-        self.leases.register(self.node_id, self.node_epoch, self.http, self.kafka, self.lease_ms)
+        self.leases.register(self.node_id, self.node_epoch, self.http, self.kafka, self.lease_ms,
+                             {"version": software_version(), "reads": list(READS)})
         self.held_until = sent + self.lease_ms / 1000
         self.steady_since = sent
-        self.nodes()  # the observer's first look: its own verdicts from a lease on (`steady`)
+        self._look()  # the observer's first look: its own verdicts from a lease on (`steady`)
         self._beat.start()
         log.info("node registered", extra={"node_id": self.node_id, "node_epoch": self.node_epoch,
                                            "http": self.http, "lease_ms": self.lease_ms})
@@ -133,6 +151,18 @@ class Membership:
         if sent > self.held_until:  # the lease had run out before this renewal: held again only from now
             self.steady_since = sent
         self.held_until = sent + self.lease_ms / 1000
+        self._look()
+
+    def _look(self) -> None:
+        """Look at every lease (the observer watches them change) and note which formats every live node reads."""
+        live = [n for n in self.nodes() if n.state == ALIVE or n.node_id == self.node_id]
+        self._read_everywhere = frozenset(w for w in READS if all(n.reads(w) for n in live))
+
+    def reads_everywhere(self, what: str) -> bool:
+        """Whether every live node (as of this node's last renewal) announced it reads `what`: a node of an
+        earlier release beside this one (a rolling upgrade) announces nothing, and this node then writes the
+        formats that release reads."""
+        return what in self._read_everywhere
 
     def steady(self) -> bool:
         """Whether this node has held its lease without a gap for a whole lease. Only then may it count other

@@ -11,12 +11,21 @@ epoch, `expires_ms` and stored state, which change with every renewal whatever t
 monotonic clock, and a lease is expired when its row has not changed for a whole lease (cluster/membership.py,
 LeaseObserver). `expire` and `fence` store the state `expired`, which holds whatever the clocks say.
 
+`software` says what the node's incarnation can read (JSON {"v": 1, "epoch", "version", "reads": [...]}; a
+row registered by a version without that column, 0.3.0, has none): during a rolling upgrade the new nodes
+write a format only once every live node announces it reads it (cluster/membership.py). The column was added
+after 0.3.0 (`ALTER TABLE ... ADD COLUMN`); 0.3.0 nodes name their columns, so they neither see nor clear it,
+which is why the announcement carries the epoch it was made at: a row re-registered by an older version
+(a new epoch) has no valid announcement.
+
 A heartbeat only succeeds for the row's current epoch: a node whose id re-registered with a newer epoch (a
 new incarnation) learns from its failed heartbeat that it is fenced.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import sqlite3
 import threading
 from dataclasses import dataclass
@@ -33,7 +42,8 @@ SHUT_DOWN = "shut_down"
 _PG_NOW = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
 _SQLITE_NOW = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
 _CREATE = ("CREATE TABLE IF NOT EXISTS node_leases (node_id BIGINT PRIMARY KEY, epoch BIGINT NOT NULL, "
-           "http TEXT, kafka TEXT, expires_ms BIGINT NOT NULL, state TEXT NOT NULL)")
+           "http TEXT, kafka TEXT, expires_ms BIGINT NOT NULL, state TEXT NOT NULL, software TEXT)")
+_ADD_SOFTWARE_PG = "ALTER TABLE node_leases ADD COLUMN IF NOT EXISTS software TEXT"
 
 
 @dataclass(frozen=True)
@@ -47,6 +57,12 @@ class NodeLease:
     now_ms: int
     #: the stored state ended the lease (shut down, or expired by `expire`/`fence`): no clock needed to tell
     ended: bool = False
+    #: what the incarnation announced it reads (None: nothing valid announced, e.g. a 0.3.0 node)
+    software: dict[str, Any] | None = None
+
+    def reads(self, what: str) -> bool:
+        """Whether this incarnation announced that it reads `what` (a format, e.g. "stream_record_0x23")."""
+        return self.software is not None and what in self.software.get("reads", ())
 
     @property
     def version(self) -> tuple[int, int, bool]:
@@ -56,7 +72,22 @@ class NodeLease:
 
     def as_dict(self) -> dict[str, Any]:
         return {"node_id": self.node_id, "epoch": self.epoch, "http": self.http, "kafka": self.kafka,
-                "lease_expires_ms": self.expires_ms, "state": self.state}
+                "lease_expires_ms": self.expires_ms, "state": self.state,
+                "version": None if self.software is None else self.software.get("version")}
+
+
+def announcement(raw: str | None, epoch: int) -> dict[str, Any] | None:
+    """A row's `software` if it is a version 1 announcement made at the row's epoch, else None (none made, one
+    left by an earlier incarnation, or one of a format this version does not know: read as announcing nothing)."""
+    if raw is None:
+        return None
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or doc.get("v") != 1 or doc.get("epoch") != epoch:
+        return None
+    return doc
 
 
 class LeaseTable:
@@ -86,22 +117,30 @@ class LeaseTable:
         else:
             raise ValueError(f"unsupported metadata URL {url!r}")
         if self._pg:
-            pg_schema.prepare(self._conn, url, schema, [_CREATE])
+            pg_schema.prepare(self._conn, url, schema, [_CREATE, _ADD_SOFTWARE_PG])
         else:
             self._sql(_CREATE)
+            columns = {row[1] for row in self._sql("PRAGMA table_info(node_leases)").fetchall()}
+            if "software" not in columns:  # a table made by 0.3.0
+                with contextlib.suppress(sqlite3.OperationalError):  # another node added it meanwhile
+                    self._sql("ALTER TABLE node_leases ADD COLUMN software TEXT")
 
     def _sql(self, sql: str, args: tuple[Any, ...] = ()) -> Any:
         with self._lock:
             cur = self._conn.execute(sql.replace("?", self._p), args)
             return cur
 
-    def register(self, node_id: int, epoch: int, http: str | None, kafka: str | None, lease_ms: int) -> None:
-        """Insert or take over the node's row at `epoch` (a newer incarnation replaces an older one)."""
-        self._sql(f"INSERT INTO node_leases (node_id, epoch, http, kafka, expires_ms, state) "
-                  f"VALUES (?, ?, ?, ?, {self._now} + ?, 'alive') ON CONFLICT (node_id) DO UPDATE SET "
+    def register(self, node_id: int, epoch: int, http: str | None, kafka: str | None, lease_ms: int,
+                 software: dict[str, Any] | None = None) -> None:
+        """Insert or take over the node's row at `epoch` (a newer incarnation replaces an older one), with what
+        this incarnation reads (`software`, stored with `epoch`)."""
+        announced = None if software is None else json.dumps({"v": 1, **software, "epoch": epoch}, sort_keys=True)
+        self._sql(f"INSERT INTO node_leases (node_id, epoch, http, kafka, expires_ms, state, software) "
+                  f"VALUES (?, ?, ?, ?, {self._now} + ?, 'alive', ?) ON CONFLICT (node_id) DO UPDATE SET "
                   f"epoch = excluded.epoch, http = excluded.http, kafka = excluded.kafka, "
-                  f"expires_ms = excluded.expires_ms, state = 'alive' WHERE node_leases.epoch <= excluded.epoch",
-                  (node_id, epoch, http, kafka, lease_ms))
+                  f"expires_ms = excluded.expires_ms, state = 'alive', software = excluded.software "
+                  f"WHERE node_leases.epoch <= excluded.epoch",
+                  (node_id, epoch, http, kafka, lease_ms, announced))
 
     def heartbeat(self, node_id: int, epoch: int, lease_ms: int) -> bool:
         """Extend the lease; False when the row belongs to a newer epoch (this incarnation is fenced)."""
@@ -124,13 +163,14 @@ class LeaseTable:
                   f"WHERE node_id = ? AND epoch < ?", (new_epoch, node_id, new_epoch))
 
     def nodes(self) -> list[NodeLease]:
-        rows = self._sql(f"SELECT node_id, epoch, http, kafka, expires_ms, state, {self._now} FROM node_leases "
-                         f"ORDER BY node_id").fetchall()
+        rows = self._sql(f"SELECT node_id, epoch, http, kafka, expires_ms, state, {self._now}, software "
+                         f"FROM node_leases ORDER BY node_id").fetchall()
         out = []
-        for node_id, epoch, http, kafka, expires, state, now in rows:
+        for node_id, epoch, http, kafka, expires, state, now, software in rows:
             ended = state in (SHUT_DOWN, EXPIRED)
             shown = state if ended else (ALIVE if int(expires) > int(now) else EXPIRED)
-            out.append(NodeLease(int(node_id), int(epoch), http, kafka, int(expires), shown, int(now), ended))
+            out.append(NodeLease(int(node_id), int(epoch), http, kafka, int(expires), shown, int(now), ended,
+                                 announcement(software, int(epoch))))
         return out
 
     def alive(self) -> dict[int, NodeLease]:

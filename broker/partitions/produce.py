@@ -77,6 +77,9 @@ class Producer:
         self.dispatch = dispatch
         self.round_robin = RoundRobin()
         self.fresh_metadata = FreshMetadata(parts.meta.catch_up)
+        #: whether stream records carry their append time (magic 0x23): not while a node of a release that cannot
+        #: read them is live (a rolling upgrade; the node sets it from its membership)
+        self.timed_records: Callable[[], bool] = lambda: True
 
     def route(self, info: TopicInfo, messages: list[InMessage]) -> tuple[dict[int, list[int]], bool]:
         """(partition -> indexes of its messages, whether any message may have index keys): explicit partition,
@@ -161,7 +164,8 @@ class Producer:
                 entries = [IndexEntry(info.name, pi, base + j, record_size(m), now, k) for j, m, k in keyed[pi]]
                 try:
                     fut = data.append(with_base_offset(batch, base), len(msgs), base,
-                                      (lambda rec, e=entries: self.dispatch(e)) if entries else None, now)
+                                      (lambda rec, e=entries: self.dispatch(e)) if entries else None,
+                                      now if self.timed_records() else None)
                 except Fenced:
                     raise self.parts.not_served(part) from None
                 pending.append((fut, pi, base, idxs, data))

@@ -141,6 +141,9 @@ class ClientBatches:
         self.parts = parts
         self.max_body = max_body
         self.dispatch = dispatch  # entries, or a function that gives them (run off the acknowledgement path)
+        #: whether stream records carry their append time (magic 0x23): not while a node of a release that cannot
+        #: read them is live (a rolling upgrade; the node sets it from its membership)
+        self.timed_records: Callable[[], bool] = lambda: True
         self.clock = clock
         self._producers: dict[tuple[str, int, int], producer_state.ProducerState] = {}
         self._restored: dict[tuple[str, int], int] = {}  # partition -> ownership epoch its state was rebuilt at
@@ -262,7 +265,8 @@ class ClientBatches:
                     def on_durable(rec: object, base: int = base, payload: bytes = payload) -> None:
                         self.dispatch(lambda: stored_entries(topic, part.index, base, payload, now))
                 try:
-                    appended = data_stream.append(payload, b.last_offset_delta + 1, base, on_durable, now)
+                    appended = data_stream.append(payload, b.last_offset_delta + 1, base, on_durable,
+                                                 now if self.timed_records() else None)
                 except Fenced:
                     raise self.parts.not_served(part) from None
                 futures.append(appended)
