@@ -27,6 +27,7 @@ from api.http.produce_lane import ProduceLane
 from api.http.request_metrics import RequestMetrics
 from api.http.routes import router
 from api.http.topic_routes import router as topic_router
+from api.http.txn_routes import router as txn_router
 from broker.node import BrokerNode
 from index_service.lookup_stats import LookupCollector
 from storage_tier import BlobStore
@@ -59,6 +60,7 @@ def create_app(settings: Settings, backend: Backend, stores: Mapping[str, BlobSt
     app.include_router(console_router)
     app.include_router(index_admin_router)
     app.include_router(group_router)
+    app.include_router(txn_router)
     app.include_router(acl_router)  # /v1/admin/acls
     docs_pages.install(app)
 
