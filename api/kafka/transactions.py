@@ -17,6 +17,7 @@ from typing import Any
 from api.kafka import errors
 from api.kafka.context import Context
 from api.kafka.schemas import APIS, build
+from broker.cluster.txn_markers import TxnMarkers
 from broker.partitions.kafka_clients import transactions
 from broker.partitions.topics import is_topic_name
 
@@ -31,10 +32,8 @@ def coordinator(ctx: Context) -> transactions.TransactionCoordinator:
     node = ctx.node
     coord = getattr(node, "_txn_coordinator", None)
     if coord is None:
-        def write_marker(topic: str, partition: int, pid: int, epoch: int, commit: bool) -> None:
-            p = node.partitions.get(topic, partition)
-            node.client_batches.append_marker(p, pid, epoch, commit).result(30)
-        coord = transactions.TransactionCoordinator(node.meta, ctx.node_id, write_marker, node.clock)
+        markers = TxnMarkers(node.partitions, node.client_batches, getattr(node.cluster, "peers", None))
+        coord = transactions.TransactionCoordinator(node.meta, ctx.node_id, markers.write, node.clock)
         node._txn_coordinator = coord
     return coord
 

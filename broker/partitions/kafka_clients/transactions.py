@@ -2,15 +2,17 @@
 and moves with the coordinator (like the groups' committed offsets):
 
     transactions/<transactional id>   {"producer_id", "epoch", "timeout_ms", "state", "partitions",
-                                       "groups", "started_ms"}
+                                       "groups", "started_ms", "marked"}
     txn_offsets/<producer id>/<group> {"<topic>/<partition>": [offset, metadata], ...}
 
 States, as Kafka's: Empty -> Ongoing (AddPartitionsToTxn / AddOffsetsToTxn) -> PrepareCommit | PrepareAbort
-(EndTxn; the decision is stored before any marker is written) -> CompleteCommit | CompleteAbort (every marker
-durable, the group offsets moved or dropped) -> Ongoing again on the next transaction. A transaction found in a
-Prepare state (a coordinator stopped or killed in the middle of EndTxn) is completed by the next request for its
-transactional id or by `tick`, which also aborts the Ongoing transactions older than their timeout (bumping the
-epoch, as Kafka does, so the late producer is fenced rather than committing half of it).
+(EndTxn; the decision is stored before any marker is written; `marked` lists the partitions whose marker is
+durable; a partition may be led by any node, the MarkerWriter writes its marker there) -> CompleteCommit |
+CompleteAbort (every marker durable, the group offsets moved or dropped) -> Ongoing again on the next
+transaction. A transaction found in a Prepare state (a coordinator stopped or killed in the middle of EndTxn, a
+partition whose leader did not take its marker) is completed by the next request for its transactional id or by
+`tick`, which also aborts the Ongoing transactions older than their timeout (bumping the epoch, as Kafka does, so
+the late producer is fenced rather than committing half of it).
 
 InitProducerId with a transactional id keeps one producer id per transactional id and bumps its epoch (an
 Ongoing transaction of the previous incarnation is aborted first): a request carrying an older epoch is
@@ -47,8 +49,9 @@ BAD_STATE = "INVALID_TXN_STATE"
 BAD_TIMEOUT = "INVALID_TRANSACTION_TIMEOUT"
 NOT_AVAILABLE = "COORDINATOR_NOT_AVAILABLE"
 
-#: writes one marker and waits until it is durable: (topic, partition, producer id, epoch, commit)
-MarkerWriter = Callable[[str, int, int, int, bool], None]
+#: writes the marker on each partition, wherever it is led, and waits until they are durable:
+#: (partitions, producer id, epoch, commit) -> the partitions not written, with why
+MarkerWriter = Callable[[list[tuple[str, int]], int, int, bool], dict[tuple[str, int], str]]
 
 
 @dataclass
@@ -61,21 +64,25 @@ class TxnState:
     partitions: list[tuple[str, int]] = field(default_factory=list)
     groups: list[str] = field(default_factory=list)
     started_ms: int = 0
+    marked: list[tuple[str, int]] = field(default_factory=list)  # partitions with their marker (a prepared txn)
 
     def encode(self) -> str:
         d = asdict(self)
         d["partitions"] = [list(tp) for tp in self.partitions]
+        d["marked"] = [list(tp) for tp in self.marked]
         return json.dumps(d)
 
     @staticmethod
     def decode(raw: str) -> TxnState:
         d = json.loads(raw)
         d["partitions"] = [(str(t), int(p)) for t, p in d["partitions"]]
+        d["marked"] = [(str(t), int(p)) for t, p in d.get("marked", [])]
         return TxnState(**d)
 
 
 class TxnError(Exception):
-    """A marker could not be written now (the partition is not served here): the transaction stays prepared."""
+    """A marker could not be written now (its partition is moving, led by no live node, its leader did not
+    answer): the transaction stays prepared and its remaining markers are written later."""
 
 
 class TransactionCoordinator:
@@ -133,7 +140,7 @@ class TransactionCoordinator:
 
     def _begin(self, st: TxnState) -> None:
         if st.state != ONGOING:
-            st.state, st.partitions, st.groups, st.started_ms = ONGOING, [], [], self.clock()
+            st.state, st.partitions, st.groups, st.started_ms, st.marked = ONGOING, [], [], self.clock(), []
 
     def _current(self, tid: str, pid: int, epoch: int) -> tuple[TxnState | None, str]:
         """The transaction's state and NONE when this producer id and epoch own it, else (None, the error)."""
@@ -201,7 +208,7 @@ class TransactionCoordinator:
 
     def _end(self, st: TxnState, commit: bool) -> None:
         """Store the decision, then complete it."""
-        st.state = PREPARE_COMMIT if commit else PREPARE_ABORT
+        st.state, st.marked = PREPARE_COMMIT if commit else PREPARE_ABORT, []
         self._save(st)
         self._complete(st)
 
@@ -210,14 +217,23 @@ class TransactionCoordinator:
             self._complete(st)
 
     def _complete(self, st: TxnState) -> None:
-        """Markers on every partition, the group offsets moved (commit) or dropped (abort), then Complete*.
-        Every step may be done again after a crash: a second marker for a closed transaction changes nothing."""
+        """Markers on every partition (wherever each is led), the group offsets moved (commit) or dropped
+        (abort), then Complete*. The partitions whose marker is durable are kept with the state, so a later try
+        writes only the others. Every step may be done again after a crash: a second marker for a closed
+        transaction changes nothing."""
         commit = st.state == PREPARE_COMMIT
-        for topic, partition in st.partitions:
+        left = [tp for tp in st.partitions if tp not in st.marked]
+        if left:
             try:
-                self.write_marker(topic, partition, st.producer_id, st.epoch, commit)
-            except Exception as exc:
-                raise TxnError(f"transaction {st.transactional_id}: marker on {topic}-{partition}: {exc}") from exc
+                failed = self.write_marker(left, st.producer_id, st.epoch, commit)
+            except Exception as exc:  # noqa: BLE001 - written again later, as a refused marker
+                failed = {tp: str(exc) for tp in left}
+            if failed:
+                st.marked += [tp for tp in left if tp not in failed]
+                self._save(st)
+                (t, p), why = next(iter(failed.items()))
+                raise TxnError(f"transaction {st.transactional_id}: {len(failed)} of {len(st.partitions)} markers "
+                               f"not written yet, {t}-{p}: {why}")
         for group in st.groups:
             key = f"{OFFSETS_PREFIX}{st.producer_id}/{group}"
             raw = self.meta.kv_get(key)
