@@ -17,7 +17,7 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.errors import OffsetOutOfRange, StreamNotFound
+from broker.errors import MetadataError, OffsetOutOfRange, StreamNotFound
 
 OPENED = "OPENED"
 CLOSED = "CLOSED"
@@ -133,7 +133,13 @@ class MetadataImage:
     def apply(self, offset: int, rec: Record) -> None:
         if offset <= self.offset:
             raise ValueError(f"metadata log offset {offset} already applied (image at {self.offset})")
-        getattr(self, f"_apply_{rec['type']}")(rec)
+        # a record without "v" is version 1, the only one this version writes; a newer node would write "v": 2+
+        apply = getattr(self, f"_apply_{rec.get('type')}", None)
+        if rec.get("v", 1) != 1 or apply is None:
+            raise MetadataError(f"metadata log record at offset {offset} (type {rec.get('type')!r}, version "
+                                f"{rec.get('v', 1)!r}) is not one this version of mqindex reads: written by a newer "
+                                f"version? Upgrade this node (docs/OPERATIONS.md, Upgrading a cluster)")
+        apply(rec)
         self.offset = offset
 
     def _apply_kv_put(self, r: Record) -> None:

@@ -116,6 +116,10 @@ def _rows(v: Any, width: int) -> list[list[Any]]:
 
 def _build(state: Any) -> MetadataImage:
     if not isinstance(state, dict) or type(state.get("v")) is not int or state["v"] != FORMAT_VERSION:
+        v = state.get("v") if isinstance(state, dict) else None
+        if type(v) is int and v > FORMAT_VERSION:
+            raise ValueError(f"a version {v} image, newer than this version of mqindex reads ({FORMAT_VERSION}): "
+                             "written by a newer version? Upgrade this node")
         raise ValueError(f"not a version {FORMAT_VERSION} image")
     img = MetadataImage()
     img.offset = _int(state["offset"])

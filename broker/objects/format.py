@@ -216,7 +216,10 @@ def decode_block(key: str, data: bytes | memoryview, entry: IndexEntry | None = 
             raise ObjectFormatError(key, "bad record", f"{where}: record {i} header runs past the block end")
         rmagic, sid, epoch, base, rcount, plen, append_ms, hsize = decode_record_header(mv[:end], pos)
         if rmagic not in (RECORD_MAGIC, TIMED_RECORD_MAGIC):
-            raise ObjectFormatError(key, "bad record magic", f"{where}: record {i} magic 0x{rmagic & 0xFF:02x}")
+            raise ObjectFormatError(key, "bad record magic",
+                                    f"{where}: record {i} magic 0x{rmagic & 0xFF:02x} is not one this version reads "
+                                    f"(0x{RECORD_MAGIC:02x}, 0x{TIMED_RECORD_MAGIC:02x}): damaged, or written by a "
+                                    "newer version of mqindex")
         if plen < 0 or rcount <= 0 or pos + hsize + plen > end or (append_ms is not None and append_ms < 0):
             raise ObjectFormatError(key, "bad record", f"{where}: record {i} count {rcount} payload {plen} bytes "
                                                        f"does not fit the block")

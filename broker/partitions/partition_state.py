@@ -34,6 +34,9 @@ class PartitionState:
     @classmethod
     def decode(cls, payload: bytes) -> PartitionState:
         body = json.loads(payload)
+        if isinstance(body, dict) and type(body.get("v")) is int and body["v"] > 1:
+            raise ValueError(f"a version {body['v']} partition state record, newer than this version of mqindex "
+                             "reads (1): written by a newer version? Upgrade this node")
         if not isinstance(body, dict) or body.get("v") != 1:
             raise ValueError(f"not a partition state record: {payload[:80]!r}")
         ck = body.get("index_checkpoint")
