@@ -299,9 +299,12 @@ async def delete_group(group: GroupPath, request: Request) -> Any:
     if forwarded is not None:
         return forwarded
     assert ctx is not None
-    had_state = await run_in_threadpool(group_admin.on_loop, ctx, lambda: group in ctx.coordinator.groups)
-    members = await run_in_threadpool(group_admin.on_loop, ctx, group_admin.forget_now, ctx, group)
-    deleted = await _off_loop(group_admin.delete, ctx, group, members, had_state)
+    members, had_state = await run_in_threadpool(group_admin.on_loop, ctx, group_admin.hold_now, ctx, group)
+    try:
+        deleted = await _off_loop(group_admin.delete, ctx, group, members, had_state)
+    finally:
+        if not members:  # held: members that joined meanwhile waited, and join the group afresh
+            await run_in_threadpool(group_admin.on_loop, ctx, group_admin.release_now, ctx, group, True)
     return {"group": group, "deleted": True, "offsets_deleted": deleted}
 
 
@@ -313,6 +316,14 @@ async def reset_offsets(group: GroupPath, body: ResetIn, request: Request) -> An
     assert ctx is not None
     spec = body.spec()
     figures = await _leader_figures(request, ctx, group, body.topics, spec)
-    members = await run_in_threadpool(group_admin.on_loop, ctx, group_admin.members_now, ctx, group)
-    plan = await _off_loop(group_admin.reset, ctx, group, body.topics, spec, body.dry_run, members, figures)
+    if body.dry_run:
+        members = await run_in_threadpool(group_admin.on_loop, ctx, group_admin.members_now, ctx, group)
+        plan = await _off_loop(group_admin.reset, ctx, group, body.topics, spec, True, members, figures)
+        return {"group": group, "dry_run": True, "offsets": plan}
+    members, _ = await run_in_threadpool(group_admin.on_loop, ctx, group_admin.hold_now, ctx, group)
+    try:  # held (no members): a consumer joining now waits until the new offsets are stored, then reads them
+        plan = await _off_loop(group_admin.reset, ctx, group, body.topics, spec, False, members, figures)
+    finally:
+        if not members:
+            await run_in_threadpool(group_admin.on_loop, ctx, group_admin.release_now, ctx, group)
     return {"group": group, "dry_run": body.dry_run, "offsets": plan}

@@ -9,7 +9,9 @@ on the Kafka listener's event loop); its committed offsets in the metadata KV (e
 A node answers for the groups it coordinates; HTTP forwards the others to their coordinator.
 
 Deleting a group and resetting its offsets are refused while it has members, as Kafka refuses them
-(GroupNotEmpty): a running consumer would overwrite the reset with its next commit.
+(GroupNotEmpty): a running consumer would overwrite the reset with its next commit. The member check and the
+change are atomic: `hold_now` checks on the loop and, for an empty group, makes every JoinGroup of it wait until
+`release_now`, after the change is stored.
 """
 
 from __future__ import annotations
@@ -130,13 +132,13 @@ def views_now(ctx: Context) -> list[GroupView]:
     return [v for g in list(ctx.coordinator.groups) if (v := view_now(ctx, g)) is not None]
 
 
-def forget_now(ctx: Context, group: str) -> int:
-    """Drop the group's state unless it has members; returns how many members it has (0: dropped)."""
-    g = ctx.coordinator.groups.get(group)
-    if g is not None and g.members:
-        return len(g.members)
-    ctx.coordinator.groups.pop(group, None)
-    return 0
+def hold_now(ctx: Context, group: str) -> tuple[int, bool]:
+    """GroupCoordinator.hold: (members, existed); with 0 members the group is held until `release_now`."""
+    return ctx.coordinator.hold(group)
+
+
+def release_now(ctx: Context, group: str, drop: bool = False) -> None:
+    ctx.coordinator.release(group, drop)
 
 
 def members_now(ctx: Context, group: str) -> int:

@@ -50,6 +50,9 @@ class Group:
     leader: str | None = None
     members: dict[str, Member] = field(default_factory=dict)
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    holds: int = 0  # admin changes under way (offset reset, delete): JoinGroup waits until they end
+    released: asyncio.Event = field(default_factory=asyncio.Event)
+    held_only: bool = False  # created by a hold (no state before it): dropped when the hold ends memberless
 
 
 class GroupCoordinator:
@@ -73,6 +76,10 @@ class GroupCoordinator:
         if not group_id:
             return dict(error_code=errors.INVALID_GROUP_ID)
         g = self.groups.setdefault(group_id, Group(group_id))
+        while g.holds:  # an admin change of the empty group is under way: this member joins after it
+            await g.released.wait()
+            g = self.groups.setdefault(group_id, Group(group_id))
+        g.held_only = False
         if g.protocol_type is not None and g.members and protocol_type != g.protocol_type:
             return dict(error_code=errors.INCONSISTENT_GROUP_PROTOCOL)
         if member_id and member_id not in g.members:
@@ -174,6 +181,35 @@ class GroupCoordinator:
             return errors.NONE, m.assignment
         m.sync = asyncio.get_running_loop().create_future()
         return await m.sync
+
+    # -- admin changes ----------------------------------------------------------------------------
+    def hold(self, group_id: str) -> tuple[int, bool]:
+        """Begin an admin change of a group (offset reset, delete), atomic with the member check Kafka makes:
+        (members, existed). With 0 members the group is held: a JoinGroup of it waits (on this loop) until
+        `release`, so no member joins between the check and the change. With members nothing is held (the
+        caller refuses). Every hold granted must be released."""
+        g = self.groups.get(group_id)
+        existed = g is not None
+        if g is not None and g.members:
+            return len(g.members), existed
+        if g is None:
+            g = self.groups[group_id] = Group(group_id, held_only=True)
+        g.holds += 1
+        g.released.clear()
+        return 0, existed
+
+    def release(self, group_id: str, drop: bool = False) -> None:
+        """End a hold; with `drop` (a deleted group), or for a group the hold created, the group's state goes
+        once no hold remains. The JoinGroups that waited go on."""
+        g = self.groups.get(group_id)
+        if g is None or not g.holds:
+            return
+        g.holds -= 1
+        if g.holds:
+            return
+        if (drop or g.held_only) and not g.members:
+            del self.groups[group_id]
+        g.released.set()
 
     # -- liveness ---------------------------------------------------------------------------------
     def heartbeat(self, group_id: str, generation: int, member_id: str) -> int:

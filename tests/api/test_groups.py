@@ -9,6 +9,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -274,3 +275,40 @@ def test_metrics_export_each_partition_lag_in_seconds(server: KafkaServerProcess
     assert age[f'group="aged",partition="1",topic="{TOPIC}"'] == 0
     described = describe(server, "aged")
     assert described["lag_ms"] / 1000 == pytest.approx(age[f'group="aged",partition="0",topic="{TOPIC}"'], abs=5)
+
+
+def test_a_reset_racing_a_joining_consumer_is_refused_or_seen_by_it(server: KafkaServerProcess) -> None:
+    """The member check and the reset are one step at the coordinator (a JoinGroup waits while a reset of the
+    empty group is stored): a reset sent as a consumer joins either answers 409 (the consumer was a member
+    first: it starts at the old offsets) or 200 (the consumer joined after: it starts at the new ones), never
+    200 with the consumer reading from the old offsets. The two are sent together several times; which one
+    wins each round is up to the scheduling."""
+    outcomes = []
+    for round_ in range(4):
+        group = f"racer-{round_}"
+        assert reset(server, group, to="earliest", topics=[TOPIC]).status_code == 200
+        answer: list[httpx.Response] = []
+        sender = threading.Thread(
+            target=lambda g=group, out=answer: out.append(reset(server, g, to="offset", offset=4)))
+        if round_ % 2:  # the reset sent first in odd rounds, the consumer started first in even ones
+            sender.start()
+        c = confluent(server, group, "racer")
+        try:
+            if not round_ % 2:
+                sender.start()
+            first: dict[int, int] = {}
+            deadline = time.monotonic() + 30
+            while len(first) < 2:
+                assert time.monotonic() < deadline, f"round {round_}: consumed only {first}"
+                m = c.poll(0.2)
+                if m is not None and m.error() is None:
+                    first.setdefault(m.partition(), m.offset())
+            sender.join(30)
+        finally:
+            c.close()
+        [r] = answer
+        assert r.status_code in (200, 409), r.text
+        want = 4 if r.status_code == 200 else 0
+        assert first == {0: want, 1: want}, f"round {round_}: reset answered {r.status_code}, consumer at {first}"
+        outcomes.append(r.status_code)
+    print("reset outcomes while a consumer joined:", outcomes)
