@@ -110,8 +110,7 @@ async def delete_groups(ctx: Context, req: Any, version: int) -> Any:
         if await ctx.not_coordinator(group):
             code = errors.NOT_COORDINATOR
         else:
-            had_state = group in ctx.coordinator.groups
-            members = group_admin.forget_now(ctx, group)
+            members, had_state = group_admin.hold_now(ctx, group)  # no member joins until the delete is done
             try:
                 await ctx.run(group_admin.delete, ctx, group, members, had_state)
                 code = errors.NONE
@@ -121,6 +120,9 @@ async def delete_groups(ctx: Context, req: Any, version: int) -> Any:
                 code = GROUP_ID_NOT_FOUND
             except Exception:  # noqa: BLE001 - the metadata store refused: the client may retry
                 code = errors.COORDINATOR_NOT_AVAILABLE
+            finally:
+                if not members:
+                    group_admin.release_now(ctx, group, drop=True)
         results.append(dict(group_id=group, error_code=code))
     return build(APIS[42].response, version, throttle_time_ms=0, results=results)
 
