@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -44,6 +44,7 @@ from api.http.models import (
 )
 from api.http.produce_json import produce_messages, produced_answer
 from api.http.store_time import StoreTime, iso
+from broker.partitions.kafka_clients import committed_reads
 
 T = TypeVar("T")
 
@@ -190,7 +191,10 @@ def _produce_messages(raw: bytes) -> list[InMessage]:
                 "schema": {"type": "integer"}}}}})
 async def fetch(request: Request, topic: TopicPath, partition: Annotated[int, Path(ge=0)],
                 offset: Annotated[int, Query(ge=0, le=MAX_INT)] = 0,
-                max: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100) -> Response:
+                max: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+                isolation: Annotated[Literal["read_uncommitted", "read_committed"], Query(
+                    description="read_committed: stop at the first open Kafka transaction and leave out aborted "
+                                "ones' records")] = "read_uncommitted") -> Response:
     """A page of whole messages from `offset`. The body's `next_offset` is also in the `X-Next-Offset` header, which a
     client reads before the body: it can ask for the next page while it parses this one."""
     backend: Backend = request.app.state.backend
@@ -199,7 +203,11 @@ async def fetch(request: Request, topic: TopicPath, partition: Annotated[int, Pa
         # read and the FetchOut document rendered from the stored batches (api/http/message_json.py) in one
         # worker call
         built = Page()
-        served, next_offset = backend.fetch_rendered(topic, partition, offset, max, built.renderer)
+        if isolation == "read_committed":
+            served, next_offset = committed_reads.fetch_rendered(request.app.state.backend.partitions, topic,
+                                                                 partition, offset, max, built.renderer)
+        else:
+            served, next_offset = backend.fetch_rendered(topic, partition, offset, max, built.renderer)
         return memoryview(built.body(served, next_offset)), next_offset
 
     body, next_offset = await off_loop(page)
