@@ -204,3 +204,46 @@ def test_aiokafka_transactional_producer(server: KafkaServerProcess) -> None:
     asyncio.run(run())
     keys = [k for _, _, k, _ in read_all(server, ["tx-aio"], "read_committed", 1)]
     assert keys == [b"aio-commit"]
+
+
+def http_page(s: KafkaServerProcess, topic: str, offset: int, **params: object) -> tuple[list[str], int]:
+    r = httpx.get(f"{s.url}/v1/topics/{topic}/partitions/0/messages", params={"offset": offset, "max": 100, **params},
+                  timeout=60)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert int(r.headers["X-Next-Offset"]) == body["next_offset"]
+    return [m["key"] for m in body["messages"]], body["next_offset"]
+
+
+def test_http_fetch_read_committed_stops_at_an_open_transaction_and_skips_aborted_ones(
+        server: KafkaServerProcess) -> None:
+    make_topics(server, {"tx-http": 1})
+    plain = Producer({"bootstrap.servers": server.bootstrap})
+    p = producer(server, "tx-http")
+    p.begin_transaction()
+    p.produce("tx-http", key=b"committed-0", value=b"v", partition=0)
+    p.produce("tx-http", key=b"committed-1", value=b"v", partition=0)
+    p.commit_transaction(30)  # offsets 0-1, marker 2
+    plain.produce("tx-http", key=b"plain-0", value=b"v", partition=0)
+    assert plain.flush(30) == 0  # offset 3
+    p.begin_transaction()
+    p.produce("tx-http", key=b"aborted-0", value=b"v", partition=0)
+    assert p.flush(30) == 0
+    p.abort_transaction(30)  # offset 4, marker 5
+    p.begin_transaction()
+    p.produce("tx-http", key=b"open-0", value=b"v", partition=0)
+    assert p.flush(30) == 0  # offset 6, still open
+    plain.produce("tx-http", key=b"plain-1", value=b"v", partition=0)
+    assert plain.flush(30) == 0  # offset 7, after the open transaction
+
+    everything, _ = http_page(server, "tx-http", 0)
+    assert everything == ["committed-0", "committed-1", "plain-0", "aborted-0", "open-0", "plain-1"]
+    committed, next_offset = http_page(server, "tx-http", 0, isolation="read_committed")
+    assert committed == ["committed-0", "committed-1", "plain-0"] and next_offset == 6
+    assert http_page(server, "tx-http", 6, isolation="read_committed") == ([], 6)  # ask again later
+    assert http_page(server, "tx-http", 4, max=1, isolation="read_committed") == ([], 5)  # an aborted page moves on
+    p.commit_transaction(30)  # marker 8
+    assert http_page(server, "tx-http", 6, isolation="read_committed") == (["open-0", "plain-1"], 9)
+    r = httpx.get(f"{server.url}/v1/topics/tx-http/partitions/0/messages", params={"isolation": "committed"},
+                  timeout=30)
+    assert r.status_code == 400 and "isolation" in r.text

@@ -24,6 +24,7 @@ import struct
 import threading
 import time
 from bisect import bisect_left, insort
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import crc32c
@@ -176,6 +177,64 @@ class _Verdicts:
 
 
 _VERDICTS = _Verdicts()
+
+
+def _batches(parts: PartitionMap, p: Partition, pos: int, end: int
+             ) -> Iterator[tuple[BatchHeader, bytes | memoryview]]:
+    """The stored batches from the one holding `pos` up to `end`, in offset order (headers and raw bytes)."""
+    while pos < end:
+        moved = False
+        try:
+            for rec in parts.storage.read(p.data_stream, pos, end, READ_BYTES):
+                for _at, h, raw in batch_slices(rec.payload):
+                    if h.next_offset <= pos:
+                        continue
+                    yield h, raw
+                    pos, moved = h.next_offset, True
+        except OffsetOutOfRange:
+            return
+        if not moved:
+            return
+
+
+def _ending(parts: PartitionMap, p: Partition, producer_id: int, pos: int, end: int) -> bool | None:
+    """How the producer's transaction with records before `pos` ends: True (committed), False (aborted), None
+    (no marker of it in [pos, end) yet: open)."""
+    for h, raw in _batches(parts, p, pos, end):
+        if h.base_offset >= pos and h.attributes & CONTROL and h.producer_id == producer_id:
+            return marker_type(raw, h) == COMMIT
+    return None
+
+
+def committed_view(parts: PartitionMap, p: Partition, pos: int, stop: int) -> tuple[int, list[tuple[int, int]]]:
+    """What a read_committed reader may see of [pos, stop): where it must stop (the first offset of a
+    transaction with no marker yet, or `stop`) and the [first, next) offset ranges of batches it skips (markers,
+    batches of aborted transactions). Works on any node that can read the partition: a transaction's ending is
+    read off the partition (its marker), within the page or after it (once per producer id)."""
+    _start, end = parts.bounds(p)
+    hidden: list[tuple[int, int]] = []
+    pending: dict[int, list[tuple[int, int]]] = {}  # producer id -> its data batches not followed by a marker yet
+    for h, raw in _batches(parts, p, pos, stop):
+        if not h.attributes & TRANSACTIONAL or h.producer_id < 0:
+            continue
+        if h.attributes & CONTROL:
+            hidden.append((h.base_offset, h.next_offset))
+            ranges = pending.pop(h.producer_id, [])
+            if ranges and marker_type(raw, h) != COMMIT:
+                hidden += ranges
+        else:
+            pending.setdefault(h.producer_id, []).append((h.base_offset, h.next_offset))
+    cap = stop
+    for pid, ranges in pending.items():
+        known = _VERDICTS.get((p.data_stream, pid, ranges[0][0]))
+        ending = known if known is not None else _ending(parts, p, pid, max(stop, ranges[-1][1]), end)
+        if ending is None:
+            cap = min(cap, ranges[0][0])
+        else:
+            _VERDICTS.put((p.data_stream, pid, ranges[0][0]), ending)
+            if not ending:
+                hidden += ranges
+    return cap, sorted(r for r in hidden if r[0] < cap)
 
 
 def visible(parts: PartitionMap, p: Partition, offset: int) -> bool:
