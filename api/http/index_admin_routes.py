@@ -63,3 +63,68 @@ async def maintain_index(request: Request) -> dict[str, Any]:
         return {**dataclasses.asdict(report), "files": [_file_row(f) for f in index.files()]}
 
     return await run_in_threadpool(run)
+
+
+def _tiers(index: Any) -> list[dict[str, Any]]:
+    spans = list(getattr(index.config, "merge_tiers_ms", ()))
+    rows: dict[int, dict[str, Any]] = {t: {"tier": t, "span_ms": None if t == 0 else spans[t - 1], "files": 0,
+                                           "bytes": 0, "items": 0, "states": {}}
+                                       for t in range(len(spans) + 1)}
+    for mf in index.files_map.files():
+        tier = int(getattr(mf, "tier", 0))
+        row = rows.setdefault(tier, {"tier": tier, "span_ms": None, "files": 0, "bytes": 0, "items": 0,
+                                     "states": {}})
+        row["files"] += 1
+        row["bytes"] += int(mf.size_bytes)
+        row["items"] += int(mf.items)
+        state = mf.state.value
+        row["states"][state] = row["states"].get(state, 0) + 1
+    return [rows[t] for t in sorted(rows)]
+
+
+def _filters(index: Any, backend: Any) -> dict[str, Any]:
+    stats = index.lookup_stats.snapshot()
+    local = index.filters
+    published = getattr(getattr(getattr(backend, "cluster", None), "index", None), "filters", None)
+    return {"enabled": bool(getattr(index.config, "key_filters", True)), "held": len(local),
+            "bytes_held": local.bytes_held, "max_bytes": local.max_bytes,
+            "answers_no": stats["filter_no"], "answers_maybe": stats["filter_maybe"],
+            "false_positives": stats["false_positives"], "unusable": stats["filters_unusable"],
+            "lookups": stats["lookups"],
+            "published": None if published is None else {"bytes_held": published.bytes_held,
+                                                         "max_bytes": published.max_bytes}}
+
+
+def _merging(index: Any) -> dict[str, Any]:
+    cfg = index.config
+    merger = getattr(getattr(index, "background", None), "merger", None)
+    merged = [mf for mf in index.files_map.files() if getattr(mf, "tier", 0) > 0 and mf.committed_ms]
+    last = max(merged, key=lambda mf: mf.committed_ms, default=None)
+    s = merger.stats if merger is not None else None
+    return {"enabled": bool(cfg.merge_tiers_ms) and merger is not None, "tiers_ms": list(cfg.merge_tiers_ms),
+            "settle_ms": cfg.merge_settle_ms, "min_files": cfg.merge_min_files,
+            "backlog_files": s.backlog if s else 0, "merges": s.merges if s else 0,
+            "files_merged": s.files_merged if s else 0, "bytes_written": s.bytes_written if s else 0,
+            "last_merge_ms": None if last is None else last.committed_ms,
+            "last_merged_file": None if last is None else last.stem,
+            "awaiting_release": sum(len(mf.replaces) for mf in merged)}
+
+
+@router.get("/v1/admin/index/status", dependencies=[Depends(require("read"))])
+async def index_status(request: Request) -> dict[str, Any]:
+    """The index as the console's Index page shows it (read scope), from this node's memory:
+
+    - `tiers`: per merge tier (0: files as written; n: merged into the n-th span of `merge_tiers_ms`) the files,
+      bytes, items and files per state;
+    - `filters`: the key filters held in memory (count, bytes, bound) and their answers since the start
+      (`answers_no`: files skipped, `answers_maybe`: files read, false positives, unusable filters);
+    - `merging`: the backlog of files waiting in closed windows (as of the last merge cycle), merges made, inputs
+      merged, bytes written, the newest merged file still live and when it committed, inputs awaiting deletion
+      after the grace."""
+    index, _dispatcher = _index(request)
+    backend = request.app.state.backend
+
+    def read() -> dict[str, Any]:
+        return {"tiers": _tiers(index), "filters": _filters(index, backend), "merging": _merging(index)}
+
+    return await run_in_threadpool(read)
