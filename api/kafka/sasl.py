@@ -50,6 +50,7 @@ class Session:
         self.mechanism: str | None = None
         self.raw = False  # after SaslHandshake v0: the next frames are raw SASL tokens
         self.failed = False  # the connection is closed once the answer is sent
+        self.caller: Any = None  # api.kafka.authorization.Caller, made by the server once authenticated
         self._scram: ScramServer | None = None
         self._scram_steps = 0
 

@@ -293,7 +293,9 @@ class KafkaServer:
         if api_key == API_VERSIONS:
             return await HANDLERS[api_key](self.ctx, req, version)
         # (before SASL authentication, any other API was refused by _read_requests without being decoded)
-        caller = Caller(session.principal, session.host, self.access)
+        caller = session.caller
+        if caller is None or caller.principal is not session.principal:
+            caller = session.caller = Caller(session.principal, session.host, self.access)
         denied = refusal(api_key, req, version, session.principal, caller)
         if denied is not None:
             log.info("kafka request refused", extra={"peer": session.peer, "principal": session.principal.name,
