@@ -15,7 +15,8 @@ measured in the same run.
    confluent-kafka consumer reads the whole topic from offset 0; peer: raw 1 MiB ranged GETs of the same
    data objects.
 
-Run: `mqindex bench kafka` or `python -m bench.kafka [--mb 128] [--batch-kb 1024] [--partitions 4]`.
+Run: `mqindex bench kafka` or `python -m bench.kafka [--mb 128] [--batch-kb 1024] [--partitions 4]`;
+`--transactions` runs the transactions benchmark instead (bench/kafka_txn.py).
 SeaweedFS is started for the run unless --store gives an S3 URL prefix.
 """
 
@@ -339,7 +340,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile-rate", type=int, default=50, help="py-spy samples per second (--profile)")
     ap.add_argument("--profile-gil", action="store_true",
                     help="profile only the thread holding the GIL (where the server's Python CPU goes)")
+    ap.add_argument("--transactions", action="store_true",
+                    help="only the transactions benchmark (bench/kafka_txn.py): transactional vs idempotent produce")
+    ap.add_argument("--txn-records", type=int, default=20_000, help="1 KiB records per producer (--transactions)")
+    ap.add_argument("--txn-size", type=int, default=100, help="records per transaction (--transactions)")
+    ap.add_argument("--latency-txns", type=int, default=200, help="transactions timed one by one (--transactions)")
     args = ap.parse_args(argv)
+    if args.transactions:
+        return _transactions(args)
     profile_dir = Path(args.profile) if args.profile else None
     if profile_dir is not None:
         profile_dir.mkdir(parents=True, exist_ok=True)
@@ -431,6 +439,22 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for s in servers:
             s.stop()
+        if weed is not None:
+            weed.stop()
+        if not args.dir:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def _transactions(args: argparse.Namespace) -> int:
+    from bench import kafka_txn
+
+    work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="bench-kafka-txn-"))
+    work.mkdir(parents=True, exist_ok=True)
+    base_url, weed = store_or_seaweedfs(args.store, work, f"kafka-txn-{uuid.uuid4().hex[:8]}")
+    try:
+        kafka_txn.run(work, base_url, Server, args.partitions, args.txn_records, args.txn_size, args.latency_txns)
+    finally:
         if weed is not None:
             weed.stop()
         if not args.dir:

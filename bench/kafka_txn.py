@@ -1,0 +1,192 @@
+"""Kafka transactions benchmark (`mqindex bench kafka --transactions`): one real `mqindex serve` process with its
+Kafka listener, confluent-kafka (librdkafka) on both sides of each ratio, in the same run.
+
+1. produce: a transactional producer (begin, --txn-size 1 KiB records spread over the topic's partitions,
+   commit; again) against the same client as an idempotent, non-transactional producer (acks=all, linger 5 ms),
+   the same records, the same topic; MB/s, the ratio (goal >= 0.7x at 100 records per transaction), the
+   server's CPU per MiB and the rate the machine's cores allow at that cost (the ceiling).
+2. commit markers, end to end: small transactions, one at a time, with a read_committed consumer following the
+   topic; for each, the time commit_transaction() takes (EndTxn: the decision stored, a marker durable on every
+   partition) and the time from calling it until the consumer has received the transaction's last record
+   (the marker made it visible, and the fetch that waited for it answered).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import emit, percentile, progress, save_results, table
+
+KiB, MiB = 1024, 1024 * 1024
+RECORD = KiB
+
+
+def _producer(bootstrap: str, **extra: Any) -> Any:
+    from confluent_kafka import Producer
+
+    return Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "compression.type": "none",
+                     "enable.idempotence": True, "queue.buffering.max.messages": 1_000_000, **extra})
+
+
+def _send(p: Any, topic: str, value: bytes, key: bytes, failed: list[str]) -> None:
+    def done(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failed.append(str(err))
+
+    while True:
+        try:
+            p.produce(topic, value, key=key, on_delivery=done)
+            return
+        except BufferError:
+            p.poll(0.005)
+
+
+def idempotent_produce(server: Any, topic: str, records: int) -> dict[str, Any]:
+    p = _producer(server.bootstrap)
+    value, failed = os.urandom(RECORD), []
+    for i in range(100):  # warm: metadata fetched, producer id, connections open
+        _send(p, topic, value, f"warm-{i}".encode(), failed)
+    p.flush(60)
+    cpu0, t0 = server.cpu_s(), time.perf_counter()
+    for i in range(records):
+        _send(p, topic, value, str(i).encode(), failed)
+        if i % 1000 == 0:
+            p.poll(0)
+    left = p.flush(300)
+    secs, cpu = time.perf_counter() - t0, server.cpu_s() - cpu0
+    if left or failed:
+        raise RuntimeError(f"idempotent produce: {left} not delivered, {len(failed)} failed ({failed[:3]})")
+    return _figures(records, secs, cpu)
+
+
+def transactional_produce(server: Any, topic: str, records: int, per_txn: int) -> dict[str, Any]:
+    p = _producer(server.bootstrap, **{"transactional.id": f"bench-txn-{time.monotonic_ns()}"})
+    p.init_transactions(60)
+    value, failed = os.urandom(RECORD), []
+    p.begin_transaction()
+    for i in range(100):
+        _send(p, topic, value, f"warm-{i}".encode(), failed)
+    p.commit_transaction(60)
+    commits: list[float] = []
+    cpu0, t0 = server.cpu_s(), time.perf_counter()
+    txns = max(1, records // per_txn)
+    step = max(1, txns // 5)
+    for t in range(txns):
+        p.begin_transaction()
+        for i in range(per_txn):
+            _send(p, topic, value, f"{t}-{i}".encode(), failed)
+        c0 = time.perf_counter()
+        p.commit_transaction(60)  # flushes the transaction's records, then EndTxn
+        commits.append(time.perf_counter() - c0)
+        if (t + 1) % step == 0:
+            progress("transactional produce", t + 1, txns, t0)
+    secs, cpu = time.perf_counter() - t0, server.cpu_s() - cpu0
+    if failed:
+        raise RuntimeError(f"transactional produce: {len(failed)} failed ({failed[:3]})")
+    out = _figures(txns * per_txn, secs, cpu)
+    out.update(transactions=txns, commit_p50_ms=percentile(commits, 50) * 1000,
+               commit_p99_ms=percentile(commits, 99) * 1000)
+    return out
+
+
+def _figures(records: int, secs: float, cpu: float) -> dict[str, Any]:
+    mib = records * RECORD / MiB
+    per_mib = 1000 * cpu / mib
+    return {"records": records, "seconds": secs, "mb_s": mib / secs, "records_s": records / secs,
+            "server_cpu_ms_mib": per_mib, "cpu_ceiling_mb_s": (os.cpu_count() or 1) * 1000 / max(per_mib, 1e-9)}
+
+
+def marker_latency(server: Any, topic: str, partitions: int, txns: int, per_txn: int) -> dict[str, Any]:
+    """One transaction at a time (module doc, 2.): commit_transaction() time and commit-to-visible time."""
+    from confluent_kafka import OFFSET_END, Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": f"bench-rc-{time.monotonic_ns()}",
+                  "isolation.level": "read_committed", "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+    seen: dict[int, float] = {}
+    stop = threading.Event()
+    c.assign([TopicPartition(topic, i, OFFSET_END) for i in range(partitions)])
+    for _ in range(50):  # the assignment resolved: reading from the end of each partition
+        c.poll(0.1)
+
+    def follow() -> None:
+        while not stop.is_set():
+            m = c.poll(0.05)
+            if m is not None and m.error() is None and m.key() and m.key().startswith(b"last-"):
+                seen[int(m.key()[5:])] = time.perf_counter()
+
+    reader = threading.Thread(target=follow, daemon=True)
+    reader.start()
+    p = _producer(server.bootstrap, **{"transactional.id": f"bench-marker-{time.monotonic_ns()}"})
+    p.init_transactions(60)
+    value, failed = os.urandom(RECORD), []
+    commits, visible = [], []
+    try:
+        for t in range(txns):
+            p.begin_transaction()
+            for i in range(per_txn - 1):
+                _send(p, topic, value, f"m{t}-{i}".encode(), failed)
+            _send(p, topic, value, f"last-{t}".encode(), failed)
+            p.flush(60)  # the records are stored: what follows is the commit alone
+            c0 = time.perf_counter()
+            p.commit_transaction(60)
+            commits.append(time.perf_counter() - c0)
+            deadline = time.monotonic() + 30
+            while t not in seen:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"transaction {t}'s last record not read within 30 s (read_committed)")
+                time.sleep(0.001)
+            visible.append(seen[t] - c0)
+    finally:
+        stop.set()
+        reader.join(10)
+        c.close()
+    if failed:
+        raise RuntimeError(f"marker latency: {len(failed)} failed ({failed[:3]})")
+    return {"transactions": txns, "commit_p50_ms": percentile(commits, 50) * 1000,
+            "commit_p99_ms": percentile(commits, 99) * 1000, "visible_p50_ms": percentile(visible, 50) * 1000,
+            "visible_p99_ms": percentile(visible, 99) * 1000}
+
+
+def run(work: Path, store: str, server_type: Any, partitions: int, records: int, per_txn: int,
+        latency_txns: int) -> dict[str, Any]:
+    """Both phases on one fresh server; prints the tables and saves the figures."""
+    server = server_type(work, "txn-node", store).start()
+    try:
+        server.create_topic("bench-idem", partitions)
+        server.create_topic("bench-txn", partitions)
+        server.create_topic("bench-marker", partitions)
+        print("[bench] idempotent produce", file=sys.stderr, flush=True)
+        idem = idempotent_produce(server, "bench-idem", records)
+        print("[bench] transactional produce", file=sys.stderr, flush=True)
+        txn = transactional_produce(server, "bench-txn", records, per_txn)
+        print("[bench] commit marker latency", file=sys.stderr, flush=True)
+        lat = marker_latency(server, "bench-marker", partitions, latency_txns, 10)
+    finally:
+        server.stop()
+    results = {"idempotent": idem, "transactional": txn, "markers": lat, "partitions": partitions,
+               "records_per_transaction": per_txn}
+    cores = os.cpu_count() or 1
+    emit(table(f"Kafka transactional vs idempotent produce, same client (confluent-kafka, acks=all, linger 5 ms), "
+               f"{records} records of 1 KiB, {partitions} partitions, {per_txn} records per transaction",
+               ["", "MB/s", "records/s", "ratio", "commit p50 ms", "commit p99 ms", "server CPU ms/MiB",
+                f"CPU ceiling MB/s ({cores} cores)"],
+               [["idempotent (enable.idempotence)", idem["mb_s"], idem["records_s"], 1.0, "", "",
+                 idem["server_cpu_ms_mib"], idem["cpu_ceiling_mb_s"]],
+                [f"transactional ({txn['transactions']} transactions)", txn["mb_s"], txn["records_s"],
+                 txn["mb_s"] / idem["mb_s"], txn["commit_p50_ms"], txn["commit_p99_ms"], txn["server_cpu_ms_mib"],
+                 txn["cpu_ceiling_mb_s"]]]))
+    emit(table(f"Commit markers end to end ({lat['transactions']} transactions of 10 records over {partitions} "
+               "partitions, one at a time, a read_committed consumer following)",
+               ["", "p50 ms", "p99 ms"],
+               [["commit_transaction() (EndTxn: decision stored, markers durable)", lat["commit_p50_ms"],
+                 lat["commit_p99_ms"]],
+                ["commit call to the last record read by the read_committed consumer", lat["visible_p50_ms"],
+                 lat["visible_p99_ms"]]]))
+    path = save_results("kafka-transactions", results)
+    emit(f"raw figures: {path}")
+    return results
