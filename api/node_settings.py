@@ -98,6 +98,18 @@ NODE_SETTINGS: tuple[NodeSetting, ...] = (
                 "compaction.grace_ms", 0),
     NodeSetting("compaction_prepared_ttl_ms", int, 1_800_000, "prepared output objects of a crashed cycle expire "
                 "after this", "compaction.prepared_ttl_ms", 1),
+    # broker/cluster/balancer.py (BalanceConfig): the self-balancer, moving partitions by measured load
+    NodeSetting("auto_balance", int, 1, "1: with several nodes, move partitions off a node whose load stays above "
+                "the mean (the lowest live node id decides); 0: off (load is still reported)", "balance.enabled",
+                0, 1),
+    NodeSetting("auto_balance_threshold", float, 0.3, "a node is overloaded when its load (bytes in/out and requests "
+                "per second of the partitions it leads) is this fraction above the mean", "balance.threshold", 0.01),
+    NodeSetting("auto_balance_sustain_s", float, 120.0, "seconds a node stays overloaded before a move",
+                "balance.sustain_s", 0),
+    NodeSetting("auto_balance_cooldown_s", float, 600.0, "a partition moved (by anyone) within this many seconds "
+                "is not moved by the balancer", "balance.cooldown_s", 0),
+    NodeSetting("auto_balance_report_s", float, 10.0, "seconds between load reports and balancer decisions",
+                "balance.report_s", 0.1),
     # broker/metadata (MetadataClient): snapshots of the metadata image, and the log truncated behind them
     NodeSetting("metadata_snapshot_every_records", int, 10_000, "metadata log records since the newest snapshot "
                 "that make the maintenance pass write a snapshot", "metadata.snapshot_every_records", 1),
@@ -134,11 +146,13 @@ def coerce(s: NodeSetting, value: Any) -> int | float | None:
 
 def open_kwargs(values: dict[str, Any]) -> dict[str, Any]:
     """BrokerNode.open keyword arguments (index settings in index_config) for the given setting values."""
+    from broker.cluster.balancer import BalanceConfig
     from broker.compaction import CompactionConfig
 
     out: dict[str, Any] = {}
     index: dict[str, Any] = {}
     compaction: dict[str, Any] = {}
+    balance: dict[str, Any] = {}
     metadata: dict[str, Any] = {}
     for s in NODE_SETTINGS:
         v = values.get(s.name, s.default)
@@ -146,6 +160,8 @@ def open_kwargs(values: dict[str, Any]) -> dict[str, Any]:
             metadata[s.target.removeprefix("metadata.")] = v
         elif s.target.startswith("compaction."):
             compaction[s.target.removeprefix("compaction.")] = v
+        elif s.target.startswith("balance."):
+            balance[s.target.removeprefix("balance.")] = bool(v) if s.target == "balance.enabled" else v
         elif s.target == "index.merge_tier_count":
             from index_service.config import DAY_MS, WEEK_MS
 
@@ -157,5 +173,6 @@ def open_kwargs(values: dict[str, Any]) -> dict[str, Any]:
             out[s.target] = v
     out["index_config"] = index
     out["compaction"] = CompactionConfig(**compaction)
+    out["balance"] = BalanceConfig(**balance)
     out["metadata_options"] = metadata
     return out

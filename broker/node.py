@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from broker import overview  # the console's read-only views
+from broker.cluster.balancer import BalanceConfig, balance_settings
 from broker.cluster.cluster import Cluster
 from broker.cluster.cluster_index import index_file_rows
 from broker.cluster.failover import failover_reports
@@ -91,7 +92,8 @@ class BrokerNode:
              cluster_token: str | None = None, clock: Callable[[], int] | None = None,
              compaction: CompactionConfig | None = None, min_free_bytes: int | None = None,
              wal_url: str | None = None, metadata_options: dict[str, Any] | None = None,
-             failover_history_per_node: int = FAILOVER_HISTORY_PER_NODE) -> BrokerNode:
+             failover_history_per_node: int = FAILOVER_HISTORY_PER_NODE,
+             balance: BalanceConfig | None = None) -> BrokerNode:
         """Open (recovering) the node whose local state is in `data_dir` (`wal/`, `index/`), objects in
         `store_url`, controller metadata at `metadata_url` (sqlite:///... or postgresql://...). Every setting
         is described in docs/OPERATIONS.md; index_config: IndexService options ("store" overrides its store).
@@ -122,6 +124,7 @@ class BrokerNode:
             block_cache_bytes=block_cache_bytes,
             max_cache_bytes=max_cache_bytes or max(4 * upload_threshold, 256 << 20),
             read_your_writes_s=read_your_writes_s, failover_history_per_node=failover_history_per_node,
+            **balance_settings(balance or BalanceConfig()),
             metadata_snapshot_every_records=meta.snapshot_every_records,
             metadata_snapshot_interval_s=meta.snapshot_interval_s, metadata_snapshots_kept=meta.snapshots_kept,
             **{f"compaction_{k}": v for k, v in dataclasses.asdict(compaction or CompactionConfig()).items()})
@@ -132,7 +135,8 @@ class BrokerNode:
             node._start(dict(index_config or {}), store_url, dict(http=http_address, kafka=kafka_address,
                                                                    lease_ms=lease_ms, token=cluster_token,
                                                                    wal_store=wal_store,
-                                                                   failover_history=failover_history_per_node), dict(
+                                                                   failover_history=failover_history_per_node,
+                                                                   balance=balance), dict(
                 wal_dir=wal_dir, wal_store=wal_store,
                 upload_threshold=upload_threshold, upload_interval_s=upload_interval_s, so_threshold=so_threshold,
                 block_cache_bytes=block_cache_bytes,
@@ -288,8 +292,11 @@ class BrokerNode:
     def failovers(self) -> list[dict[str, Any]]:
         return failover_reports(self.meta)
 
-    def rebalance(self, execute: bool) -> dict[str, Any]:
-        return self.cluster.rebalance(execute)
+    def rebalance(self, execute: bool, by: str = "load") -> dict[str, Any]:
+        return self.cluster.rebalance(execute, by)
+
+    def moves(self) -> list[dict[str, Any]]:
+        return self.cluster.moves()
 
     def flush(self, timeout: float = 120.0) -> None:
         """Upload what the cache holds now (tests and benchmarks; the uploader does it on its own)."""

@@ -287,6 +287,9 @@ def add_reassign_arguments(p: argparse.ArgumentParser) -> None:
 def add_rebalance_arguments(p: argparse.ArgumentParser) -> None:
     _common(p)
     p.add_argument("--execute", action="store_true", help="run the plan (default: print it only)")
+    p.add_argument("--by", choices=("load", "count"), default="load",
+                   help="even out the nodes' measured load (default, the self-balancer's plan) or their partition "
+                        "counts")
 
 
 def run_nodes(args: argparse.Namespace) -> int:
@@ -315,7 +318,7 @@ def run_reassign(args: argparse.Namespace) -> int:
 
 
 def run_rebalance(args: argparse.Namespace) -> int:
-    plan = _request(args, "POST", "/v1/admin/rebalance", send={"execute": False})["plan"]
+    plan = _request(args, "POST", "/v1/admin/rebalance", send={"execute": False, "by": args.by})["plan"]
     if args.json and not args.execute:
         print(json.dumps(plan, indent=2))
         return 0

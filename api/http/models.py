@@ -174,6 +174,7 @@ class ReassignIn(BaseModel):
 
 class RebalanceIn(BaseModel):
     execute: bool = False
+    by: Literal["load", "count"] = "load"
 
 
 class IndexHitsOut(BaseModel):

@@ -275,8 +275,16 @@ async def reassign(body: ReassignIn, request: Request) -> Any:
 
 @router.post("/v1/admin/rebalance", dependencies=[Depends(require("admin"))])
 async def rebalance(body: RebalanceIn, request: Request) -> Any:
-    """The moves that give every live node an equal share of the partitions; run them with execute=true."""
-    return await call(request, Backend.rebalance, body.execute)
+    """The moves that even out the live nodes' measured load (by="load", the balancer's plan) or their share of
+    the partitions (by="count"); run them with execute=true."""
+    return await call(request, Backend.rebalance, body.execute, body.by)
+
+
+@router.get("/v1/cluster/moves", dependencies=[Depends(require("read"))])
+async def cluster_moves(request: Request) -> Any:
+    """Recorded partition moves, newest first: the balancer's decisions with their reason and the loads they saw,
+    rebalances and reassignments."""
+    return {"moves": await call(request, Backend.moves)}
 
 
 @router.get("/v1/internal/index/query", response_model=IndexHitsOut, dependencies=[Depends(require("read"))])

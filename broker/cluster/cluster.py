@@ -21,11 +21,16 @@ from typing import Any
 
 from broker.cluster import handoff_wal
 from broker.cluster.assignment import PREFIX, Move, leaders, plan_rebalance, set_leaders, spread
+from broker.cluster.balance_plan import plan_by_load
+from broker.cluster.balancer import BalanceConfig, Balancer
 from broker.cluster.cluster_index import ClusterIndex, index_file_rows, publish_files
 from broker.cluster.failover import Failover
 from broker.cluster.failover_history import FAILOVER_HISTORY_PER_NODE
 from broker.cluster.handoff import hand_off
+from broker.cluster.load_report import partition_scores, read_reports
 from broker.cluster.membership import Membership
+from broker.cluster.moves import moves as recorded_moves
+from broker.cluster.moves import record_move
 from broker.cluster.peers import Peers
 from broker.cluster.watcher import AssignmentWatcher
 from broker.errors import NodeNotLive
@@ -34,7 +39,7 @@ from broker.metadata.image import OPENED
 from broker.partitions.client_messages import OutMessage
 from broker.partitions.dispatcher import Dispatcher
 from broker.partitions.partition import Partition
-from broker.partitions.partition_map import PartitionMap
+from broker.partitions.partition_map import PartitionMap, now_ms
 from broker.partitions.topics import TopicInfo
 from index_file import IndexHit
 from storage_tier import StorageUnavailable
@@ -45,7 +50,7 @@ log = logging.getLogger("mqindex.broker.cluster")
 class Cluster:
     def __init__(self, parts: PartitionMap, meta: MetadataClient, membership: Membership, *, token: str | None = None,
                  watch_interval_s: float = 0.1, wal_store: Any = None,
-                 failover_history: int = FAILOVER_HISTORY_PER_NODE) -> None:
+                 failover_history: int = FAILOVER_HISTORY_PER_NODE, balance: BalanceConfig | None = None) -> None:
         """membership: this node's lease, started already: a node takes it right after it registers its new epoch
         in the metadata, before it reads its WAL (which can take longer than a lease; until then the lease row
         shows the previous incarnation's epoch, expired, and a survivor would fence the new incarnation)."""
@@ -66,6 +71,7 @@ class Cluster:
         parts.leader_elsewhere = self.leader_elsewhere
         parts.remote_message = self.remote_message
         self._dropped_at = 0.0
+        self.balancer = Balancer(parts, meta, membership, balance or BalanceConfig())  # cluster/balancer.py
         if wal_store is not None:  # moves over the shared WAL (cluster/handoff_wal.py): before this node's WAL
             parts.storage.before_restore = lambda streams: handoff_wal.borrowed_records(meta, wal_store, streams)
             parts.storage.lend(handoff_wal.lent_by(meta, self.node_id))  # is restored, keep what it lent
@@ -107,6 +113,7 @@ class Cluster:
         self.watcher = AssignmentWatcher(self.parts, sync_index, dispatcher.enqueue_catch_up, self.watch_interval_s,
                                          on_look=self._look)
         self.watcher.start()
+        self.balancer.start()
 
     def _look(self) -> None:
         """After each look of the watcher: failovers, and the WAL ranges moves lent (cluster/handoff_wal.py)."""
@@ -180,9 +187,11 @@ class Cluster:
                                                               f"after {wait_s}s")
                 time.sleep(0.02)
 
-    def reassign(self, topic: str, partition: int, target: int, wait_s: float = 30.0) -> dict[str, Any]:
+    def reassign(self, topic: str, partition: int, target: int, wait_s: float = 30.0, kind: str = "reassign",
+                 reason: str = "requested") -> dict[str, Any]:
         """Record `target` as the partition's leader and wait until it serves the partition."""
         started = time.monotonic()
+        at_ms = now_ms()
         info = self.parts.topic(topic)
         p = self.parts.partition(info, partition)
         if isinstance(target, bool) or not isinstance(target, int) or target not in self.membership.alive(0):
@@ -207,26 +216,41 @@ class Cluster:
                 raise StorageUnavailable("cluster", None, f"{p.name} not served by node {target} after {wait_s}s")
             time.sleep(0.01)
         seconds = time.monotonic() - started
+        record_move(self.meta, {"at_ms": at_ms, "topic_id": info.topic_id, "topic": topic, "partition": partition,
+                                "from": None if old is None else old.node, "to": target, "kind": kind,
+                                "reason": reason, "by": self.node_id, "seconds": round(seconds, 3)})
         log.info("partition reassigned", extra={"topic": topic, "partition": partition, "target": target,
                                                 "source": None if old is None else old.node, "seconds": seconds})
         return {"topic": topic, "partition": partition, "from": None if old is None else old.node, "to": target,
                 "leader_epoch": lead.epoch, "stream_epoch": s.epoch, "seconds": round(seconds, 3), "unchanged": False}
 
-    def rebalance(self, execute: bool) -> dict[str, Any]:
-        """The plan (and with execute, the moves done one by one)."""
+    def rebalance(self, execute: bool, by: str = "load") -> dict[str, Any]:
+        """The plan (and with execute, the moves done one by one), by measured load (the balancer's plan,
+        cluster/balance_plan.py) or by partition count (`by="count"`)."""
         names = {p.topic.topic_id: p.topic.name for p in self.parts.all()}
         plan = [{"topic": names[m.topic_id], "partition": m.partition, "from": m.source, "to": m.target}
-                for m in self.rebalance_plan()]
-        done = [self.reassign(m["topic"], m["partition"], m["to"]) for m in plan] if execute else []
-        return {"plan": plan, "executed": done}
+                for m in self.rebalance_plan(by)]
+        done = [self.reassign(m["topic"], m["partition"], m["to"], kind="rebalance", reason=f"rebalance by {by}")
+                for m in plan] if execute else []
+        return {"plan": plan, "executed": done, "by": by}
 
-    def rebalance_plan(self) -> list[Move]:
+    def rebalance_plan(self, by: str = "load") -> list[Move]:
+        if by not in ("load", "count"):
+            raise ValueError(f"rebalance by {by!r}: by load or by count")
         current: dict[tuple[int, int], int | None] = {}
         lead = leaders(self.meta, refresh=True)
         for p in self.parts.all():
             want = lead.get((p.topic.topic_id, p.index))
             current[(p.topic.topic_id, p.index)] = None if want is None else want.node
-        return plan_rebalance(current, self.membership.alive(0))
+        alive = self.membership.alive(0)
+        if by == "count":
+            return plan_rebalance(current, alive)
+        reports = read_reports(self.meta, alive, now_ms(), int(3 * self.balancer.config.report_s * 1000) + 5000)
+        return plan_by_load(current, partition_scores(reports), alive)
+
+    def moves(self) -> list[dict[str, Any]]:
+        """Recorded moves, newest first (cluster/moves.py)."""
+        return recorded_moves(self.meta)
 
     def nodes(self) -> list[dict[str, Any]]:
         led: dict[int, list[str]] = {}
@@ -297,6 +321,7 @@ class Cluster:
 
     def stop_watching(self) -> None:
         """Stop reconciling partitions and answering for other nodes; the lease is kept (`stop`)."""
+        self.balancer.stop()
         if self.watcher is not None:
             self.watcher.stop()
         if self.index is not None:

@@ -112,6 +112,8 @@ class StreamStorage:
         # from their previous owner's WAL, and ranges of streams moved away that only this node's WAL holds
         self._borrowed: dict[int, BorrowedRange] = {}
         self._lent: dict[int, int] = {}  # stream id -> end offset its next owner must commit before the WAL trims
+        #: stream id -> [appends, bytes appended, reads, bytes read] since this node opened (load reports)
+        self.io: dict[int, list[int]] = {}
         #: records of the streams open here that a previous owner's shared WAL holds below this node's own (a move
         #: not committed yet), read before this node's WAL is restored (set by the cluster)
         self.before_restore: Callable[[dict[int, Stream]], list[StreamRecord]] | None = None
@@ -255,6 +257,9 @@ class StreamStorage:
         """The WAL append behind `Stream.append` (the caller holds the stream's lock)."""
         slot = WalSlot(rec.stream_id, rec.last_offset)
         body = encode_record(rec)
+        io = self.io.setdefault(rec.stream_id, [0, 0, 0, 0])
+        io[0] += 1
+        io[1] += len(rec.payload)
         self.disk.check_write("wal", len(body) + WAL_HEADER_SIZE)
         with self._append_lock:
             try:
@@ -327,6 +332,8 @@ class StreamStorage:
             borrowed.wait()
         pos = start
         misses = 0
+        io = self.io.setdefault(sid, [0, 0, 0, 0])
+        io[2] += 1
         while pos < end:
             recs = self.reader.read(sid, pos, end, max_bytes)
             recs = [r for r in recs if r.last_offset > pos]
@@ -340,6 +347,7 @@ class StreamStorage:
                 if r.base_offset > pos:
                     log.error("gap in stream", extra={"stream": sid, "offset": pos, "next": r.base_offset})
                     return
+                io[3] += len(r.payload)
                 yield r
                 pos = r.last_offset
 
