@@ -197,9 +197,9 @@ def run(args: argparse.Namespace) -> int:
 
     app.state.throughput = ThroughputHistory(node.partitions).start()  # the console's sparklines (console_routes.py)
     if kafka is not None:
-        from api.http.group_metrics import GroupLagCollector
+        from api.http.group_metrics import GroupLagExposition
 
-        app.state.metrics.registry.register(GroupLagCollector(kafka.ctx))  # mqindex_group_lag
+        app.state.metrics_text = [GroupLagExposition(kafka.ctx).render]  # mqindex_group_lag, mqindex_group_lag_seconds
     # readiness (/healthz/ready) is also false while the object store or the shared WAL's store does not answer
     watch = StoreWatch({WATCHED[flag]: url for flag, url in shared_stores(settings).items()},
                        READINESS_PROBE_S).start()
