@@ -289,8 +289,24 @@ class Cluster:
         moved = 0
         for p, t in zip(owned, targets, strict=True):
             moved += hand_off(self.parts, p, t, self.watcher.sync_index)
+        if self.wal_store is not None:
+            self._wait_lent_committed()
         log.info("drained", extra={"node_id": self.node_id, "partitions": moved, "to": sorted(set(targets))})
         return moved
+
+    def _wait_lent_committed(self, wait_s: float = 30.0) -> None:
+        """After a drain over the shared WAL: wait (bounded) until the targets have committed what they read from
+        this node's WAL, so that a clean stop leaves it trimmed (else its objects stay until this node returns)."""
+        storage = self.parts.storage
+        deadline = time.monotonic() + wait_s
+        while storage.lent_streams and time.monotonic() < deadline:
+            self.meta.catch_up()
+            storage.release_lent()
+            time.sleep(0.05)
+        if storage.lent_streams:
+            log.warning("stopping with moved records the new leaders have not committed yet; this node's WAL "
+                        "objects holding them stay until they do and it returns", extra={
+                            "node_id": self.node_id, "streams": storage.lent_streams})
 
     def leave(self, dispatcher: Dispatcher, index: Any) -> None:
         """Clean stop: hand the partitions to the other live nodes; with others alive, upload every index file

@@ -142,9 +142,14 @@ def lent_by(meta: MetadataClient, node: int) -> dict[int, int]:
 
 
 def kept_objects(meta: MetadataClient, nodes: list[int]) -> set[str]:
-    """WAL object keys of `nodes` that a pending hand-off still reads from."""
-    return {key for entry in stream_entries(meta, refresh=True).values() for seg in entry["segments"]
-            if seg["node"] in nodes for key, _lo, _hi in seg["objects"]}
+    """WAL object keys of `nodes` that a pending hand-off still reads from (its stream not committed past them)."""
+    out = set()
+    for sid, entry in stream_entries(meta, refresh=True).items():
+        m = meta.image.streams.get(sid)
+        for seg in entry["segments"]:
+            if seg["node"] in nodes and m is not None and m.end_offset < seg["end"]:
+                out |= {key for key, _lo, _hi in seg["objects"]}
+    return out
 
 
 def drop_committed(meta: MetadataClient) -> int:

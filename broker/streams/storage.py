@@ -474,6 +474,11 @@ class StreamStorage:
             self._lent[sid] = max(end, self._lent.get(sid, end))
         self.cache.mark_uploaded(dict.fromkeys(ends, _FAR))
 
+    @property
+    def lent_streams(self) -> int:
+        """Streams moved away whose next owner has not committed what it reads from this node's WAL yet."""
+        return len(self._lent)
+
     def release_lent(self) -> None:
         """Let the WAL trim the records of lent streams the metadata shows committed (or deleted) since."""
         done: dict[int, int] = {}
