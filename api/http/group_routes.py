@@ -28,7 +28,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
-from api.http.auth import require
+from api.http.auth import may, require
 from api.http.errors import as_http, client_error
 from api.http.routes import ERRORS
 from api.http.store_time import parse_store_time
@@ -151,7 +151,7 @@ async def list_groups(request: Request) -> list[dict[str, Any]]:
                 raise HTTPException(503, detail={"error": f"node at {base} answered {status}: {answer}",
                                                  "field": None})
             rows += answer
-    return sorted(rows, key=lambda r: r["group"])
+    return sorted((r for r in rows if may(request, "describe", "group", r["group"])), key=lambda r: r["group"])
 
 
 @router.get("/v1/groups/{group}", dependencies=[Depends(require("read"))])
