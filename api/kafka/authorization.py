@@ -11,7 +11,8 @@ refused whole). Nothing of a refused request is carried out.
 
 Lists are filtered instead (`filter_response`): Metadata for every topic lists only the topics the caller may
 DESCRIBE and answers a named one it may not with TOPIC_AUTHORIZATION_FAILED and no partitions; ListGroups
-lists only the groups it may DESCRIBE (all with DESCRIBE on the cluster).
+lists only the groups it may DESCRIBE (all with DESCRIBE on the cluster); OffsetFetch for all of a group's
+topics answers only those the caller may DESCRIBE.
 """
 
 from __future__ import annotations
@@ -146,7 +147,7 @@ Resource = tuple[str, str, str]  # (resource type, name, operation)
 CODES = {"topic": TOPIC_AUTHORIZATION_FAILED, "group": GROUP_AUTHORIZATION_FAILED,
          "cluster": CLUSTER_AUTHORIZATION_FAILED, "transactional_id": TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
 _CONFIG_TYPES = {2: "topic", 4: "cluster"}  # DescribeConfigs/AlterConfigs resource types: topic, broker
-METADATA, LIST_GROUPS = 3, 16
+METADATA, OFFSET_FETCH, LIST_GROUPS = 3, 9, 16
 
 
 def _topics(items: Any, op: str, attr: str = "name") -> list[Resource]:
@@ -275,6 +276,8 @@ def filter_response(api_key: int, req: Any, resp: Any, caller: Caller) -> Any:
                     t.is_internal = False
                 kept.append(t)
         resp.topics = kept
+    elif api_key == OFFSET_FETCH and not req.topics and getattr(resp, "topics", None):  # all of a group's offsets
+        resp.topics = [t for t in resp.topics if access.allowed(who, host, "describe", "topic", t.name)]
     elif api_key == LIST_GROUPS and not access.allowed(who, host, "describe", "cluster", CLUSTER_NAME):
         resp.groups = [g for g in resp.groups if access.allowed(who, host, "describe", "group", g.group_id)]
     return resp
