@@ -22,6 +22,8 @@ from jobs.spark_build import (
     DEFAULT_NAMESPACE,
     DEFAULT_SLOTS,
     HOUR_MS,
+    MERGED_MAX_ITEMS,
+    MERGED_WINDOW_MS,
     BuildError,
     BuildFailed,
     BuildOptions,
@@ -57,10 +59,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="ship mqindex's own packages to the executors as a zip (for workers without mqindex "
                              "installed; their Python still needs the third-party packages, see docs/SPARK.md)")
     parser.add_argument("--namespace", default=DEFAULT_NAMESPACE, help="object key namespace of the broker")
-    parser.add_argument("--window-ms", dest="window_ms", type=int, default=HOUR_MS,
-                        help="time window of one file (default 1 h, the online files' roll age)")
-    parser.add_argument("--max-items", dest="max_items", type=int, default=DEFAULT_MAX_ITEMS,
-                        help="most items (keys) per file (default the online files' 1,000,000)")
+    parser.add_argument("--merged", action="store_true",
+                        help="write merged history directly: a file per week of up to 16,000,000 items with its key "
+                             "filter (the service's top merge tier), so months of backfill make a few large files "
+                             "instead of one per hour")
+    parser.add_argument("--window-ms", dest="window_ms", type=int, default=0,
+                        help=f"time window of one file (default {HOUR_MS // 60_000} min, the online files' roll age; "
+                             f"--merged: {MERGED_WINDOW_MS // HOUR_MS} h)")
+    parser.add_argument("--max-items", dest="max_items", type=int, default=0,
+                        help=f"most items (keys) per file (default the online files' {DEFAULT_MAX_ITEMS:,}; "
+                             f"--merged: {MERGED_MAX_ITEMS:,})")
     parser.add_argument("--slots", type=int, default=DEFAULT_SLOTS, help="hash slots of the files while built")
     parser.add_argument("--wait-served", dest="wait_served", type=float, default=30.0,
                         help="seconds to wait for a running service to adopt the build")
@@ -87,7 +95,7 @@ def options(args: argparse.Namespace) -> BuildOptions:
                         topic=args.topic, partitions=parts, from_ms=parse_time(args.from_ts, "--from"),
                         to_ms=parse_time(args.to_ts, "--to"), kinds=tuple(args.keys.split(",")), master=args.master,
                         index_store_url=args.index_store, namespace=args.namespace, window_ms=args.window_ms,
-                        max_items=args.max_items, slots=args.slots, spark_conf=conf,
+                        max_items=args.max_items, merged=args.merged, slots=args.slots, spark_conf=conf,
                         progress_interval_s=args.progress_interval, wait_served_s=args.wait_served,
                         ship_code=args.ship_code)
 

@@ -14,13 +14,14 @@ Driver (`run_build`):
    jobs/index_items.py) grouped by time window (`window_ms`, aligned to the epoch; by default the online
    files' roll age). Entries cross the stages as these arrays, never as per-entry Python objects. The
    result stays in Spark (persisted); the driver collects only a histogram of items per 10 ms of store time.
-3. Plan the files: each window is cut into as many time-contiguous ranges as its items need files of
-   at most `max_items` items (the online files' size), of about equal size; the number of ranges is
-   the progress total.
+3. Plan the files (`merged`: windows of a week and files of up to 16,000,000 items, the service's top merge
+   tier, so months of backfill make a few large files): each window is cut into as many time-contiguous
+   ranges as its items need files of at most `max_items` items (the online files' size), of about equal
+   size; the number of ranges is the progress total.
 4. Build (Spark job 2, one task per file range, so one busy hour still spreads over the executors):
    sort the item rows by store time (numpy), write them with NativeIndexWriter.put_items, seal, compact,
    upload to the index store under `index-builds/<name>/<attempt>/` (verified by size and CRC32C read
-   back) and return the file's manifest.
+   back), put the file's key filter beside it (`<key>.filter`) and return the file's manifest.
 5. Register: one atomic build document in the index directory (index_service/external_builds.py); a
    service adopts it on open or on its next maintenance cycle, all files in one step, replacing any
    earlier attempt of the same build. When no service holds the directory, the driver opens one briefly
@@ -61,6 +62,8 @@ from jobs.spark_build.options import (
     DEFAULT_PART_BYTES,
     DEFAULT_SLOTS,
     HOUR_MS,
+    MERGED_MAX_ITEMS,
+    MERGED_WINDOW_MS,
     BuildError,
     BuildFailed,
     BuildOptions,
@@ -78,8 +81,8 @@ from jobs.spark_build.plan import plan_build
 __all__ = [
     "AttemptAborted", "BUCKET_MS", "BUILD_PREFIX", "BuildError", "BuildFailed", "BuildOptions", "BuildPlan",
     "BuildSummary", "DEFAULT_MAX_ITEMS", "DEFAULT_NAMESPACE", "DEFAULT_PART_BYTES", "DEFAULT_SLOTS", "Entry",
-    "ExecutorParams", "HOUR_MS", "PartTask", "abort_attempt", "abort_marker", "add_counts", "assign_ranges",
-    "balanced_slices", "bucket_counts", "build_key", "build_name", "build_stem", "build_window_files",
-    "clean_leftovers", "delete_attempt", "extract_parts", "file_chunks", "parse_time", "plan_build", "plan_files",
-    "run_build", "settle_worker_heap", "split_parts",
+    "ExecutorParams", "HOUR_MS", "MERGED_MAX_ITEMS", "MERGED_WINDOW_MS", "PartTask", "abort_attempt",
+    "abort_marker", "add_counts", "assign_ranges", "balanced_slices", "bucket_counts", "build_key", "build_name",
+    "build_stem", "build_window_files", "clean_leftovers", "delete_attempt", "extract_parts", "file_chunks",
+    "parse_time", "plan_build", "plan_files", "run_build", "settle_worker_heap", "split_parts",
 ]

@@ -1,5 +1,6 @@
-"""Step 4 (Spark job 2, executors): one file range written, sealed, compacted, uploaded (verified) and
-described by its manifest."""
+"""Step 4 (Spark job 2, executors): one file range written, sealed, compacted, uploaded (verified), its key filter
+put beside it (`<key>.filter`, index_file/key_filter.py, built from the items' fingerprints already in memory, so
+the service adopting the build need not read the file back to make one), and described by its manifest."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import crc32c
 import numpy as np
 
 from index_file import NativeIndexWriter, compact
+from index_file.key_filter import FILTER_SUFFIX, encode_filter
 from index_file.native_compacted import HEADER_SIZE, CompactedHeader
 from jobs import index_items
 from jobs.spark_build.extract import ExecutorParams, _store
@@ -80,6 +82,16 @@ def _upload(store: BlobStore, path: Path, key: str, part: int, marker: str) -> t
     return size, crc
 
 
+def put_filter(store: BlobStore, key: str, fps: np.ndarray, marker: str) -> None:
+    """Put the key filter of the uploaded file `key` beside it (`<key>.filter`, the name the service adopts), and
+    delete it again if the driver aborted the attempt meanwhile (as _upload does for the file)."""
+    fkey = key + FILTER_SUFFIX
+    store.put(fkey, encode_filter(fps))
+    if store.exists(marker):
+        store.delete([fkey, key])
+        raise AttemptAborted(f"build attempt aborted; {fkey} deleted")
+
+
 def build_window_files(params: ExecutorParams, window_index: int, items: np.ndarray,
                        on_file: Callable[[], None] | None = None) -> list[dict[str, Any]]:
     """Executor: write, seal, compact and upload the files of one file range; returns their manifests."""
@@ -117,6 +129,7 @@ def build_window_files(params: ExecutorParams, window_index: int, items: np.ndar
             stats = compact(src, dst)
             src.unlink()
             size, crc = _upload(store, dst, key, params.part_bytes, abort_marker(params.name, params.attempt))
+            put_filter(store, key, chunk["fp"], abort_marker(params.name, params.attempt))
             out.append(_manifest(dst, key, stem, crc, size, stats.items, begin))
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -17,6 +17,10 @@ DEFAULT_NAMESPACE = "_kafka_mqindex"
 DEFAULT_MAX_ITEMS = 1_000_000  # ServiceConfig.max_items: the online files' size
 DEFAULT_SLOTS = 262_144  # ServiceConfig.slots
 DEFAULT_PART_BYTES = 16 * 1024 * 1024  # ServiceConfig.upload_part_bytes
+#: --merged: files of the service's top merge tier (ServiceConfig.merge_tiers_ms[-1], a week aligned to the epoch as
+#: the service's tier windows are) of at most ServiceConfig.merge_max_items items, as the service's own merges make
+MERGED_WINDOW_MS = 7 * 24 * HOUR_MS
+MERGED_MAX_ITEMS = 16_000_000
 BUILD_PREFIX = "index-builds/"  # = external_builds.BUILD_PREFIX (executors do not import index_service)
 
 Entry = tuple[int, int, int, int, list[str]]  # partition, offset, size, store_time_ms, keys
@@ -54,8 +58,11 @@ class BuildOptions:
     master: str = "local[*]"
     index_store_url: str | None = None  # where index files go (default: store_url, as the broker's index)
     namespace: str = DEFAULT_NAMESPACE
-    window_ms: int = HOUR_MS
-    max_items: int = DEFAULT_MAX_ITEMS
+    window_ms: int = 0  # time window of one file; 0: one hour (the online files' roll age), merged: a week
+    max_items: int = 0  # most items of one file; 0: 1,000,000 (the online files' size), merged: 16,000,000
+    #: write merged history directly: a file per week window of up to MERGED_MAX_ITEMS items (window_ms and
+    #: max_items given explicitly still win), so a backfill of months makes a few large files, not thousands
+    merged: bool = False
     slots: int = DEFAULT_SLOTS
     spark_conf: dict[str, str] = field(default_factory=dict)
     progress_interval_s: float = 2.0
@@ -63,6 +70,12 @@ class BuildOptions:
     ship_code: bool = False  # ship the project's packages as a zip (workers without mqindex installed)
     #: test hook: "build:N" makes the executor building file range N (0-based) fail after uploading a file
     fault: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.window_ms:
+            self.window_ms = MERGED_WINDOW_MS if self.merged else HOUR_MS
+        if not self.max_items:
+            self.max_items = MERGED_MAX_ITEMS if self.merged else DEFAULT_MAX_ITEMS
 
     @property
     def index_store(self) -> str:

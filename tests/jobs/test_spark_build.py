@@ -14,9 +14,18 @@ from typing import Any
 
 import pytest
 
+from index_file.key_filter import FILTER_SUFFIX, verify_filter
 from index_service import IndexService
 from index_service.external_builds import BUILD_PREFIX, BUILDS, pending_builds, uploaded_manifests
-from jobs.spark_build import BuildError, BuildFailed, BuildOptions, plan_build, run_build
+from jobs.spark_build import (
+    MERGED_MAX_ITEMS,
+    MERGED_WINDOW_MS,
+    BuildError,
+    BuildFailed,
+    BuildOptions,
+    plan_build,
+    run_build,
+)
 from storage_tier import open_store
 from tests.jobs.conftest import PARTITIONS, ROUNDS, TOPIC, WINDOW_MS, Produced
 
@@ -48,6 +57,11 @@ def expected(p: Produced, key: str, lo: int = 0, hi: int = 1 << 62, kinds: tuple
 
 def build_files(index_dir: Path) -> dict[str, dict[str, Any]]:
     return {s: m for s, m in uploaded_manifests(index_dir).items() if s.startswith("b")}
+
+
+def objects_of(files: dict[str, dict[str, Any]]) -> list[str]:
+    """The store keys a build's files have: each file and its key filter beside it."""
+    return sorted(k for m in files.values() for k in (m["key"], m["key"] + FILTER_SUFFIX))
 
 
 def store_keys(p: Produced) -> list[str]:
@@ -160,7 +174,7 @@ def test_same_build_twice_leaves_one_set_and_a_failed_run_leaves_nothing(produce
     files1 = build_files(idx)
     keys1 = store_keys(produced)
     assert len(files1) == first.files > 0
-    assert sorted(m["key"] for m in files1.values()) == [k for k in keys1 if f"/{first.name}/" in k]
+    assert objects_of(files1) == [k for k in keys1 if f"/{first.name}/" in k]  # each file and its key filter
 
     second = run_build(opts, spark=spark, out=io.StringIO())
     assert second.name == first.name and second.attempt != first.attempt
@@ -168,14 +182,14 @@ def test_same_build_twice_leaves_one_set_and_a_failed_run_leaves_nothing(produce
     files2 = build_files(idx)
     assert len(files2) == second.files == first.files
     assert all(f"-{second.attempt}-" in s for s in files2)
-    assert [k for k in store_keys(produced) if f"/{first.name}/" in k] == sorted(m["key"] for m in files2.values())
+    assert [k for k in store_keys(produced) if f"/{first.name}/" in k] == objects_of(files2)
 
     # an executor fails mid-build (after it uploaded a file): nothing registered, no object left
     with pytest.raises(BuildFailed, match="injected executor fault"):
         run_build(options(produced, idx, to_ms=windows[3] * WINDOW_MS, fault="build:1"), spark=spark,
                   out=io.StringIO())
     assert build_files(idx) == files2 and not pending_builds(idx)
-    assert [k for k in store_keys(produced) if f"/{first.name}/" in k] == sorted(m["key"] for m in files2.values())
+    assert [k for k in store_keys(produced) if f"/{first.name}/" in k] == objects_of(files2)
     # the same fault in a new index directory: nothing at all
     fresh = tmp_path / "fresh"
     with pytest.raises(BuildFailed):
@@ -221,3 +235,47 @@ def test_cli_end_to_end(produced: Produced, tmp_path: Path) -> None:
         hits = svc.query(TOPIC, "region-0", 100_000)
         assert {(h.queue_id, h.offset) for h in hits} == {
             (q, o) for q, o in expected(produced, "region-0", windows[4] * WINDOW_MS) if q == 0}
+
+
+def test_merged_output_is_one_file_per_week_with_its_filter(produced: Produced, spark: Any, tmp_path: Path) -> None:
+    # --merged: the service's top merge tier (a week, aligned as its tier windows are) and its merge size: the data
+    # set, six windows of the hourly-style builds above, becomes one file per week it touches, with its key filter
+    idx = tmp_path / "merged"
+    opts = BuildOptions(metadata_url=produced.meta_url, store_url=produced.store_url, index_dir=str(idx),
+                        topic=TOPIC, merged=True, progress_interval_s=0.5)
+    assert (opts.window_ms, opts.max_items) == (MERGED_WINDOW_MS, MERGED_MAX_ITEMS)
+    summary = run_build(opts, spark=spark, out=io.StringIO())
+    files = build_files(idx)
+    weeks = {r[2] // MERGED_WINDOW_MS for r in produced.records}
+    assert summary.served and summary.files == len(files) == len(weeks)
+    assert sum(m["items"] for m in files.values()) == summary.items
+    with open_store(produced.store_url) as store:
+        for stem, m in files.items():
+            data = store.get(m["key"] + FILTER_SUFFIX)  # put by the executor beside the file
+            verify_filter(data, m["key"])
+            assert (idx / "uploaded" / f"{stem}.filter").read_bytes() == data  # kept by the service that adopted it
+    with IndexService.open(produced.online_index, store=produced.store_url, maintain_interval_s=0) as online, \
+            IndexService.open(idx, store=produced.store_url, maintain_interval_s=0) as built:
+        for key in sample_keys(produced):
+            assert built.query(TOPIC, key, max_count=100_000) == online.query(TOPIC, key, max_count=100_000), key
+        meter = built.store.meter  # type: ignore[union-attr]
+        before = meter.snapshot()
+        for i in range(50):
+            assert built.query(TOPIC, f"absent-{i}", 10) == []
+        assert (meter.snapshot() - before)["GET"] <= 1  # the filter answers (a false positive is 2^-16 a file)
+
+
+def test_cli_merged_flag_sets_the_top_tier_window_and_file_size() -> None:
+    import argparse
+
+    from api.cli import spark_build as cli
+
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    base = ["--metadata", "sqlite:///m.db", "--store", "file:///s", "--index-dir", "/i", "--topic", TOPIC]
+    merged = cli.options(parser.parse_args([*base, "--merged"]))
+    assert (merged.window_ms, merged.max_items, merged.merged) == (MERGED_WINDOW_MS, 16_000_000, True)
+    hourly = cli.options(parser.parse_args(base))
+    assert (hourly.window_ms, hourly.max_items) == (3_600_000, 1_000_000)
+    explicit = cli.options(parser.parse_args([*base, "--merged", "--max-items", "5000", "--window-ms", "86400000"]))
+    assert (explicit.window_ms, explicit.max_items) == (86_400_000, 5000)
