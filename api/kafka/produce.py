@@ -126,9 +126,10 @@ async def produce(ctx: Context, req: Any, version: int) -> Any | None:
     return await (await append(ctx, req, version)).wait()
 
 
-async def append(ctx: Context, req: Any, version: int) -> ProduceAnswer:
+async def append(ctx: Context, req: Any, version: int, refused: frozenset[str] = frozenset()) -> ProduceAnswer:
     """Queue every partition's batches on the WAL; returns once they are queued (not yet durable), with the
-    answer that is ready once they are."""
+    answer that is ready once they are. The topics in `refused` (by the access control rules) are answered
+    TOPIC_AUTHORIZATION_FAILED and nothing of them is stored."""
     parts = ctx.node.partitions
     batches = ctx.node.client_batches
 
@@ -138,6 +139,9 @@ async def append(ctx: Context, req: Any, version: int) -> ProduceAnswer:
         for t in req.topic_data:
             for pd in t.partition_data:
                 key = (t.name, pd.index)
+                if t.name in refused:
+                    out[key] = (errors.TOPIC_AUTHORIZATION_FAILED, -1, "not authorized")
+                    continue
                 if req.acks not in (0, 1, -1):
                     out[key] = (errors.INVALID_REQUIRED_ACKS, -1, f"acks {req.acks}")
                     continue
