@@ -2,12 +2,13 @@
 
 Two checks, in order. The scopes (api/security/principals.py, shared with HTTP): which scope an API needs and
 which error refuses it. Then the access control rules (api/security/access.py): each resource the request
-names (`resources`, Kafka's table of operations per API: Produce WRITE topic, Fetch READ topic, OffsetCommit
+names (`RESOURCES`, Kafka's table of operations per API: Produce WRITE topic, Fetch READ topic, OffsetCommit
 READ group and topic, ...) must be allowed; the first one refused decides the code (topic:
 TOPIC_AUTHORIZATION_FAILED, group: GROUP_AUTHORIZATION_FAILED, cluster: CLUSTER_AUTHORIZATION_FAILED,
 transactional id: TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and the whole request is answered with it for every
-topic and partition asked (Kafka answers a request mixing allowed and refused topics per topic; here it is
-refused whole). Nothing of a refused request is carried out.
+topic and partition asked. Kafka answers a request mixing allowed and refused topics per topic; here only a
+Produce is (`refused_topics`: those topics answered TOPIC_AUTHORIZATION_FAILED, the others stored), any other
+such request is refused whole. Nothing of a refused request is carried out.
 
 Lists are filtered instead (`filter_response`): Metadata for every topic lists only the topics the caller may
 DESCRIBE and answers a named one it may not with TOPIC_AUTHORIZATION_FAILED and no partitions; ListGroups
@@ -231,9 +232,9 @@ def _denied_code(api_key: int, req: Any, caller: Caller) -> int | None:
         if txn and not caller.allowed("transactional_id", txn, "write"):
             return TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         for t in req.topic_data:
-            if not caller.allowed("topic", t.name, "write"):
-                return TOPIC_AUTHORIZATION_FAILED
-        return None
+            if caller.allowed("topic", t.name, "write"):
+                return None  # some topic allowed: the refused ones are answered per topic (refused_topics)
+        return TOPIC_AUTHORIZATION_FAILED if req.topic_data else None
     if api_key == 19:  # CreateTopics: CREATE on the cluster, or on each topic
         if caller.access.allowed(caller.principal.name, caller.host, "create", "cluster", CLUSTER_NAME):
             return None
@@ -244,6 +245,13 @@ def _denied_code(api_key: int, req: Any, caller: Caller) -> int | None:
         if not _allowed(caller, rtype, name, op):
             return CODES[rtype]
     return None
+
+
+def refused_topics(req: Any, caller: Caller) -> frozenset[str]:
+    """The topics of a Produce request (allowed as a whole) that the rules refuse: answered per topic."""
+    if not caller.access.authorizer.rules:
+        return frozenset()
+    return frozenset(t.name for t in req.topic_data if not caller.allowed("topic", t.name, "write"))
 
 
 def refusal(api_key: int, req: Any, version: int, principal: Principal, caller: Caller | None = None) -> Any | None:

@@ -52,7 +52,7 @@ from api.kafka import (
     topics_admin,
     transactions,
 )
-from api.kafka.authorization import Caller, audit_admin, filter_response, refusal
+from api.kafka.authorization import Caller, audit_admin, filter_response, refusal, refused_topics
 from api.kafka.context import Context
 from api.kafka.framing import DEFAULT_MAX_REQUEST, FrameError, frame, parse_header, peek_api, read_frame
 from api.kafka.group_coordinator import GroupCoordinator
@@ -302,7 +302,7 @@ class KafkaServer:
                                                      "api": APIS[api_key].name})
             return None if api_key == PRODUCE and req.acks == 0 else denied
         if api_key == PRODUCE:
-            return await produce.append(self.ctx, req, version)
+            return await produce.append(self.ctx, req, version, refused_topics(req, caller))
         if api_key in acls.HANDLERS:
             return await acls.HANDLERS[api_key](self.ctx, caller, req, version)
         resp = await HANDLERS[api_key](self.ctx, req, version)

@@ -81,6 +81,18 @@ def produce(c: dict[str, str], topic: str, n: int) -> list[KafkaError | None]:
     return errors
 
 
+def mixed_produce(c: dict[str, str], topics: list[str]) -> dict[str, set[int | None]]:
+    """Messages to several topics through one producer lingering so they share requests: codes per topic."""
+    codes: dict[str, set[int | None]] = {t: set() for t in topics}
+    p = Producer(c | {"acks": "all", "message.timeout.ms": 10_000, "retries": 0, "linger.ms": 200})
+    for i in range(3):
+        for t in topics:
+            p.produce(t, value=f"m{i}".encode(),
+                      on_delivery=lambda e, m: codes[m.topic()].add(e.code() if e else None))
+    p.flush(20)
+    return codes
+
+
 def consume(c: dict[str, str], topic: str, group: str, n: int, timeout: float = 20) -> tuple[list[bytes], set[int]]:
     """Values read (up to n) and the error codes met before the deadline."""
     consumer = Consumer(c | {"group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False})
@@ -150,6 +162,15 @@ def test_acls_through_confluent_and_kafka_python(server: KafkaServerProcess) -> 
         created = py.create_acls([write])
         assert created["failed"] == [] and len(created["succeeded"]) == 1
         assert produce(alice, "team-a.orders", 1) == [None]  # WRITE now
+        # one producer, two topics in the same requests: the one without WRITE is refused, the other stored
+        describe_b = ACL("User:alice", "*", ACLOperation.DESCRIBE, ACLPermissionType.ALLOW,
+                         ResourcePattern(PyResourceType.TOPIC, "team-b.orders", ACLResourcePatternType.LITERAL))
+        assert py.create_acls([describe_b])["failed"] == []
+        assert mixed_produce(alice, ["team-a.orders", "team-b.orders"]) == {
+            "team-a.orders": {None}, "team-b.orders": {KafkaError.TOPIC_AUTHORIZATION_FAILED}}
+        py.delete_acls([ACLFilter("User:alice", None, ACLOperation.DESCRIBE, ACLPermissionType.ANY,
+                                  ResourcePatternFilter(PyResourceType.TOPIC, "team-b.orders",
+                                                        ACLResourcePatternType.LITERAL))])
         found, err = py.describe_acls(ACLFilter("User:alice", None, ACLOperation.ANY, ACLPermissionType.ANY,
                                                 ResourcePatternFilter(PyResourceType.TOPIC, None,
                                                                       ACLResourcePatternType.ANY)))
@@ -172,7 +193,7 @@ def test_acls_through_confluent_and_kafka_python(server: KafkaServerProcess) -> 
     want = {"event": "denied", "principal": "User:alice", "resource_type": "topic", "resource_name": "team-b.orders",
             "result": "denied", "interface": "kafka"}
     assert any(want.items() <= a.items() for a in audit), audit
-    assert sum(a["event"] == "acl_create" for a in audit) == 3
+    assert sum(a["event"] == "acl_create" for a in audit) == 4
     assert {(a["resource_name"], a["result"]) for a in audit if a["event"] == "topic_create"} == {
         ("team-a.orders", "ok"), ("team-b.orders", "ok")}
     metrics = __import__("httpx").get(server.url + "/metrics").text
