@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "import-rocketmq": ("api.cli.import_rocketmq", "register a directory of RocketMQ tiered index files"),
     "scrub": ("api.cli.scrub", "verify every checksum of the stored objects and index files; list the damaged"),
     "spark-build": ("api.cli.spark_build", "batch-build compacted indexes from the broker's objects"),
+    "search": ("api.cli.search", "find messages by key or SQL predicate with a Spark job over the stored objects"),
     "compact": ("api.cli.compact", "run a broker compaction cycle (--now) or show its totals"),
     "security": ("api.cli.security", "print the stored (hashed) form of a token or a SCRAM password"),
     "bench": ("bench.cli", "run benchmarks against their peers"),
