@@ -1,0 +1,175 @@
+"""`mqindex search`: find messages of a topic by key or by any SQL predicate, run as a Spark job that reads
+the topic straight from the object store (jobs/spark_source).
+
+    mqindex search TOPIC --metadata URL --store URL [--key K ...] [--where "SQL predicate"]
+        [--from TS --to TS] [--index URL] [--master local[2]|spark://host:7077] [--conf KEY=VALUE ...]
+        [--limit N] [--json]
+
+In `--where`, `key` and `value` are text (UTF-8, invalid bytes replaced) and `headers` a map of text
+to text (a name given twice: its last value); `topic`, `partition`, `offset`, `timestamp` as in the
+Spark source. `--key` is matched on the raw key and answered through the key index when `--index` names
+a node. Matches are printed as they come (one per line; JSON objects with --json), progress on stderr.
+Exit codes: 0 matches printed, 1 none, 2 bad arguments (an unknown topic, a bad time or predicate:
+reported before any object is read).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+import threading
+import time
+from typing import Any, TextIO
+
+from jobs.spark_session import describe_session, session_setup, spark_session
+from jobs.spark_source.options import SourceOptionError, parse_options
+from jobs.spark_source.plan import plan_scan
+
+
+def parse_time(value: str | None, what: str) -> int | None:
+    """Milliseconds since the epoch, or ISO 8601 (UTC unless an offset is given)."""
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        pass
+    try:
+        t = dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"{what}: expected milliseconds since the epoch or ISO 8601, got {value!r}") from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.UTC)
+    return int(t.timestamp() * 1000)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("topic", help="topic to search")
+    parser.add_argument("--metadata", required=True, help="controller metadata URL (sqlite:///... or postgresql://...)")
+    parser.add_argument("--store", required=True, help="the broker's object store URL (s3://bucket/prefix?endpoint=...)")
+    parser.add_argument("--key", action="append", default=[], help="a key to find (repeatable)")
+    parser.add_argument("--where", default=None, help="SQL predicate over key, value, headers (text), topic, "
+                                                      "partition, offset, timestamp, e.g. \"value LIKE '%%failed%%'\"")
+    parser.add_argument("--from", dest="from_ts", default=None, help="window start (inclusive): ms or ISO 8601")
+    parser.add_argument("--to", dest="to_ts", default=None, help="window end (exclusive): ms or ISO 8601")
+    parser.add_argument("--index", default=None, help="HTTP URL of an mqindex serve node: --key through the index")
+    parser.add_argument("--partitions", default=None, help="comma-separated partitions (default: all)")
+    parser.add_argument("--master", default="local[2]", help="Spark master: local[N], local[*], spark://host:7077")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra Spark configuration (repeatable)")
+    parser.add_argument("--limit", type=int, default=None, help="stop after N matches (default: all)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per match")
+    parser.add_argument("--progress-interval", dest="progress_interval", type=float, default=2.0,
+                        help="seconds between progress lines on stderr")
+
+
+def source_options(args: argparse.Namespace) -> dict[str, str]:
+    opts = {"metadata": args.metadata, "store": args.store, "topic": args.topic}
+    lo, hi = parse_time(args.from_ts, "--from"), parse_time(args.to_ts, "--to")
+    if lo is not None:
+        opts["startingTimestamp"] = str(lo)
+    if hi is not None:
+        opts["endingTimestamp"] = str(hi)
+    if args.index:
+        opts["index"] = args.index
+    if args.partitions:
+        opts["partitions"] = args.partitions
+    return opts
+
+
+def query(spark: Any, args: argparse.Namespace, opts: dict[str, str]) -> Any:
+    """The DataFrame of matches: --key on the raw key (pushed to the source), --where on the text view."""
+    from pyspark.sql import functions as F
+
+    from jobs.spark_source import register
+
+    register(spark)
+    spark.conf.set("spark.sql.mapKeyDedupPolicy", "LAST_WIN")  # a header name given twice: its last value
+    df = spark.read.format("mqindex").options(**opts).load()
+    if args.key:
+        df = df.where(F.col("key").isin([k.encode() for k in args.key]))
+    text = df.select(F.col("key").cast("string").alias("key"), F.col("value").cast("string").alias("value"),
+                     "topic", "partition", "offset", "timestamp",
+                     F.map_from_entries(F.transform("headers", lambda h: F.struct(h["key"], h["value"].cast(
+                         "string")))).alias("headers"))
+    if args.where:
+        text = text.where(args.where)
+    if args.limit:
+        text = text.limit(args.limit)
+    return text
+
+
+def _line(row: Any, as_json: bool) -> str:
+    ts = row.timestamp.astimezone(dt.UTC) if row.timestamp.tzinfo else row.timestamp.replace(tzinfo=dt.UTC)
+    if as_json:
+        return json.dumps({"topic": row.topic, "partition": row.partition, "offset": row.offset,
+                           "timestamp": int(ts.timestamp() * 1000), "key": row.key, "value": row.value,
+                           "headers": dict(row.headers or {})}, ensure_ascii=False)
+    return f"{row.topic}/{row.partition}@{row.offset}\t{ts.isoformat(timespec='milliseconds')}\t{row.key}\t{row.value}"
+
+
+class _Progress:
+    """Tasks done / total of the running Spark jobs, on stderr every `interval` seconds."""
+
+    def __init__(self, sc: Any, out: TextIO, interval: float) -> None:
+        self.sc, self.out, self.interval = sc, out, interval
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True, name="search-progress")
+
+    def _run(self) -> None:
+        t0 = time.monotonic()
+        while not self.stop.wait(self.interval):
+            tracker = self.sc.statusTracker()
+            done = total = 0
+            for sid in tracker.getActiveStageIds():
+                info = tracker.getStageInfo(sid)
+                if info is not None:
+                    done += info.numCompletedTasks
+                    total += info.numTasks
+            print(f"[search] {time.monotonic() - t0:.0f}s: tasks {done}/{total}", file=self.out, flush=True)
+
+
+def run_search(args: argparse.Namespace, spark: Any = None, out: TextIO | None = None,
+               err: TextIO | None = None) -> int:
+    out, err = out or sys.stdout, err or sys.stderr
+    try:
+        opts = source_options(args)
+        plan = plan_scan(parse_options(opts))  # an unknown topic or bad option: exit 2 before Spark starts
+    except (SourceOptionError, ValueError) as exc:
+        print(f"mqindex search: {exc}", file=err)
+        return 2
+    print(f"[search] {args.topic}: {plan.describe()['objects']} objects, {len(plan.splits)} splits", file=err)
+    own = spark is None
+    if own:
+        conf = dict(c.split("=", 1) for c in args.conf if "=" in c)
+        conf.setdefault("spark.ui.enabled", "false")
+        spark = spark_session(args.master, session_setup(args.master, conf), app_name="mqindex-search")
+        spark.sparkContext.setLogLevel("ERROR")
+        print(f"[search] {describe_session(spark.sparkContext)}", file=err)
+    progress = _Progress(spark.sparkContext, err, args.progress_interval)
+    progress.thread.start()
+    found = 0
+    try:
+        try:
+            df = query(spark, args, opts)
+        except Exception as exc:  # noqa: BLE001 - an analysis error of --where is a bad argument
+            if type(exc).__name__ in ("AnalysisException", "ParseException"):
+                print(f"mqindex search: --where: {str(exc).splitlines()[0]}", file=err)
+                return 2
+            raise
+        for row in df.toLocalIterator():
+            print(_line(row, args.json), file=out, flush=True)
+            found += 1
+    finally:
+        progress.stop.set()
+        progress.thread.join()
+        if own:
+            spark.stop()
+    print(f"[search] done: {found} matches", file=err)
+    return 0 if found else 1
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_search(args)
