@@ -16,6 +16,9 @@ Names follow Spark's Kafka source where the concept is the same:
   part is cut into offset ranges);
 - `index`: the HTTP URL of an `mqindex serve` node, used to answer `key = ...` / `key IN (...)` predicates
   through the cluster's key index (without it key predicates are evaluated by Spark over a scan);
+- `timeSkewMs` (default 300000, 5 min): how far a record's timestamp may be ahead of the clock of the
+  broker that committed its object; object parts committed more than this before a lower time bound are
+  not read (0 when producers' and brokers' clocks agree and timestamps are the produce time);
 - `namespace` (default `_kafka_mqindex`): the metadata namespace of the broker's Kafka topics;
 - `failOnDataLoss` (default true): a requested offset below a partition's retained start is an error
   (false: read from the retained start).
@@ -34,6 +37,7 @@ EARLIEST = -2
 LATEST = -1
 DEFAULT_SPLIT_BYTES = 64 << 20
 DEFAULT_NAMESPACE = "_kafka_mqindex"
+DEFAULT_SKEW_MS = 5 * 60 * 1000
 
 #: per topic, per partition: an offset, EARLIEST or LATEST; or one of them for every partition
 OffsetSpec = int | dict[str, dict[int, int]]
@@ -58,6 +62,7 @@ class SourceOptions:
     index_url: str | None = None
     namespace: str = DEFAULT_NAMESPACE
     fail_on_data_loss: bool = True
+    skew_ms: int = DEFAULT_SKEW_MS
 
     def offset_for(self, spec: OffsetSpec, topic: str, partition: int, default: int) -> int:
         """The offset (or EARLIEST / LATEST) `spec` gives one partition; `default` for one it does not name."""
@@ -177,6 +182,7 @@ def parse_options(opts: Mapping[str, str]) -> SourceOptions:
         raise SourceOptionError(f"maxSplitBytes: expected a number of bytes, got {split!r}") from None
     if max_split < 1:
         raise SourceOptionError(f"maxSplitBytes: must be >= 1, got {max_split}")
+    skew = _ms(opts, "timeSkewMs")
     return SourceOptions(meta, store, topics, pattern, partitions, starting, ending, from_ms, to_ms, max_split,
                          _get(opts, "index") or None, _get(opts, "namespace") or DEFAULT_NAMESPACE,
-                         _bool(opts, "failOnDataLoss", True))
+                         _bool(opts, "failOnDataLoss", True), DEFAULT_SKEW_MS if skew is None else skew)

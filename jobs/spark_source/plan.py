@@ -10,7 +10,7 @@ range of each, which object parts hold it, and how the parts become Spark tasks.
   object parts covering [start, end); only those are listed, so an offset range prunes every object
   outside it before any GET.
 - Time: a record is stored before the object holding it is committed, so a part whose data was committed
-  (`MetadataImage.part_time`) more than `CLOCK_SKEW_MS` before the lower time bound holds no row of the
+  (`MetadataImage.part_time`) more than the `timeSkewMs` option (5 min) before the lower time bound holds no row of the
   range and is skipped. The upper time bound cannot prune from the metadata alone (a commit time is not
   a lower bound of its records' times); rows are filtered while reading.
 - Splits: a part larger than `max_split_bytes` is cut into offset ranges of about that many bytes (each
@@ -27,10 +27,7 @@ from typing import Any
 
 from broker.metadata import MetadataClient
 from broker.partitions.topics import TopicInfo, TopicRegistry
-from jobs.spark_source.options import EARLIEST, LATEST, SourceOptionError, SourceOptions
-
-#: allowance for clock skew between the broker that stamped a record and the one that committed it
-CLOCK_SKEW_MS = 5 * 60 * 1000
+from jobs.spark_source.options import DEFAULT_SKEW_MS, EARLIEST, LATEST, SourceOptionError, SourceOptions
 
 
 class DataLoss(RuntimeError):
@@ -189,7 +186,7 @@ def partition_ranges(meta: MetadataClient, topics: list[TopicInfo], opts: Source
 
 
 def list_splits(meta: MetadataClient, r: PartitionRange, from_ms: int | None, max_split_bytes: int,
-                skew_ms: int = CLOCK_SKEW_MS) -> tuple[list[Split], int, int]:
+                skew_ms: int = DEFAULT_SKEW_MS) -> tuple[list[Split], int, int]:
     """(splits, parts listed, parts pruned by time) of one partition range, in offset order."""
     splits: list[Split] = []
     listed = pruned = 0
@@ -252,7 +249,7 @@ def plan_scan(opts: SourceOptions, bounds: Bounds | None = None, starting: Any =
         for r in ranges:
             if empty_time:
                 break
-            splits, listed, pruned = list_splits(meta, r, bounds.from_ms, opts.max_split_bytes)
+            splits, listed, pruned = list_splits(meta, r, bounds.from_ms, opts.max_split_bytes, opts.skew_ms)
             plan.splits += splits
             plan.listed_parts += listed
             plan.pruned_by_time += pruned

@@ -8,6 +8,7 @@ Taken (answered exactly by the source, so Spark does not evaluate them again):
 - `key = b` / `key IN (...)`: only records with one of these keys are returned; with the `index` option
   the keys are looked up in the cluster's key index (HTTP of an `mqindex serve` node) first, and only the
   blocks holding the hits are read.
+- `IS NOT NULL` of any column (Spark adds it to every comparison).
 Everything else is returned to Spark, which filters the rows itself.
 """
 
@@ -25,11 +26,14 @@ from pyspark.sql.datasource import (
     GreaterThan,
     GreaterThanOrEqual,
     In,
+    IsNotNull,
     LessThan,
     LessThanOrEqual,
 )
 
 from jobs.spark_source.plan import Bounds
+
+NEVER_NULL = frozenset({"topic", "partition", "offset", "timestamp", "timestampType", "headers"})
 
 
 def _us(v: Any) -> int | None:
@@ -48,6 +52,7 @@ class Pushed:
 
     bounds: Bounds = field(default_factory=Bounds)
     keys: frozenset[bytes] | None = None  # rows must have one of these keys
+    not_null: frozenset[str] = frozenset()  # of key / value: rows must have one
     taken: list[str] = field(default_factory=list)  # the filters taken, as text for explain and logs
 
     def describe(self) -> str:
@@ -60,11 +65,18 @@ def _int(v: Any) -> int | None:
 
 def _take(p: Pushed, f: Filter) -> bool:
     """Tighten `p` with `f`; False when the source cannot answer `f` exactly."""
-    if not isinstance(f, (EqualTo, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual, In)):
+    if not isinstance(f, (EqualTo, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual, In, IsNotNull)):
         return False
     if len(f.attribute) != 1:
         return False
     col = f.attribute[0]
+    if isinstance(f, IsNotNull):
+        if col in NEVER_NULL:
+            return True
+        if col in ("key", "value"):
+            p.not_null = p.not_null | {col}
+            return True
+        return False
     if col == "key":
         if isinstance(f, EqualTo) and isinstance(f.value, (bytes, bytearray)):
             vals = {bytes(f.value)}

@@ -44,7 +44,8 @@ Row = tuple[Any, ...]
 
 
 def _rows(reader: ObjectReader, split: Split, entries: list[Any], lo_ms: int | None, hi_ms: int | None,
-          offsets: set[int] | None, keys: set[bytes] | None) -> Iterator[Row]:
+          offsets: set[int] | None, keys: set[bytes] | None, not_null: frozenset[str]) -> Iterator[Row]:
+    need_key, need_value = "key" in not_null, "value" in not_null
     topic, partition = split.topic, split.partition
     for _, records in reader.read_blocks(entries):
         for sr in records:
@@ -61,6 +62,8 @@ def _rows(reader: ObjectReader, split: Split, entries: list[Any], lo_ms: int | N
                         continue
                     if keys is not None and r.key not in keys:
                         continue
+                    if (need_key and r.key is None) or (need_value and r.value is None):
+                        continue
                     ts = r.timestamp
                     if (lo_ms is not None and ts < lo_ms) or (hi_ms is not None and ts >= hi_ms):
                         continue
@@ -69,11 +72,12 @@ def _rows(reader: ObjectReader, split: Split, entries: list[Any], lo_ms: int | N
 
 
 def read_splits(store: RangeSource, splits: Iterable[Split], lo_ms: int | None = None, hi_ms: int | None = None,
-                offsets: dict[tuple[str, int], set[int]] | None = None, keys: set[bytes] | None = None
-                ) -> Iterator[Row]:
+                offsets: dict[tuple[str, int], set[int]] | None = None, keys: set[bytes] | None = None,
+                not_null: frozenset[str] = frozenset()) -> Iterator[Row]:
     """Rows of the splits whose record timestamp is in [lo_ms, hi_ms). With `offsets` (per (topic, partition),
     the offsets an index lookup found), only the blocks holding those offsets are fetched and only those
-    records given; with `keys`, only records whose key is one of them."""
+    records given; with `keys`, only records whose key is one of them; `not_null` ("key", "value"): only
+    records where those are not null."""
     reader: ObjectReader | None = None
     for split in splits:
         if reader is None or reader.key != split.key:
@@ -90,4 +94,4 @@ def read_splits(store: RangeSource, splits: Iterable[Split], lo_ms: int | None =
             entries = [seen[k] for k in sorted(seen)]
         else:
             entries = reader.entries_for(split.stream_id, split.start, split.end)
-        yield from _rows(reader, split, entries, lo_ms, hi_ms, wanted, keys)
+        yield from _rows(reader, split, entries, lo_ms, hi_ms, wanted, keys, not_null)

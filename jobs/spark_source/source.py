@@ -63,7 +63,7 @@ def read_task(opts: SourceOptions, task: SplitTask, pushed: Pushed) -> Iterator[
     offsets = None if task.offsets is None else {k: set(v) for k, v in task.offsets.items()}
     b = pushed.bounds.tighten(from_ms=opts.from_ms, to_ms=opts.to_ms)
     yield from read_splits(worker_store(opts.store_url), task.splits, b.from_ms, b.to_ms, offsets,
-                           set(pushed.keys) if pushed.keys is not None else None)
+                           set(pushed.keys) if pushed.keys is not None else None, pushed.not_null)
 
 
 def plan_tasks(opts: SourceOptions, pushed: Pushed, starting: Any = None, ending: Any = None) -> list[SplitTask]:
