@@ -24,7 +24,7 @@ import httpx
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from api.http.auth import principal, require
+from api.http.auth import may, principal, require
 from api.http.errors import as_http, client_error
 from api.http.models import TOPIC_PATTERN
 from api.http.routes import ERRORS, TIME_FORMS
@@ -72,7 +72,8 @@ async def console_partitions(request: Request,
     bytes in object storage (stream objects exactly, a share of each stream set object by offsets)."""
     if topic is not None:
         _check_topic(topic)
-    return {"partitions": await _node_call(request, "partitions_overview", topic)}
+    rows = await _node_call(request, "partitions_overview", topic)
+    return {"partitions": [r for r in rows if may(request, "describe", "topic", r["topic"])]}  # ACL rules
 
 
 @router.get("/v1/console/objects", dependencies=[Depends(require("read"))])
