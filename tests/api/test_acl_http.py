@@ -82,6 +82,7 @@ def test_token_principal_under_topic_rules(server: ServerProcess) -> None:
     assert get(f"/v1/messages/{a[0]['msg_id']}").json()["value"] == "team-a.orders-v"
     assert get("/v1/topics/team-a.orders/partitions/0/messages").status_code == 200
     assert [t["name"] for t in get("/v1/topics").json()] == ["team-a.orders"]
+    assert {p["topic"] for p in get("/v1/console/partitions").json()["partitions"]} == {"team-a.orders"}
     names = {t["name"] for t in httpx.get(server.url + "/v1/topics", headers=as_(ADMIN)).json()}
     assert {"team-a.orders", "team-b.orders"} <= names  # the superuser sees everything
     # the rules API itself needs admin
