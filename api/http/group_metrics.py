@@ -3,16 +3,17 @@ from one node):
 
 - `mqindex_group_lag{group,topic,partition}`: the messages a group has not consumed (end offset - committed);
 - `mqindex_group_lag_seconds{group,topic,partition}`: the age of the oldest message it has not consumed (now -
-  the timestamp of the record at the committed offset; 0 when caught up).
+  the timestamp of the record at the committed offset, in whole seconds; 0 when caught up).
 
 Computed at each scrape from memory, without a scan and without reading records again: a table of rows (one per
 committed offset of a coordinated group) is kept between scrapes and rebuilt only for the keys whose stored
 text changed, and only when the metadata image moved (`image.offset`); each row keeps its label text, already
 escaped, its committed offset and the timestamp of the record at that offset. A scrape takes the end offsets of
 the partitions (a led partition's acknowledged end; another node's: the end in the metadata image, which trails
-the leader by up to an upload interval), computes every lag at once (numpy) and writes the lines. The record
-timestamps are read once per (partition, committed offset), at most READ_BUDGET_S of reads a scrape: a row whose
-record is not read yet has no `_seconds` line in that scrape (the next one adds it).
+the leader by up to an upload interval), computes every lag at once (numpy) and writes the lines (the lag
+lines are used again while no lag changed). The record timestamps are read once per (partition, committed
+offset), at most READ_BUDGET_S of reads a scrape: a row whose record is not read yet has no `_seconds` line in
+that scrape (the next one adds it).
 
 The lines are exposition text (`render()`), appended to the registry's on /metrics (api/http/app.py):
 prometheus_client's per-sample objects and formatting cost microseconds a series, too much for 100,000 of them.
@@ -55,6 +56,25 @@ class _Row:
     ts_at: int = -1  # max(offset, the partition's start) when it was read
 
 
+class _Table:
+    """The coordinated rows as arrays and their line prefixes, built again only when a row changes."""
+
+    def __init__(self, rows: list[_Row]) -> None:
+        self.rows = rows
+        self.tps = sorted({r.tp for r in rows})
+        index = {tp: i for i, tp in enumerate(self.tps)}
+        n = len(rows)
+        self.where = np.fromiter((index[r.tp] for r in rows), np.int64, n)
+        self.offset = np.fromiter((r.offset for r in rows), np.int64, n)
+        self.ts = np.fromiter((r.ts_ms for r in rows), np.float64, n)
+        self.ts_at = np.fromiter((r.ts_at for r in rows), np.int64, n)
+        self.lag_prefix = [f"mqindex_group_lag{r.labels} " for r in rows]
+        self.age_prefix = [f"mqindex_group_lag_seconds{r.labels} " for r in rows]
+        self.lag_text: bytes | None = None  # the lag lines of the last scrape, for `lag_shown` and `shown`
+        self.lag_shown = np.zeros(0, np.int64)
+        self.shown = np.zeros(0, bool)
+
+
 class GroupLagExposition:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
@@ -62,6 +82,7 @@ class GroupLagExposition:
         self._seen_offset: int | None = None  # the metadata image's offset when the rows were last checked
         self._coordinators: set[int] = set()  # the listener node ids the coordinated flags were computed for
         self._lock = threading.Lock()  # one scrape at a time updates the table
+        self._table: _Table | None = None  # the coordinated rows as arrays, until a row changes
 
     # -- the table of rows ------------------------------------------------------------------------
     def _refresh_rows(self) -> None:
@@ -73,10 +94,12 @@ class GroupLagExposition:
             return
         coordinated: dict[str, bool] = {}
         rows: dict[str, _Row] = {}
+        kept = 0
         for key, text in meta.kv_items(group_offsets.PREFIX, refresh=False).items():
             old = self._rows.get(key)
             if old is not None and old.text is text and listeners == self._coordinators:
                 rows[key] = old
+                kept += 1
                 continue
             group, _, rest = key[len(group_offsets.PREFIX):].rpartition("/")
             group, _, topic = group.rpartition("/")
@@ -90,6 +113,8 @@ class GroupLagExposition:
             if old is not None and old.offset == offset and old.tp == row.tp:
                 row.ts_ms, row.ts_at = old.ts_ms, old.ts_at
             rows[key] = row
+        if kept != len(rows) or len(rows) != len(self._rows):
+            self._table = None  # rows changed: the arrays are built again
         self._rows = rows
         self._seen_offset, self._coordinators = image_offset, listeners
 
@@ -111,42 +136,39 @@ class GroupLagExposition:
         """The two families' exposition text (HELP, TYPE and one line per series)."""
         with self._lock:
             self._refresh_rows()
-            rows = [r for r in self._rows.values() if r.coordinated]
-            if not rows:
+            if self._table is None:
+                self._table = _Table([r for r in self._rows.values() if r.coordinated])
+            t = self._table
+            if not t.rows:
                 return HEADER + HEADER_S
-            tps = sorted({r.tp for r in rows})
-            index = {tp: i for i, tp in enumerate(tps)}
-            start, end, known = self._bounds(tps)
-            where = np.fromiter((index[r.tp] for r in rows), np.int64, len(rows))
-            offset = np.fromiter((r.offset for r in rows), np.int64, len(rows))
-            shown = known[where]
-            lag = np.maximum(end[where] - offset, 0)
-            behind = np.maximum(end[where] - np.maximum(offset, start[where]), 0) > 0
-            ts = np.fromiter((r.ts_ms for r in rows), np.float64, len(rows))
-            at = np.maximum(offset, start[where])
-            stale = np.isnan(ts) | (np.fromiter((r.ts_at for r in rows), np.int64, len(rows)) != at)
-            ts[stale] = np.nan
-            self._read_times(rows, np.flatnonzero(shown & behind & stale), at, ts)
-            age = np.where(behind, (time.time() * 1000 - ts) / 1000, 0.0)
-            age = np.maximum(age, 0.0)
-            with_age = shown & ~np.isnan(age)
-            lines = [HEADER]
-            lag_text = lag.astype(str)
-            lines.append("".join(f"mqindex_group_lag{rows[i].labels} {lag_text[i]}\n"
-                                 for i in np.flatnonzero(shown).tolist()).encode())
-            lines.append(HEADER_S)
-            age_text = np.char.mod("%.3f", age)
-            lines.append("".join(f"mqindex_group_lag_seconds{rows[i].labels} {age_text[i]}\n"
-                                 for i in np.flatnonzero(with_age).tolist()).encode())
-            return b"".join(lines)
+            start, end, known = self._bounds(t.tps)
+            shown, end_r, start_r = known[t.where], end[t.where], start[t.where]
+            lag = np.maximum(end_r - t.offset, 0)
+            at = np.maximum(t.offset, start_r)
+            behind = end_r > at
+            stale = np.isnan(t.ts) | (t.ts_at != at)
+            self._read_times(t, np.flatnonzero(shown & behind & stale), at)
+            age = np.where(behind, np.maximum((time.time() * 1000 - t.ts) / 1000, 0.0), 0.0)
+            age[behind & (t.ts_at != at)] = np.nan  # not read yet: no line this scrape
+            if not shown.all():
+                age[~shown] = np.nan
+            if t.lag_text is None or not np.array_equal(lag, t.lag_shown) or not np.array_equal(shown, t.shown):
+                lags = lag.tolist()
+                lag_lines = ([f"{p}{v}\n" for p, v in zip(t.lag_prefix, lags, strict=True)] if shown.all() else
+                             [f"{t.lag_prefix[i]}{lags[i]}\n" for i in np.flatnonzero(shown).tolist()])
+                t.lag_text, t.lag_shown, t.shown = "".join(lag_lines).encode(), lag, shown
+            known_age = ~np.isnan(age)
+            ages = np.where(known_age, age, -1).astype(np.int64).tolist()  # whole seconds; -1: no line
+            age_lines = [f"{p}{v}\n" for p, v in zip(t.age_prefix, ages, strict=True) if v >= 0]
+            return b"".join((HEADER, t.lag_text, HEADER_S, "".join(age_lines).encode()))
 
-    def _read_times(self, rows: list[_Row], missing: np.ndarray, ats: np.ndarray, ts: np.ndarray) -> None:
-        """Read the record at the committed offset of rows `missing`, within the budget; fill `ts` and the rows
-        (rows at the same partition and offset share one read)."""
+    def _read_times(self, t: _Table, missing: np.ndarray, ats: np.ndarray) -> None:
+        """Read the record at `ats` of rows `missing`, within the budget (rows at the same partition and offset
+        share one read); kept in the table and its rows."""
         until = time.monotonic() + READ_BUDGET_S
         done: dict[tuple[str, int, int], float] = {}
         for i in missing.tolist():
-            r = rows[i]
+            r = t.rows[i]
             at = (r.tp[0], r.tp[1], int(ats[i]))
             if at not in done:
                 if time.monotonic() >= until:
@@ -154,4 +176,4 @@ class GroupLagExposition:
                 got = oldest_unconsumed_ms(self.ctx.node.partitions, at[0], at[1], at[2])
                 done[at] = np.nan if got is None else float(got)
             r.ts_ms, r.ts_at = done[at], at[2]
-            ts[i] = done[at]
+            t.ts[i], t.ts_at[i] = done[at], at[2]
