@@ -1,0 +1,187 @@
+"""Consumer groups: the cost of the lag metrics per /metrics scrape and the console's page load of a large topic,
+each next to its peer in the same run, on one real `mqindex serve` with its Kafka listener.
+
+1. Lag per scrape: `--groups` groups (default 1,000) each with committed offsets on every partition of one topic
+   of `--partitions` partitions (default 100): 100,000 series of mqindex_group_lag and as many of
+   mqindex_group_lag_seconds. The server's CPU per scrape (from /proc, so the client's parsing does not count)
+   is measured for the first scrape after the offsets were committed (it reads one record per distinct committed
+   offset for the lag in time, within its budget), then steady (nothing changed), then after every group moved.
+   Peer: the same server's scrape before any group existed. Goal: < 50 ms of server CPU a scrape.
+2. Console page load: the topic page (partitions table, configs, first page of the message browser) of a topic
+   of `--page-partitions` partitions (default 1,000) in Debian's Chromium (Playwright), time to first render of
+   the partitions table (navigation start to the frame after its rows are in the document) and to the page
+   fully loaded, median of `--loads`. Peer: the same page of a 1-partition topic. Goal: < 300 ms to first render.
+
+Run: `mqindex bench groups [--groups 1000] [--partitions 100] [--page-partitions 1000] [--scrapes 10]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.common import emit, process_cpu_s, progress, save_results, table
+from bench.serve_process import ServeProcess
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CORES = os.cpu_count() or 1
+GOAL_SCRAPE_MS, GOAL_RENDER_MS = 50.0, 300.0
+
+
+def scrape(s: ServeProcess, n: int) -> dict[str, float]:
+    """n scrapes of /metrics one after another: server CPU ms per scrape (the process's CPU over the n scrapes / n:
+    /proc counts in 10 ms ticks), wall ms per scrape (median), the group series and bytes of the last one."""
+    wall = []
+    with httpx.Client(timeout=120) as client:
+        c0 = process_cpu_s(s.proc.pid)
+        for _ in range(n):
+            t0 = time.perf_counter()
+            text = client.get(s.url + "/metrics").text
+            wall.append((time.perf_counter() - t0) * 1000)
+        cpu = (process_cpu_s(s.proc.pid) - c0) * 1000 / n
+    series = sum(1 for line in text.splitlines() if line.startswith("mqindex_group_lag"))
+    return {"cpu_ms": cpu, "wall_ms": statistics.median(wall), "group_series": series, "bytes": len(text)}
+
+
+def commit_all(s: ServeProcess, topic: str, partitions: int, groups: int, shift: int) -> None:
+    """Every group commits an offset on every partition of `topic` through Kafka's AlterConsumerGroupOffsets (an
+    OffsetCommit outside group management; group g at (g + shift) % 10: 10 distinct offsets, so the lag in time
+    reads 10 records per partition once)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": s.bootstrap})
+    started = time.perf_counter()
+    pending = []
+    for g in range(groups):
+        offsets = [TopicPartition(topic, p, (g + shift) % 10) for p in range(partitions)]
+        pending += admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(f"bench-{g}", offsets)]).values()
+        if len(pending) >= 50 or g == groups - 1:
+            for f in pending:
+                f.result(120)
+            pending = []
+        if g and g % 200 == 0:
+            progress("groups committed", g, groups, started)
+
+
+def lag_per_scrape(work: Path, groups: int, partitions: int, scrapes: int) -> dict[str, Any]:
+    s = ServeProcess(work / "lag", ["--upload-interval-s", "1"], work / "lag.log", kafka=True)
+    try:
+        httpx.post(f"{s.url}/v1/topics", json={"name": "lagged", "partitions": partitions},
+                   timeout=120).raise_for_status()
+        for p in range(partitions):
+            httpx.post(f"{s.url}/v1/topics/lagged/messages", timeout=60, json={
+                "messages": [{"value": f"m{i}", "partition": p} for i in range(20)]}).raise_for_status()
+        out = {"no groups (peer)": scrape(s, max(scrapes, 20))}
+        commit_all(s, "lagged", partitions, groups, 0)
+        out["first scrape after commits"] = scrape(s, 1)
+        out["next scrapes (record times read)"] = scrape(s, scrapes)
+        out["steady"] = scrape(s, scrapes)
+        commit_all(s, "lagged", partitions, groups, 1)
+        out["first scrape after every group moved"] = scrape(s, 1)
+        out["steady after the move"] = scrape(s, scrapes)
+        return out
+    finally:
+        s.stop()
+
+
+MARKS = """
+window.__marks = {};
+new MutationObserver(() => {
+  const tb = document.querySelector("#topic-partitions tbody");
+  if (tb && tb.rows.length >= window.__want && !window.__marks.table) {
+    window.__marks.table = performance.now();
+    requestAnimationFrame(() => { window.__marks.rendered = performance.now(); });
+  }
+  if (document.body && document.body.dataset.loaded === "topic" && !window.__marks.loaded)
+    window.__marks.loaded = performance.now();
+}).observe(document, { subtree: true, childList: true, attributes: true, attributeFilter: ["data-loaded"] });
+"""
+
+
+def page_loads(work: Path, sizes: dict[str, int], loads: int) -> dict[str, dict[str, float]]:
+    from playwright.sync_api import sync_playwright
+
+    s = ServeProcess(work / "page", [], work / "page.log")
+    out: dict[str, dict[str, float]] = {}
+    try:
+        for name, n in sizes.items():
+            httpx.post(f"{s.url}/v1/topics", json={"name": name, "partitions": n}, timeout=300).raise_for_status()
+            for first in range(0, n * 3, 500):  # 3 messages a partition (by key), 500 a request
+                httpx.post(f"{s.url}/v1/topics/{name}/messages", timeout=120, json={"messages": [
+                    {"key": f"k{i}", "value": f"v{i}"} for i in range(first, min(first + 500, n * 3))]}
+                           ).raise_for_status()
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+                "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"])
+            try:
+                for name, n in sizes.items():
+                    rendered, loaded, cpu = [], [], []
+                    for i in range(loads + 1):  # the first load warms the server and the browser: not counted
+                        page = browser.new_page(viewport={"width": 1400, "height": 900})
+                        page.add_init_script(f"window.__want = {n};" + MARKS)
+                        c0 = process_cpu_s(s.proc.pid)
+                        page.goto(f"{s.url}/?page=topic&topic={name}")
+                        page.wait_for_function("window.__marks.rendered && window.__marks.loaded", timeout=120_000)
+                        marks = page.evaluate("window.__marks")
+                        if i:
+                            rendered.append(marks["rendered"])
+                            loaded.append(marks["loaded"])
+                            cpu.append((process_cpu_s(s.proc.pid) - c0) * 1000)
+                        page.close()
+                    out[f"{name} ({n} partitions)"] = {"first_render_ms": statistics.median(rendered),
+                                                       "loaded_ms": statistics.median(loaded),
+                                                       "server_cpu_ms": statistics.median(cpu)}
+            finally:
+                browser.close()
+        return out
+    finally:
+        s.stop()
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="mqindex bench groups")
+    ap.add_argument("--groups", type=int, default=1000)
+    ap.add_argument("--partitions", type=int, default=100)
+    ap.add_argument("--page-partitions", type=int, default=1000)
+    ap.add_argument("--scrapes", type=int, default=10)
+    ap.add_argument("--loads", type=int, default=5)
+    ap.add_argument("--skip", choices=["lag", "page"], help="leave one part out")
+    a = ap.parse_args(argv)
+    if a.skip != "page" and not Path(CHROMIUM).exists():
+        print(f"Chromium is needed for the page load ({CHROMIUM}): apt-get install chromium", file=sys.stderr)
+        return 2
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-groups-") as tmp:
+        work = Path(tmp)
+        if a.skip != "lag":
+            lag = lag_per_scrape(work, a.groups, a.partitions, a.scrapes)
+            results["lag"] = lag
+            peer = lag["no groups (peer)"]["cpu_ms"]
+            emit(table(f"Lag metrics per /metrics scrape: {a.groups:,} groups x {a.partitions} partitions "
+                       f"(goal < {GOAL_SCRAPE_MS:.0f} ms server CPU)",
+                       ["scrape", "server CPU ms a scrape", "wall ms (median)", "group series", "body bytes",
+                        "x peer", "scrapes/s 2 cores allow"],
+                       [[k, v["cpu_ms"], v["wall_ms"], v["group_series"], v["bytes"],
+                         v["cpu_ms"] / max(peer, 1e-3), CORES * 1000 / max(v["cpu_ms"], 1e-3)]
+                        for k, v in lag.items()]))
+        if a.skip != "page":
+            page = page_loads(work, {"small": 1, "large": a.page_partitions}, a.loads)
+            results["page"] = page
+            small = next(iter(page.values()))
+            emit(table(f"Console topic page load in Chromium (goal < {GOAL_RENDER_MS:.0f} ms to first render)",
+                       ["topic", "first render ms", "fully loaded ms", "server CPU ms a load",
+                        "first render x peer"],
+                       [[k, v["first_render_ms"], v["loaded_ms"], v["server_cpu_ms"],
+                         v["first_render_ms"] / small["first_render_ms"]] for k, v in page.items()]))
+    print(f"results: {save_results('groups', results)}", file=sys.stderr)
+    return 0
