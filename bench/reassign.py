@@ -16,7 +16,12 @@ The WAL is shared (on the store, `--wal shared`, the default): a move lends what
 which reads it from the source's WAL objects in the background; with a local WAL (`--wal local`) the source
 uploads it before it closes the streams.
 
-Run: `mqindex bench reassign [--sizes-mb 10,256,1024] [--wal shared,local] [--moves 20] [--big-moves 5]`
+Auto-balance (`--balance-s`, 0 to skip): three nodes with short balancer settings, six partitions, one of them
+produced to at ten times the others' bytes: the time until the balancer has left the hot partition alone on its
+node, and the moves it made over the whole run (none after that: it stays quiet).
+
+Run: `mqindex bench reassign [--sizes-mb 10,256,1024] [--wal shared,local] [--moves 20] [--big-moves 5]
+[--balance-s 90]`
 """
 
 from __future__ import annotations
@@ -95,6 +100,65 @@ def _move(source: ServeProcess, target: ServeProcess, to: int) -> dict[str, floa
     return {"to_first_ack_s": first_ack[0] - started, "request_s": answered - started, "producer_errors": errors[0]}
 
 
+def _skewed_producer(nodes: list[ServeProcess], stop: threading.Event, partitions: int, hot: int) -> None:
+    """Rounds of one request per partition to its leader (following 421s): ten values to `hot`, one to each other."""
+    where = {p: nodes[0].url for p in range(partitions)}
+    value = "v" * 4000
+    with httpx.Client(timeout=60) as http:
+        while not stop.is_set():
+            for p in range(partitions):
+                msgs = [{"key": f"k{p}-{i}", "value": value, "partition": p} for i in range(10 if p == hot else 1)]
+                for _ in range(20):
+                    r = http.post(f"{where[p]}/v1/topics/skew/messages", json={"messages": msgs})
+                    if r.status_code == 421:
+                        where[p] = r.json()["leader_url"]
+                        continue
+                    if r.status_code == 200:
+                        break
+                    time.sleep(0.02)
+
+
+def _balance(work: Path, store: str, meta: str, seconds: float) -> dict[str, float]:
+    """Three nodes with short balancer settings (reports every second, 5 s over the mean before a move), six
+    partitions two by two, one of them at ten times the others' bytes: the time until the balancer has left the
+    hot partition alone on its node, and its moves over `seconds`."""
+    nodes = [ServeProcess(work / f"node{i}", [
+        "--store", store, "--metadata", meta, "--node-id", str(i), "--lease-ms", "3000",
+        "--auto-balance-report-s", "1", "--auto-balance-sustain-s", "5", "--auto-balance-threshold", "0.3"],
+        work / f"node{i}.log", what=f"node {i}") for i in range(3)]
+    stop = threading.Event()
+    try:
+        r = httpx.post(f"{nodes[0].url}/v1/topics", json={"name": "skew", "partitions": 6}, timeout=60)
+        r.raise_for_status()
+
+        def leads() -> dict[int, int]:
+            body = httpx.get(f"{nodes[0].url}/v1/cluster/nodes", timeout=30).json()
+            return {int(p.rsplit("-", 1)[1]): n["node_id"] for n in body["nodes"] for p in n["partitions"]}
+
+        def auto_moves() -> int:
+            got = httpx.get(f"{nodes[0].url}/v1/cluster/moves", timeout=30).json()["moves"]
+            return sum(1 for m in got if m["kind"] == "auto")
+
+        hot = 0
+        t = threading.Thread(target=_skewed_producer, args=(nodes, stop, 6, hot), daemon=True)
+        started = time.perf_counter()
+        t.start()
+        balanced_s = float("nan")
+        moves_at_balance = 0
+        while time.perf_counter() - started < seconds:
+            lead = leads()
+            if balanced_s != balanced_s and len(lead) == 6 and list(lead.values()).count(lead[hot]) == 1:
+                balanced_s, moves_at_balance = time.perf_counter() - started, auto_moves()
+            time.sleep(0.5)
+        total = auto_moves()
+        return {"skew_to_balanced_s": balanced_s, "moves_to_balance": moves_at_balance, "moves": total,
+                "moves_after_balanced": total - moves_at_balance, "window_s": seconds}
+    finally:
+        stop.set()
+        for n in nodes:
+            n.stop()
+
+
 def _raw_upload_s(store_url: str, mb: int) -> float:
     store = open_store(store_url)
     part = os.urandom(8 << 20)
@@ -121,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--wal", default="shared",
                     help="WAL kinds to measure, comma separated: shared (the WAL on the store: a move lends what is "
                          "not uploaded to the target) and/or local (a move uploads it first); default shared")
+    ap.add_argument("--balance-s", type=float, default=90.0,
+                    help="seconds of the auto-balance run under a skewed producer (0: none; default 90)")
     ap.add_argument("--store", help="S3 store URL (default: SeaweedFS started for the run)")
     ap.add_argument("--metadata", default=os.environ.get("MQINDEX_TEST_PG", PG_DEFAULT),
                     help="PostgreSQL URL (a fresh schema is used)")
@@ -168,6 +234,13 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 for n in nodes:
                     n.stop()
+        if args.balance_s > 0:
+            (work / "balance").mkdir(parents=True, exist_ok=True)
+            results["balance"] = b = _balance(work / "balance", store, meta + "_balance", args.balance_s)
+            emit(table(f"auto-balance: a partition at 10x the others' bytes on 3 nodes, {args.balance_s:.0f} s",
+                       ["skew -> balanced s", "moves to balance", "moves after that", "moves in all"],
+                       [[f"{b['skew_to_balanced_s']:.1f}", b["moves_to_balance"], b["moves_after_balanced"],
+                         b["moves"]]]))
     finally:
         if weed is not None:
             weed.stop()
