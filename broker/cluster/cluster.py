@@ -9,7 +9,9 @@
 
 A node leads exactly the partitions the metadata assigns to it (broker/cluster/assignment.py); the
 AssignmentWatcher carries out changes (broker/cluster/handoff.py); ClusterIndex answers key lookups over
-every node's index; requests for a partition led elsewhere are answered with NotLeader naming the leader.
+every node's index; requests for a partition led elsewhere are answered with NotLeader naming the leader. The
+Balancer (broker/cluster/balancer.py) reports this node's load and, on the lowest live node, moves partitions
+off an overloaded node; every move is recorded (broker/cluster/moves.py).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from broker.cluster.failover import Failover
 from broker.cluster.failover_history import FAILOVER_HISTORY_PER_NODE
 from broker.cluster.handoff import hand_off
 from broker.cluster.load_report import partition_scores, read_reports
-from broker.cluster.membership import Membership
+from broker.cluster.membership import LENT_WAL_RANGES, Membership
 from broker.cluster.moves import moves as recorded_moves
 from broker.cluster.moves import record_move
 from broker.cluster.peers import Peers
@@ -112,6 +114,7 @@ class Cluster:
                                  else Path(root).parent / "index-rescue")
         self.watcher = AssignmentWatcher(self.parts, sync_index, dispatcher.enqueue_catch_up, self.watch_interval_s,
                                          on_look=self._look)
+        self.watcher.lends_to = lambda target: self.membership.node_reads(target, LENT_WAL_RANGES)
         self.watcher.start()
         self.balancer.start()
 
@@ -288,7 +291,7 @@ class Cluster:
         set_leaders(self.meta, {(p.topic.topic_id, p.index): t for p, t in zip(owned, targets, strict=True)})
         moved = 0
         for p, t in zip(owned, targets, strict=True):
-            moved += hand_off(self.parts, p, t, self.watcher.sync_index)
+            moved += hand_off(self.parts, p, t, self.watcher.sync_index, lend=self.watcher.lends_to(t))
         if self.wal_store is not None:
             self._wait_lent_committed()
         log.info("drained", extra={"node_id": self.node_id, "partitions": moved, "to": sorted(set(targets))})

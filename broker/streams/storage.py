@@ -18,6 +18,12 @@ commit in the controller metadata with the stream epochs checked -> drop from th
 below the oldest record not yet committed. A fenced commit finds which streams this node lost
 (`check_fenced`), drops them and tells the owner of the streams through `on_lost`.
 
+Moves over the shared WAL (broker/cluster/handoff.py): a stream opened here may continue at its previous owner's
+acknowledged end before the records between its committed end and there are here (`borrow`: read from that
+owner's WAL objects in the background; reads of the range wait, the stream is not uploaded until then); a stream
+moved away may still be read from this node's WAL (`lend`: its WAL records stay until the metadata shows them
+committed, `release_lent`).
+
 Out of disk (`disk`, a DiskSpace over the WAL folder and whatever the node adds): an append that would cross
 the free-space floor is refused before it is queued; a WAL write refused by the filesystem fails that group
 commit and everything queued behind it, and each stream goes back to its acknowledged end. Both begin an
