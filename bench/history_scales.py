@@ -120,7 +120,7 @@ def run_one(work: Path, store_url: str, weed_pid: int | None, n: int, days: floa
     rows = {kind: _lookups(idx, url, keys, True) for kind, keys in (("present", present), ("absent", absent))}
     lookup_cpu = cpu_s() - cpu0
     lookup_wall = time.perf_counter() - t
-    get_times = _get_times(url)
+    get_times = _get_times(url, samples=min(300, max(40, 2 * lookups)))
     rmq_gets = 2 * built["files"]
     rmq_p50, rmq_p99 = _modelled(get_times, rmq_gets)
     local = {"filters": _du(idx, ".filter"), "all": _du(idx)}
