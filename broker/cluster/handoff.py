@@ -37,16 +37,18 @@ log = logging.getLogger("mqindex.broker.cluster")
 
 
 def hand_off(parts: PartitionMap, p: Partition, target: int, sync_index: Callable[[], None],
-             timeout_s: float = 30.0) -> bool:
+             timeout_s: float = 30.0, lend: bool = True) -> bool:
     """Source steps; True when the partition's streams are closed here. On a failure the partition is
-    served again and the error logged (the caller retries later)."""
+    served again and the error logged (the caller retries later). lend: with a shared WAL, the target reads
+    what is not uploaded from this node's WAL; False (a target of an earlier release, which would open the
+    partition at its committed end): it is uploaded first, as with a local WAL."""
     started = time.monotonic()
     with p.lock:
         if not p.owned or p.data is None or p.meta is None:
             return False
         p.owned, p.why_not_owned = False, f"moving to node {target}"
     data, meta = p.data, p.meta
-    wal = handoff_wal.shared_wal(parts)
+    wal = handoff_wal.shared_wal(parts) if lend else None
     key = handoff_wal.doc_key(p.topic.topic_id, p.index)
     doc: str | None = None
     unuploaded = 0
