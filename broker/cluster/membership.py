@@ -28,7 +28,10 @@ DEFAULT_LEASE_MS = 10_000
 #: every live node announces it reads it (`reads_everywhere`), so nodes of the earlier release running beside
 #: this one during a rolling upgrade can read every record written meanwhile
 TIMED_STREAM_RECORDS = "stream_record_0x23"  # stream records with their append time (objects/format.py)
-READS = (TIMED_STREAM_RECORDS,)
+#: a move's range lent from the source's shared WAL (cluster/handoff_wal.py): a target that does not announce
+#: it (0.3.0) opens the partition at its committed end, so the source uploads first instead
+LENT_WAL_RANGES = "lent_wal_ranges"
+READS = (TIMED_STREAM_RECORDS, LENT_WAL_RANGES)
 
 
 def software_version() -> str:
@@ -118,6 +121,7 @@ class Membership:
         self._view: tuple[float, dict[int, NodeLease]] = (0.0, {})
         #: formats every live node announced it reads, as of the last renewal (`reads_everywhere`)
         self._read_everywhere: frozenset[str] = frozenset()
+        self._reads: dict[int, frozenset[str]] = {}  # node id -> what it announced, as of the last renewal
         self._beat = Periodic("broker-heartbeat", max(lease_ms / 3000, 0.05), self.heartbeat)
 
     def start(self) -> None:
@@ -157,6 +161,12 @@ class Membership:
         """Look at every lease (the observer watches them change) and note which formats every live node reads."""
         live = [n for n in self.nodes() if n.state == ALIVE or n.node_id == self.node_id]
         self._read_everywhere = frozenset(w for w in READS if all(n.reads(w) for n in live))
+        self._reads = {n.node_id: frozenset(w for w in READS if n.reads(w)) for n in live}
+
+    def node_reads(self, node_id: int, what: str) -> bool:
+        """Whether live node `node_id` announced (as of this node's last renewal) that it reads `what`; False for
+        a node of an earlier release or one not seen live."""
+        return what in self._reads.get(node_id, frozenset())
 
     def reads_everywhere(self, what: str) -> bool:
         """Whether every live node (as of this node's last renewal) announced it reads `what`: a node of an

@@ -38,6 +38,9 @@ class AssignmentWatcher:
         self.catch_up = catch_up
         self.interval_s = interval_s
         self.on_look = on_look  # e.g. the failover check, after each look
+        #: whether a partition moved to this target may be lent from this node's shared WAL (the target reads such
+        #: a range) rather than uploaded first (the cluster sets it from the targets' announcements)
+        self.lends_to: Callable[[int], bool] = lambda target: True
         self.lock = threading.Lock()  # one reconcile at a time (the thread, a drain, a test)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="broker-assignment", daemon=True)
@@ -70,7 +73,7 @@ class AssignmentWatcher:
                 if want is None:
                     continue
                 if p.owned and want.node != parts.node_id:
-                    handoff.hand_off(parts, p, want.node, self.sync_index)
+                    handoff.hand_off(parts, p, want.node, self.sync_index, lend=self.lends_to(want.node))
                 elif not p.owned and want.node == parts.node_id and not p.why_not_owned.startswith(NOT_TAKEN):
                     handoff.take_over(parts, p, self.catch_up)
             if self.on_look is not None:
