@@ -186,6 +186,33 @@ def test_the_marker_route_takes_only_the_cluster_token(tmp_path: Path) -> None:
         s.stop()
 
 
+def test_a_partition_moved_in_the_middle_of_a_transaction_keeps_it_open_and_gets_its_marker(
+        nodes: list[KafkaServerProcess]) -> None:
+    tid = coordinated_by(0, "txc-move")
+    lead = leaders(nodes)
+    moved = next(q for q, n in lead.items() if n != 0)
+    target = next(n for n in range(PARTS) if n not in (lead[moved],))
+    starts = {q: latest(nodes, q, 0) for q in range(PARTS)}
+    p = Producer({"bootstrap.servers": bootstrap(nodes), "transactional.id": tid})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for part in range(PARTS):
+        p.produce(TOPIC, key=f"move-{part}-0".encode(), value=b"m", partition=part)
+    assert p.flush(30) == 0
+    r = httpx.post(f"{nodes[0].url}/v1/admin/reassignments", json={"topic": TOPIC, "partition": moved, "to": target},
+                   timeout=60)
+    assert r.status_code == 200, r.text
+    assert leaders(nodes)[moved] == target
+    # the new leader rebuilt the partition's open transaction: stable only up to its first record
+    assert latest(nodes, moved, 0) == starts[moved] + 1 and latest(nodes, moved, 1) == starts[moved]
+    for part in range(PARTS):  # the same transaction goes on, to the new leader
+        p.produce(TOPIC, key=f"move-{part}-1".encode(), value=b"m", partition=part)
+    p.commit_transaction(60)
+    assert stable(nodes, {q: starts[q] + 3 for q in range(PARTS)})  # two records and the marker each
+    got = [k for k in read_all(nodes, "read_committed", 6) if k.startswith(b"move-")]
+    assert sorted(got) == sorted(f"move-{q}-{i}".encode() for q in range(PARTS) for i in range(2))
+
+
 def test_a_commit_interrupted_by_kills_is_completed_on_every_partition(nodes: list[KafkaServerProcess]) -> None:
     tid = coordinated_by(0, "txc-kill")
     lead = leaders(nodes)
