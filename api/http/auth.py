@@ -21,12 +21,14 @@ import json
 from collections.abc import Callable
 
 from fastapi import FastAPI, HTTPException, Request
+from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.security.access import OPEN, AccessControl
 from api.security.authenticator import Authenticator
 from api.security.principals import ANONYMOUS, Principal
 from broker.metadata.acls import CLUSTER_NAME
+from broker.partitions.message_id import decode_message_id
 
 
 def authenticator(app: FastAPI) -> Authenticator:
@@ -83,6 +85,18 @@ def check(request: Request, operation: str, resource_type: str, name: str) -> No
     if control.active and not control.check(principal(request).name, _client_host(request), operation,
                                             resource_type, name, "http"):
         raise HTTPException(403, detail=FORBIDDEN)
+
+
+async def check_message_id(request: Request, msg_id: str) -> None:
+    """A 403 before anything is read when the message id names a topic the caller may not read: the answer is
+    then the same whether the message exists or not."""
+    control = access(request.app)
+    parts = getattr(request.app.state.backend, "partitions", None)
+    if not control.active or parts is None:
+        return
+    name = await run_in_threadpool(parts.name_of, decode_message_id(msg_id).topic_id)
+    if name is not None:
+        check(request, "read", "topic", name)
 
 
 def _resource_of(request: Request, scope: str) -> tuple[str, str, str]:

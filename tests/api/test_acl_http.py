@@ -76,6 +76,7 @@ def test_token_principal_under_topic_rules(server: ServerProcess) -> None:
                 get("/v1/messages", topic="team-b.orders", key="absent"),  # does not
                 get("/v1/messages", topic="team-z.none", key="k1"),  # no such topic
                 get(f"/v1/messages/{b[0]['msg_id']}"),
+                get(f"/v1/messages/{b[0]['msg_id'][:16]}0000000000ffffff"),  # no such offset in that topic
                 get("/v1/topics/team-b.orders/partitions/0/messages"),
                 get("/v1/topics/team-b.orders")]
     assert [(r.status_code, r.json()) for r in refusals] == [(403, FORBIDDEN)] * len(refusals)
@@ -103,4 +104,4 @@ def test_token_principal_under_topic_rules(server: ServerProcess) -> None:
     assert any(a["event"] == "http_admin" and a["resource_name"] == "/v1/topics" and a["result"] == "ok"
                for a in audit)
     metrics = httpx.get(server.url + "/metrics").text
-    assert 'mqindex_authorization_denials_total{interface="http",resource_type="topic"} 6.0' in metrics
+    assert 'mqindex_authorization_denials_total{interface="http",resource_type="topic"} 7.0' in metrics
