@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from api.backend import Backend, InMessage, OutMessage
-from api.http.auth import check, may, require
+from api.http.auth import check, check_message_id, may, require
 from api.http.errors import TOO_DEEP, as_http, client_error
 from api.http.message_json import Page
 from api.http.models import (
@@ -241,6 +241,7 @@ MsgIdPath = Annotated[str, Path(pattern=MSG_ID_PATTERN,
 
 @router.get("/v1/messages/{msg_id}", response_model=MessageOut, dependencies=[Depends(require("read"))])
 async def get_by_id(request: Request, msg_id: MsgIdPath) -> MessageOut:
+    await check_message_id(request, msg_id)  # ACL rules: a 403 before the read
     m = await call(request, Backend.get_by_id, msg_id)
     if m is None:
         raise client_error("msg_id", f"{msg_id}: no such message", status=404)
