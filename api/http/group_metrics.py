@@ -57,7 +57,8 @@ class _Row:
 
 
 class _Table:
-    """The coordinated rows as arrays and their line prefixes, built again only when a row changes."""
+    """The coordinated rows as arrays and their line prefixes, built again when rows come or go; a committed
+    offset that moved is changed in place (`move`)."""
 
     def __init__(self, rows: list[_Row]) -> None:
         self.rows = rows
@@ -70,9 +71,17 @@ class _Table:
         self.ts_at = np.fromiter((r.ts_at for r in rows), np.int64, n)
         self.lag_prefix = [f"mqindex_group_lag{r.labels} " for r in rows]
         self.age_prefix = [f"mqindex_group_lag_seconds{r.labels} " for r in rows]
+        self.pos = {id(r): i for i, r in enumerate(rows)}
         self.lag_text: bytes | None = None  # the lag lines of the last scrape, for `lag_shown` and `shown`
         self.lag_shown = np.zeros(0, np.int64)
         self.shown = np.zeros(0, bool)
+
+    def move(self, old: _Row, new: _Row) -> None:
+        """`new` (same key, partition and coordinator, another offset) stands for `old`."""
+        i = self.pos.pop(id(old))
+        self.rows[i] = new
+        self.pos[id(new)] = i
+        self.offset[i], self.ts[i], self.ts_at[i] = new.offset, new.ts_ms, new.ts_at
 
 
 class GroupLagExposition:
@@ -95,11 +104,19 @@ class GroupLagExposition:
         coordinated: dict[str, bool] = {}
         rows: dict[str, _Row] = {}
         kept = 0
+        moved: list[tuple[_Row, _Row]] = []  # (old, new) of a key whose offset moved, nothing else
         for key, text in meta.kv_items(group_offsets.PREFIX, refresh=False).items():
             old = self._rows.get(key)
             if old is not None and old.text is text and listeners == self._coordinators:
                 rows[key] = old
                 kept += 1
+                continue
+            if old is not None and listeners == self._coordinators:  # the same key: only its offset moved
+                row = _Row(text, old.labels, old.tp, int(json.loads(text)["offset"]), old.coordinated)
+                if row.offset == old.offset:
+                    row.ts_ms, row.ts_at = old.ts_ms, old.ts_at
+                moved.append((old, row))
+                rows[key] = row
                 continue
             group, _, rest = key[len(group_offsets.PREFIX):].rpartition("/")
             group, _, topic = group.rpartition("/")
@@ -113,8 +130,12 @@ class GroupLagExposition:
             if old is not None and old.offset == offset and old.tp == row.tp:
                 row.ts_ms, row.ts_at = old.ts_ms, old.ts_at
             rows[key] = row
-        if kept != len(rows) or len(rows) != len(self._rows):
-            self._table = None  # rows changed: the arrays are built again
+        if kept + len(moved) != len(rows) or len(rows) != len(self._rows):
+            self._table = None  # rows came or went: the arrays are built again
+        elif self._table is not None:
+            for old, new in moved:
+                if new.coordinated:
+                    self._table.move(old, new)
         self._rows = rows
         self._seen_offset, self._coordinators = image_offset, listeners
 

@@ -275,6 +275,15 @@ def test_metrics_export_each_partition_lag_in_seconds(server: KafkaServerProcess
     assert age[f'group="aged",partition="1",topic="{TOPIC}"'] == 0
     described = describe(server, "aged")
     assert described["lag_ms"] / 1000 == pytest.approx(age[f'group="aged",partition="0",topic="{TOPIC}"'], abs=5)
+    # the group moves on: the next scrape shows the new offset's lag and the age of its record (message 4)
+    assert reset(server, "aged", to="offset", offset=2, topics=[f"{TOPIC}:0"]).status_code == 200
+    text = httpx.get(f"{server.url}/metrics", timeout=30).text
+    now = time.time()
+    lines = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+             if 'group="aged",partition="0"' in line}
+    assert lines[f'mqindex_group_lag{{group="aged",partition="0",topic="{TOPIC}"}}'] == PER_PARTITION - 2
+    moved = lines[f'mqindex_group_lag_seconds{{group="aged",partition="0",topic="{TOPIC}"}}']
+    assert now - (T0 + 4 * 1000) / 1000 - 2 <= moved <= now - (T0 + 4 * 1000) / 1000 + 1
 
 
 def test_a_reset_racing_a_joining_consumer_is_refused_or_seen_by_it(server: KafkaServerProcess) -> None:
