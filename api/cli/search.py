@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import re
 import sys
 import threading
 import time
@@ -101,13 +102,24 @@ def query(spark: Any, args: argparse.Namespace, opts: dict[str, str]) -> Any:
     return text
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _visible(text: str | None) -> str:
+    """A text field on one line: control characters (a newline in a value) as \\xNN escapes."""
+    if text is None:
+        return "null"
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def _line(row: Any, as_json: bool) -> str:
     ts = row.timestamp.astimezone(dt.UTC) if row.timestamp.tzinfo else row.timestamp.replace(tzinfo=dt.UTC)
     if as_json:
         return json.dumps({"topic": row.topic, "partition": row.partition, "offset": row.offset,
                            "timestamp": int(ts.timestamp() * 1000), "key": row.key, "value": row.value,
                            "headers": dict(row.headers or {})}, ensure_ascii=False)
-    return f"{row.topic}/{row.partition}@{row.offset}\t{ts.isoformat(timespec='milliseconds')}\t{row.key}\t{row.value}"
+    return (f"{row.topic}/{row.partition}@{row.offset}\t{ts.isoformat(timespec='milliseconds')}\t{_visible(row.key)}"
+            f"\t{_visible(row.value)}")
 
 
 class _Progress:

@@ -6,6 +6,8 @@ The batch read must return exactly what a Kafka consumer reads for the same offs
 from __future__ import annotations
 
 import datetime as dt
+import io
+import json
 import os
 import time
 import uuid
@@ -16,10 +18,16 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from pyspark.sql import functions as F
+from pyspark.sql.datasource import EqualTo, Filter, GreaterThanOrEqual, LessThan
 
 from jobs.spark_source import register
 from jobs.spark_source.options import SourceOptionError, parse_options
 from jobs.spark_source.plan import plan_scan
+from jobs.spark_source.pushdown import Pushed, push
+from jobs.spark_source.read import ms_to_datetime, worker_store
+from jobs.spark_source.source import plan_tasks, read_task
+from storage_tier import MeterSnapshot
 from tests.api.server import wait_for
 from tests.kafka.conftest import KafkaServerProcess
 
@@ -29,6 +37,9 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 PER_CODEC = 240
 T0 = 1_700_000_000_000
 TRIMMED = "trimmed"
+KEYED = "keyed"  # ~7 MB in several uploads: a key's records are consecutive, so its hits sit in one block
+KEYED_RECORDS = 36_000
+TIMED = "timed"  # three uploads at real times
 
 Row = tuple[Any, ...]
 
@@ -36,6 +47,7 @@ Row = tuple[Any, ...]
 class Served:
     def __init__(self, server: KafkaServerProcess, store_url: str, meta_url: str) -> None:
         self.server, self.store_url, self.meta_url = server, store_url, meta_url
+        self.round_ms: list[int] = []  # TIMED: the wall clock before each round was produced
 
     def options(self, topic: str = TOPIC, **kw: str) -> dict[str, str]:
         return {"metadata": self.meta_url, "store": self.store_url, "topic": topic, **kw}
@@ -43,7 +55,7 @@ class Served:
 
 def _produce(bootstrap: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for f in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1),
+    for f in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1), NewTopic(KEYED, 1, 1), NewTopic(TIMED, 1, 1),
                                   NewTopic(TRIMMED, 1, 1, config={"retention.bytes": "6000"})]).values():
         f.result(30)
     for n, codec in enumerate(CODECS):
@@ -58,6 +70,12 @@ def _produce(bootstrap: str) -> None:
                       timestamp=T0 + j * 10)
         assert p.flush(30) == 0
         time.sleep(0.6)  # a later upload: several objects per partition
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20})
+    for i in range(KEYED_RECORDS):
+        p.produce(KEYED, key=f"user-{i // 12}".encode(), value=os.urandom(180), partition=0)
+        if i % 12_000 == 11_999:
+            assert p.flush(30) == 0
+            time.sleep(0.6)
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
     for rnd in range(8):  # 8 uploads of ~2 KB: retention by size trims the oldest
         for i in range(20):
@@ -124,16 +142,25 @@ def served(seaweedfs: Any, pg_url: Callable[[], str], tmp_path_factory: pytest.T
     store_url = seaweedfs.store_url("mqindex", f"source-{uuid.uuid4().hex[:8]}")
     meta_url = pg_url()
     server = KafkaServerProcess(base / "node", "--store", store_url, "--metadata", meta_url,
-                                "--maintenance-interval-s", "0.2").start()
+                                "--maintenance-interval-s", "0.2").start(timeout=180)  # a loaded machine: slow
     try:
         _produce(server.bootstrap)
         s = Served(server, store_url, meta_url)
-        for topic, n in ((TOPIC, PARTITIONS), (TRIMMED, 1)):
+        for topic, n in ((TOPIC, PARTITIONS), (TRIMMED, 1), (KEYED, 1)):
             def uploaded(topic: str = topic, n: int = n) -> bool:
                 marks = high_watermarks(server.bootstrap, topic, n)
                 return all(committed(s, topic)[p][1] == marks[p][1] for p in range(n))
             wait_for(f"every record of {topic} uploaded", uploaded, timeout=60, interval=0.3)
         wait_for("retention trimmed the oldest uploads", lambda: committed(s, TRIMMED)[0][0] > 0, timeout=30)
+        p = Producer({"bootstrap.servers": server.bootstrap, "acks": "all"})
+        for rnd in range(3):  # each round uploaded before the next starts: its objects are committed before it
+            s.round_ms.append(int(time.time() * 1000))
+            for i in range(100):
+                p.produce(TIMED, key=f"r{rnd}-{i}".encode(), value=b"t" * 50)
+            assert p.flush(30) == 0
+            end = high_watermarks(server.bootstrap, TIMED, 1)[0][1]
+            wait_for(f"round {rnd} of {TIMED} uploaded", lambda end=end: committed(s, TIMED)[0][1] == end, timeout=30)
+            time.sleep(0.05)
         yield s
     finally:
         server.stop()
@@ -207,3 +234,143 @@ def test_bad_options_are_named() -> None:
     with pytest.raises(SourceOptionError, match="startingTimestamp .* is after endingTimestamp"):
         parse_options({"metadata": "sqlite:///x", "store": "file:///x", "topic": "t", "startingTimestamp": "5",
                        "endingTimestamp": "1"})
+
+
+def gets_of_read(s: Served, where: Callable[[Pushed], None] | None = None, **kw: str) -> tuple[MeterSnapshot, int]:
+    """(store requests and bytes, rows) of a read run in this process through the functions Spark's tasks run,
+    with filters as pushdown takes them (`where` adds them to a Pushed)."""
+    opts = parse_options(s.options(**kw))
+    pushed = Pushed()
+    if where is not None:
+        where(pushed)
+    store = worker_store(opts.store_url)
+    before = store.meter.snapshot()
+    rows = sum(1 for task in plan_tasks(opts, pushed) for _ in read_task(opts, task, pushed))
+    return store.meter.snapshot() - before, rows
+
+
+def _push(*filters: Filter) -> Callable[[Pushed], None]:
+    def add(p: Pushed) -> None:
+        left = list(push(p, filters))
+        assert not left, left
+    return add
+
+
+def test_offset_range_reads_only_the_objects_holding_it(mq: Any, served: Served) -> None:
+    full, n_full = gets_of_read(served, partitions="0")
+    part, n_part = gets_of_read(served, _push(GreaterThanOrEqual(("offset",), 100), LessThan(("offset",), 150)),
+                                partitions="0")
+    assert n_part == 50 and n_full == len(CODECS) * PER_CODEC // PARTITIONS
+    assert 0 < part["GET"] < full["GET"] and part.bytes_out < full.bytes_out
+    df = mq.read.format("mqindex").options(**served.options()).load().where(
+        "partition = 0 AND offset >= 100 AND offset < 150")
+    assert spark_filter(df) == ""
+    assert sorted(r.offset for r in df.collect()) == list(range(100, 150))
+
+
+def test_timestamp_bound_prunes_objects_committed_before_it(mq: Any, served: Served) -> None:
+    t2 = served.round_ms[2]
+    full, n_full = gets_of_read(served, topic=TIMED)
+    late, n_late = gets_of_read(served, _push(GreaterThanOrEqual(("timestamp",), ms_to_datetime(t2))), topic=TIMED,
+                                timeSkewMs="0")
+    assert n_full == 300 and n_late == 100
+    assert late["GET"] < full["GET"] and late.bytes_out < full.bytes_out
+    df = mq.read.format("mqindex").options(**served.options(TIMED, timeSkewMs="0")).load().where(
+        F.col("timestamp") >= ms_to_datetime(t2))
+    assert spark_filter(df) == ""
+    assert sorted(r.key for r in df.collect()) == sorted(f"r2-{i}".encode() for i in range(100))
+
+
+def test_key_predicate_reads_only_the_blocks_of_its_hits(mq: Any, served: Served) -> None:
+    scan, n_scan = gets_of_read(served, topic=KEYED)
+    keyed, n_keyed = gets_of_read(served, _push(EqualTo(("key",), b"user-1234")), topic=KEYED,
+                                  index=served.server.url)
+    assert n_scan == KEYED_RECORDS and n_keyed == 12
+    assert keyed["GET"] <= 2 and keyed.bytes_out * 4 < scan.bytes_out, (keyed, scan)
+    print(f"key predicate: {keyed.bytes_out:,} bytes in {keyed['GET']} GETs; scan {scan.bytes_out:,} bytes in "
+          f"{scan['GET']} GETs")
+    df = mq.read.format("mqindex").options(**served.options(KEYED, index=served.server.url)).load()
+    one = df.where("key = 'user-1234'")
+    assert spark_filter(one) == ""
+    assert sorted(r.offset for r in one.collect()) == list(range(1234 * 12, 1235 * 12))
+    some = df.where(F.col("key").isin(b"user-7", b"user-2999", b"nobody"))
+    assert sorted(r.offset for r in some.collect()) == [*range(7 * 12, 8 * 12), *range(2999 * 12, 3000 * 12)]
+
+
+def spark_filter(df: Any) -> str:
+    """The filters Spark still evaluates above the scan (the source took every other one)."""
+    plan = str(df._jdf.queryExecution().executedPlan().toString())
+    return " ".join(line for line in plan.splitlines() if "Filter " in line and "RuntimeFilters" not in line)
+
+
+def _produce_stream(s: Served, topic: str, first: int, n: int) -> None:
+    p = Producer({"bootstrap.servers": s.server.bootstrap, "acks": "all", "linger.ms": 5})
+    for i in range(first, first + n):
+        p.produce(topic, key=f"s-{i}".encode(), value=str(i).encode(), partition=i % 2)
+    assert p.flush(30) == 0
+    marks = high_watermarks(s.server.bootstrap, topic, 2)
+    wait_for(f"{topic} uploaded", lambda: all(committed(s, topic)[p][1] == marks[p][1] for p in range(2)),
+             timeout=30, interval=0.2)
+
+
+def test_stream_resumes_from_its_checkpoint_after_a_failed_batch(mq: Any, served: Served, tmp_path: Path) -> None:
+    topic = "stream"
+    admin = AdminClient({"bootstrap.servers": served.server.bootstrap})  # kept alive until the result
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    _produce_stream(served, topic, 0, 300)
+    out, ckpt, crash = tmp_path / "out", tmp_path / "ckpt", tmp_path / "crash-next-batch"
+
+    def sink(batch: Any, batch_id: int) -> None:  # idempotent per batch id, as a sink must be
+        batch.select("partition", "offset", "value").write.mode("overwrite").parquet(str(out / f"b{batch_id}"))
+        if crash.exists():
+            crash.unlink()
+            raise RuntimeError("driver killed mid-batch")  # after the batch's output was written
+
+    def run() -> Any:
+        return (mq.readStream.format("mqindex").options(**served.options(topic, startingOffsets="earliest"))
+                .load().writeStream.foreachBatch(sink).option("checkpointLocation", str(ckpt))
+                .trigger(processingTime="200 milliseconds").start())
+
+    q = run()
+    q.processAllAvailable()
+    q.stop()
+    _produce_stream(served, topic, 300, 200)
+    crash.touch()
+    q = run()
+    with pytest.raises(Exception, match="driver killed mid-batch"):
+        q.awaitTermination(120)
+    _produce_stream(served, topic, 500, 100)
+    q = run()  # the failed batch again, with the offsets its plan recorded, then the new records
+    q.processAllAvailable()
+    q.stop()
+    rows = mq.read.parquet(*[str(d) for d in sorted(out.iterdir())]).collect()
+    assert sorted(int(r.value) for r in rows) == list(range(600))  # nothing skipped, nothing repeated
+    assert len({(r.partition, r.offset) for r in rows}) == 600
+
+
+def search(s: Served, spark: Any, *argv: str) -> tuple[int, str, str]:
+    from api.cli.main import build_parser
+    from api.cli.search import run_search
+
+    full = ["search", *argv, "--metadata", s.meta_url, "--store", s.store_url, "--progress-interval", "0.5"]
+    out, err = io.StringIO(), io.StringIO()
+    rc = run_search(build_parser(full).parse_args(full), spark=spark, out=out, err=err)
+    return rc, out.getvalue(), err.getvalue()
+
+
+def test_search_cli_value_predicate_key_and_exit_codes(mq: Any, served: Served) -> None:
+    rc, out, err = search(served, mq, TOPIC, "--where", "value LIKE 'zstd:%' AND partition = 1", "--json",
+                          "--from", str(T0), "--to", str(T0 + 12_000))
+    assert rc == 0, err
+    got = [json.loads(line) for line in out.splitlines()]
+    want = [j for j in range(4 * PER_CODEC, 5 * PER_CODEC) if j % PARTITIONS == 1 and j % 17 and j * 10 < 12_000]
+    assert sorted(int(m["value"].split(":")[1]) for m in got) == want
+    assert all(m["headers"].get("KEYS", "").startswith("cust-") for m in got if m["headers"])
+    rc, out, err = search(served, mq, KEYED, "--key", "user-77", "--index", served.server.url)
+    assert rc == 0 and len(out.splitlines()) == 12 and "[search] done: 12 matches" in err
+    rc, out, err = search(served, mq, TOPIC, "--where", "value LIKE 'no such value%'")
+    assert rc == 1 and out == ""
+    rc, _out, err = search(served, mq, "nosuchtopic", "--where", "true")
+    assert rc == 2 and "unknown topic 'nosuchtopic'" in err
+    rc, _out, err = search(served, mq, TOPIC, "--from", "yesterday")
+    assert rc == 2 and "--from" in err
