@@ -9,7 +9,9 @@
 
 A node leads exactly the partitions the metadata assigns to it (broker/cluster/assignment.py); the
 AssignmentWatcher carries out changes (broker/cluster/handoff.py); ClusterIndex answers key lookups over
-every node's index; requests for a partition led elsewhere are answered with NotLeader naming the leader.
+every node's index; requests for a partition led elsewhere are answered with NotLeader naming the leader. The
+Balancer (broker/cluster/balancer.py) reports this node's load and, on the lowest live node, moves partitions
+off an overloaded node; every move is recorded (broker/cluster/moves.py).
 """
 
 from __future__ import annotations
