@@ -20,12 +20,15 @@ An acknowledgement is a promise, and a request over several partitions is stored
   refuses it whole, and a request whose stream was fenced once queued is refused, not acknowledged;
 - before answering, a catch-up of the metadata begun after the records were durable (FreshMetadata) shows
   whether another node deleted the topic meanwhile: then the request is refused (the deletion drops its
-  records), never acknowledged and then dropped.
+  records), never acknowledged and then dropped. When that read fails (the metadata database does not
+  answer), the answer follows this node's cached view, as before: an error for stored records would have
+  the client send them twice, and the node's lease stops its acknowledgements if the outage lasts.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -41,6 +44,8 @@ from broker.partitions.topic_errors import TopicNotFound
 from broker.partitions.topics import TopicInfo
 from broker.streams.wal import HEADER_SIZE as WAL_HEADER_SIZE
 from index_file import IndexEntry
+
+log = logging.getLogger("mqindex.broker.partitions")
 
 _new = tuple.__new__  # a named tuple made without its Python-level __new__ (one per produced message)
 
@@ -183,7 +188,11 @@ class Producer:
         for _, pi, _, _, stream in pending:  # fenced once queued: not this node's records to promise
             if stream.fenced:
                 raise self.parts.not_served(served[pi])
-        self.fresh_metadata.wait()  # a deletion of the topic elsewhere committed before this answer is seen
+        try:
+            self.fresh_metadata.wait()  # a deletion of the topic elsewhere committed before this answer is seen
+        except Exception as exc:  # noqa: BLE001 - the records are stored: an error answer would have them sent twice
+            log.warning("metadata not read before a produce's answer: a deletion of its topic on another node in the "
+                        "last moments is not seen", extra={"topic": info.name, "error": f"{type(exc).__name__}: {exc}"})
         if self.parts.registry.topic_id_of(info.name) != info.topic_id:
             raise TopicNotFound(info.name)  # deleted meanwhile: its records go with it, none acknowledged
         self.parts.storage.check_usable()
