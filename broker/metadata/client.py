@@ -300,7 +300,7 @@ class MetadataClient(StreamOps, ObjectOps):
         if refresh:
             self.catch_up()
         with self._lock:
-            return {k: v for k, v in self.image.kv.items() if k.startswith(prefix)}
+            return self.image.kv.items_with(prefix)
 
     def kv_delete(self, key: str) -> None:
         self._txn(lambda img: ([{"type": "kv_delete", "key": key}] if key in img.kv else [], None))

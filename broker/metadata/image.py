@@ -119,10 +119,45 @@ class ObjectLookup:
     partial: bool  # the requested range was not covered (limit, or data the metadata does not know yet)
 
 
+class KeyValues(dict[str, str]):
+    """The image's KV: a dict that also keeps its keys by their first path segment ("topics/", "group_offsets/"),
+    so `items_with(prefix)` reads only the keys of the prefix's segment, not every key (100,000 committed offsets
+    of consumer groups sit beside a few topics). Writes go through `[k] = v` and `pop` only."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._segments: dict[str, dict[str, str]] = {}
+
+    @staticmethod
+    def _segment(key: str) -> str:
+        cut = key.find("/")
+        return key if cut < 0 else key[:cut + 1]
+
+    def __setitem__(self, key: str, value: str) -> None:
+        super().__setitem__(key, value)
+        self._segments.setdefault(self._segment(key), {})[key] = value
+
+    def pop(self, key: str, *default: str | None) -> str | None:  # type: ignore[override]
+        segment = self._segments.get(self._segment(key))
+        if segment is not None:
+            segment.pop(key, None)
+        return super().pop(key, *default)
+
+    def items_with(self, prefix: str) -> dict[str, str]:
+        """Every key starting with `prefix` and its value (a new dict)."""
+        cut = prefix.find("/")
+        if cut < 0:  # no whole segment: every key is looked at
+            return {k: v for k, v in self.items() if k.startswith(prefix)}
+        segment = self._segments.get(prefix[:cut + 1], {})
+        if cut + 1 == len(prefix):
+            return dict(segment)
+        return {k: v for k, v in segment.items() if k.startswith(prefix)}
+
+
 class MetadataImage:
     def __init__(self) -> None:
         self.offset = -1  # last applied log offset
-        self.kv: dict[str, str] = {}
+        self.kv = KeyValues()
         self.streams: dict[int, StreamMeta] = {}
         self.nodes: dict[int, NodeMeta] = {}
         self.objects: dict[int, ObjectMeta] = {}
