@@ -1,0 +1,83 @@
+"""A partition failed over in the middle of a transaction: three nodes with the shared WAL, the leader of one of
+the transaction's partitions killed with kill -9 before the commit. The survivor that takes the partition over
+(from the shared WAL) has the transaction open (its last stable offset stops at the transaction's first record);
+the coordinator then writes the commit marker there, and a read_committed consumer reads exactly the
+transaction's records."""
+
+from __future__ import annotations
+
+import signal
+import uuid
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from api.kafka import errors
+from storage_tier.seaweedfs_server import SeaweedFS
+from tests.api.server import wait_for
+from tests.kafka.conftest import KafkaServerProcess
+from tests.kafka.test_transactions_cluster import PARTS, TOPIC, bootstrap, latest, leaders, read_all, stable
+from tests.kafka.wire import Wire
+
+
+@pytest.fixture
+def shared_wal_nodes(tmp_path: Path, seaweedfs: SeaweedFS, pg_url: Callable[[], str]
+                     ) -> Iterator[list[KafkaServerProcess]]:
+    prefix = f"txf-{uuid.uuid4().hex[:8]}"
+    store, wal, meta = seaweedfs.store_url("mqindex", prefix), seaweedfs.store_url("mqindex", prefix + "-wal"), pg_url()
+    made: list[KafkaServerProcess] = []
+    try:
+        for i in range(PARTS):
+            made.append(KafkaServerProcess(tmp_path / f"node{i}", "--store", store, "--wal", wal, "--metadata", meta,
+                                           "--node-id", str(i), "--lease-ms", "3000"))
+            made[-1].start()
+        with Wire(made[0].kafka_port) as w:
+            wait_for("the three nodes see each other",
+                     lambda: len(w.call((3, 1), topics=[]).brokers) == PARTS, timeout=30)
+            made_topics = w.call((19, 7), topics=[dict(name=TOPIC, num_partitions=PARTS, replication_factor=1,
+                                                       assignments=[], configs=[])],
+                                 timeout_ms=30_000, validate_only=False)
+            assert all(t.error_code == errors.NONE for t in made_topics.topics), made_topics
+        yield made
+    finally:
+        for s in made:
+            if s.proc is not None and s.proc.poll() is None:
+                s.stop(signal.SIGKILL)
+
+
+@pytest.mark.slow  # about 100 s: three nodes, a lease to expire and a failover from the shared WAL
+def test_a_partition_failed_over_in_the_middle_of_a_transaction_keeps_it_open_and_gets_its_marker(
+        shared_wal_nodes: list[KafkaServerProcess]) -> None:
+    nodes = shared_wal_nodes
+    lead = leaders(nodes)
+    moved = next(q for q, n in lead.items() if n != 0)
+    victim = lead[moved]
+    survivors = sorted(n for n in range(PARTS) if n != victim)
+    # a transactional id node 0 coordinates with all three nodes alive and with the two survivors
+    tid = next(t for t in (f"txf-{i}" for i in range(10_000))
+               if zlib.crc32(t.encode()) % PARTS == 0 and survivors[zlib.crc32(t.encode()) % 2] == 0)
+    p = Producer({"bootstrap.servers": bootstrap(nodes), "transactional.id": tid})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for part in range(PARTS):
+        for i in range(2):
+            p.produce(TOPIC, key=f"fail-{part}-{i}".encode(), value=b"f", partition=part)
+    assert p.flush(30) == 0
+
+    nodes[victim].stop(signal.SIGKILL)
+
+    def taken_over() -> bool:
+        try:
+            return leaders(nodes)[moved] in survivors and latest(nodes, moved, 0) == 2
+        except (AssertionError, OSError):
+            return False
+
+    wait_for("a survivor serving the partition", taken_over, timeout=90, interval=0.5)
+    assert latest(nodes, moved, 1) == 0  # the transaction is still open there: nothing of it is stable
+    p.commit_transaction(90)
+    assert stable(nodes, {q: 3 for q in range(PARTS)})  # two records and the commit marker on each partition
+    got = read_all(nodes, "read_committed", 6)
+    assert sorted(got) == sorted(f"fail-{q}-{i}".encode() for q in range(PARTS) for i in range(2))
