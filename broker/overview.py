@@ -18,21 +18,24 @@ from broker.partitions.partition_map import PartitionMap
 LOCAL_STATES = ("WRITING", "SEALED", "COMPACTED")
 
 
-def _stream_bytes(image: MetadataImage, stream_id: int) -> tuple[int, int]:
-    """(bytes, objects) of a stream in object storage: its stream objects exactly, plus its share of each
-    stream set object it has a range in (the object's size apportioned by offsets: an estimate)."""
-    s = image.streams.get(stream_id)
-    total = sum(o.size for o in s.stream_objects) if s is not None else 0
-    count = len(s.stream_objects) if s is not None else 0
+def _stream_bytes(image: MetadataImage, stream_ids: set[int]) -> dict[int, tuple[int, int]]:
+    """(bytes, objects) of each stream of `stream_ids` in object storage: its stream objects exactly, plus its
+    share of each stream set object it has a range in (the object's size apportioned by offsets: an estimate).
+    One pass over the stream set objects for all the streams."""
+    out: dict[int, list[int]] = {}
+    for stream_id in stream_ids:
+        s = image.streams.get(stream_id)
+        out[stream_id] = [sum(o.size for o in s.stream_objects), len(s.stream_objects)] if s is not None else [0, 0]
     for node in image.nodes.values():
         for sso in node.sso.values():
-            mine = sso.ranges.get(stream_id)
-            if mine is None:
-                continue
             offsets = sum(b - a for a, b in sso.ranges.values())
-            total += sso.size * (mine[1] - mine[0]) // offsets if offsets else 0
-            count += 1
-    return total, count
+            for stream_id, (a, b) in sso.ranges.items():
+                got = out.get(stream_id)
+                if got is None:
+                    continue
+                got[0] += sso.size * (b - a) // offsets if offsets else 0
+                got[1] += 1
+    return {k: (v[0], v[1]) for k, v in out.items()}
 
 
 def partitions(parts: PartitionMap, meta: MetadataClient, topic: str | None = None) -> list[dict[str, Any]]:
@@ -43,7 +46,7 @@ def partitions(parts: PartitionMap, meta: MetadataClient, topic: str | None = No
     rows = [(info, parts.partition(info, index)) for info in sorted(infos, key=lambda i: i.name)
             for index in range(info.partitions)]
     with meta._lock:  # the image is applied in place under this lock: one consistent view for the byte counts
-        sizes = {p.data_stream: _stream_bytes(meta.image, p.data_stream) for _, p in rows}
+        sizes = _stream_bytes(meta.image, {p.data_stream for _, p in rows})
     out: list[dict[str, Any]] = []
     for info, p in rows:
         index = p.index
