@@ -81,11 +81,41 @@ class _Table:
         self.ts = np.fromiter((r.ts_ms for r in rows), np.float64, n)
         self.ts_at = np.fromiter((r.ts_at for r in rows), np.int64, n)
         self.lag_prefix = [f"mqindex_group_lag{r.labels} " for r in rows]
-        self.age_prefix = [f"mqindex_group_lag_seconds{r.labels} " for r in rows]
+        self.age_prefix = [f"mqindex_group_lag_seconds{r.labels} ".encode() for r in rows]
         self.pos = {id(r): i for i, r in enumerate(rows)}
         self.lag_text: bytes | None = None  # the lag lines of the last scrape, for `lag_shown` and `shown`
         self.lag_shown = np.zeros(0, np.int64)
         self.shown = np.zeros(0, bool)
+        self.age_key: np.ndarray | None = None  # the classes' key (`age_text`) they were built for
+        self.age_classes: list[tuple[int, list[bytes]]] = []  # (a row of the class, its line prefixes)
+
+    def age_text(self, ages: np.ndarray, behind: np.ndarray) -> bytes:
+        """The lag_seconds lines of `ages` (-1: no line). Rows that read the same record time (and are behind, or
+        are all caught up) show the same age in every scrape: their line prefixes are kept in classes while the
+        times stay, and a class's lines are one `str.join` with its value as the separator; the series' order
+        within the family is by class (the exposition format does not order series)."""
+        key = np.where(behind, self.ts, -np.inf)  # caught up: 0, one class; NaN (not read): its own lines
+        key = np.where(ages < 0, np.nan, key)
+        if self.age_key is None or not np.array_equal(key, self.age_key, equal_nan=True):
+            order = np.argsort(key, kind="stable")
+            sorted_key = key[order]
+            valid = ~np.isnan(sorted_key)
+            order, sorted_key = order[valid], sorted_key[valid]
+            cuts = np.flatnonzero(sorted_key[1:] != sorted_key[:-1]) + 1
+            bounds = [0, *cuts.tolist(), len(order)] if len(order) else []
+            prefix = self.age_prefix
+            self.age_classes = [(int(order[a]), [prefix[i] for i in order[a:b].tolist()])
+                                for a, b in zip(bounds, bounds[1:], strict=False)]
+            self.age_key = key
+        values = ages.tolist()
+        if len(self.age_classes) * 4 > len(values):  # mostly distinct times: a line each is as quick
+            return b"".join([b"%s%d\n" % (p, v) for p, v in zip(self.age_prefix, values, strict=True) if v >= 0])
+        out = []
+        for first, prefixes in self.age_classes:
+            sep = b"%d\n" % values[first]
+            out.append(sep.join(prefixes))
+            out.append(sep)
+        return b"".join(out)
 
     def move(self, old: _Row, new: _Row) -> None:
         """`new` (same key, partition and coordinator, another offset) stands for `old`."""
@@ -189,10 +219,8 @@ class GroupLagExposition:
                 lag_lines = ([f"{p}{v}\n" for p, v in zip(t.lag_prefix, lags, strict=True)] if shown.all() else
                              [f"{t.lag_prefix[i]}{lags[i]}\n" for i in np.flatnonzero(shown).tolist()])
                 t.lag_text, t.lag_shown, t.shown = "".join(lag_lines).encode(), lag, shown
-            known_age = ~np.isnan(age)
-            ages = np.where(known_age, age, -1).astype(np.int64).tolist()  # whole seconds; -1: no line
-            age_lines = [f"{p}{v}\n" for p, v in zip(t.age_prefix, ages, strict=True) if v >= 0]
-            return b"".join((HEADER, t.lag_text, HEADER_S, "".join(age_lines).encode()))
+            ages = np.where(np.isnan(age), -1, age).astype(np.int64)  # whole seconds; -1: no line
+            return b"".join((HEADER, t.lag_text, HEADER_S, t.age_text(ages, behind)))
 
     def _read_times(self, t: _Table, missing: np.ndarray, ats: np.ndarray) -> None:
         """Read the record at `ats` of rows `missing`, within the budget (rows at the same partition and offset
