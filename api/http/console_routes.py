@@ -11,6 +11,8 @@
                                           (broker/partitions/throughput.py); scope=node: this node's only
     GET /v1/console/offset?topic=T&partition=P&time=  the first offset stored at or after a time (the message
                                           browser's "from a time"); the end offset when none is
+    GET /v1/console/newest?topic=T&n=N    the newest N messages over all partitions of a topic in one answer (the
+                                          message browser's first page), with every partition's offsets
     GET /console/{name}.js                the console's scripts (api/web/*.js), like the page itself without a token
 """
 
@@ -26,8 +28,8 @@ from starlette.concurrency import run_in_threadpool
 
 from api.http.auth import may, principal, require
 from api.http.errors import as_http, client_error
-from api.http.models import TOPIC_PATTERN
-from api.http.routes import ERRORS, TIME_FORMS
+from api.http.models import MAX_PAGE, TOPIC_PATTERN
+from api.http.routes import ERRORS, TIME_FORMS, message_out
 from api.http.store_time import StoreTime
 from api.security.principals import SCOPES
 from broker import overview
@@ -116,6 +118,41 @@ async def console_offset(request: Request, topic: Annotated[str, Query(pattern=T
         return {"offset": offset, "timestamp": stamp}
 
     return await _node_call_fn(find)
+
+
+@router.get("/v1/console/newest", dependencies=[Depends(require("read"))])
+async def console_newest(request: Request, topic: Annotated[str, Query(pattern=TOPIC_PATTERN)],
+                         n: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 20) -> dict[str, Any]:
+    """The newest `n` messages over every partition of `topic`, oldest first by store time (then partition,
+    offset): the last `n` of each partition are read and merged, so at most n x partitions messages are read
+    and n are answered. `bounds` is every partition's start and end offset as read; `start` the first offset
+    shown of each partition (its end when none is shown), `next` its end: the page's positions for paging."""
+    _check_topic(topic)
+    node = request.app.state.backend
+    parts = getattr(node, "partitions", None)
+    if parts is None:
+        raise client_error("console", "this server has no broker node to describe", status=404)
+
+    def newest() -> dict[str, Any]:
+        t = parts.topic(topic)
+        bounds: dict[int, tuple[int, int]] = {}
+        got: list[Any] = []
+        for i in range(t.partitions):
+            start, end = parts.bounds(parts.partition(t, i))
+            bounds[i] = (start, end)
+            lo = max(start, end - n)
+            if end > lo:
+                got += [m for m in node.fetch(topic, i, lo, end - lo)[0] if m.offset < end]
+        got.sort(key=lambda m: (m.timestamp, m.partition, m.offset))
+        shown = got[-n:]
+        first = {i: end for i, (_, end) in bounds.items()}
+        for m in shown:
+            first[m.partition] = min(first[m.partition], m.offset)
+        return {"messages": [message_out(m) for m in shown],
+                "bounds": {i: {"start": s, "end": e} for i, (s, e) in bounds.items()},
+                "start": first, "next": {i: e for i, (_, e) in bounds.items()}}
+
+    return await _node_call_fn(newest)
 
 
 @router.get("/console/{name}.js", include_in_schema=False)

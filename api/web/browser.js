@@ -24,15 +24,21 @@ async function readBounds() {
 loaders.topic = async function () {
   if (!browseTopic) throw new Error("no topic chosen: click a topic's name on the Topics page");
   $("topic-title").textContent = browseTopic;
-  const [detail, parts] = await Promise.all([api("/v1/topics/" + encodeURIComponent(browseTopic)), readBounds()]);
+  // the partitions table is drawn as soon as its rows arrive; the configs and the first page of messages after
+  const detail = api("/v1/topics/" + encodeURIComponent(browseTopic));
+  detail.catch(() => {});  // awaited below: its error is shown there
+  const parts = await readBounds();
   fillTable("topic-partitions", parts.map((p) => [p.partition, p.start_offset, p.end_offset, p.leader ?? "none",
                                                   fmtBytes(p.bytes)]));
-  fillTable("topic-configs", Object.entries(detail.configs).map(([k, c]) => [k, c.value, c.source]));
   const select = $("browse-partition"), chosen = select.value;
-  select.innerHTML = '<option value="all">all</option>';
-  for (const p of parts) select.add(new Option(String(p.partition), String(p.partition)));
+  const options = document.createDocumentFragment();
+  options.append(new Option("all", "all"));
+  for (const p of parts) options.append(new Option(String(p.partition), String(p.partition)));
+  select.replaceChildren(options);
   select.value = parts.some((p) => String(p.partition) === chosen) ? chosen : "all";
-  if (pageStart === null) await browse();
+  const first = pageStart === null ? browse(true) : null;
+  fillTable("topic-configs", Object.entries((await detail).configs).map(([k, c]) => [k, c.value, c.source]));
+  if (first) await first;
 };
 
 function chosenPartitions() {
@@ -89,9 +95,22 @@ function addBrowseRow(m, fresh = false) {
   tr.addEventListener("click", () => showDetail(m));
 }
 
-async function browse() {
-  await readBounds();
-  const parts = chosenPartitions(), at = $("browse-at").value.trim(), mode = $("browse-from").value;
+// the newest N of every partition in one request, merged by the server (/v1/console/newest)
+async function newestAll() {
+  const q = `topic=${encodeURIComponent(browseTopic)}&n=${pageSize()}`;
+  const body = await api("/v1/console/newest?" + q);
+  bounds = {};
+  for (const [p, b] of Object.entries(body.bounds)) bounds[p] = b;
+  const start = {}, next = {};
+  for (const p of Object.keys(bounds)) { start[p] = body.start[p]; next[p] = body.next[p]; }
+  drawPage(body.messages, start, next);
+}
+
+async function browse(fresh = false) {
+  const mode = $("browse-from").value;
+  if (mode === "newest" && $("browse-partition").value === "all") return newestAll();
+  if (!fresh) await readBounds();  // fresh: the caller has just read them
+  const parts = chosenPartitions(), at = $("browse-at").value.trim();
   const pos = {};
   if (mode === "newest") {
     for (const p of parts) pos[p] = bounds[p].end;

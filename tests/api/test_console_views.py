@@ -284,3 +284,24 @@ def test_read_only_token_sees_every_view_with_actions_disabled(
     expect(page.locator("#groups-error")).to_contain_text("403")
     page.screenshot(path=str(artifacts_dir / "console-read-only-groups.png"), full_page=True)
     page.context.close()
+
+
+def test_newest_of_all_partitions_is_one_request_merged_by_store_time(server: KafkaServerProcess) -> None:
+    """/v1/console/newest answers the message browser's first page of a topic: the newest n over every partition,
+    oldest first by store time, with every partition's offsets and the page's first offset of each."""
+    api(server, "POST", "/v1/topics", json={"name": "newest-all", "partitions": 3})
+    for i in range(9):  # one request each, a millisecond apart: store times rise with i
+        produce(server, "newest-all", [{"value": f"v{i}", "partition": i % 3}])
+        ms = time.time_ns() // 1_000_000
+        while time.time_ns() // 1_000_000 == ms:
+            pass
+    body = api(server, "GET", "/v1/console/newest?topic=newest-all&n=4")
+    assert [m["value"] for m in body["messages"]] == ["v5", "v6", "v7", "v8"]
+    assert body["bounds"] == {str(p): {"start": 0, "end": 3} for p in range(3)}
+    assert body["start"] == {"0": 2, "1": 2, "2": 1} and body["next"] == {str(p): 3 for p in range(3)}
+    everything = api(server, "GET", "/v1/console/newest?topic=newest-all&n=100")["messages"]
+    assert [m["value"] for m in everything] == [f"v{i}" for i in range(9)]
+    too_many = httpx.get(server.url + "/v1/console/newest?topic=newest-all&n=1001", headers=ADMIN, timeout=30)
+    assert too_many.status_code == 400 and "n" in too_many.text
+    missing = httpx.get(server.url + "/v1/console/newest?topic=no-such-topic", headers=ADMIN, timeout=30)
+    assert missing.status_code == 404, missing.text
