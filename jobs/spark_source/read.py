@@ -11,6 +11,7 @@ LogAppendTime batch's records carry its max timestamp, control batches (transact
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -22,6 +23,8 @@ from storage_tier import BlobStore, open_store
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _MS = dt.timedelta(milliseconds=1)
+
+ARROW_ROWS = 8192  # rows per Arrow record batch handed to Spark
 
 _STORES: dict[str, BlobStore] = {}
 _STORES_LOCK = threading.Lock()
@@ -67,14 +70,53 @@ def _rows(reader: ObjectReader, split: Split, entries: list[Any], lo_ms: int | N
                     ts = r.timestamp
                     if (lo_ms is not None and ts < lo_ms) or (hi_ms is not None and ts >= hi_ms):
                         continue
-                    yield (r.key, r.value, topic, partition, off, ms_to_datetime(ts), r.timestamp_type,
+                    yield (r.key, r.value, topic, partition, off, ts, r.timestamp_type,
                            [(k, v) for k, v in r.headers] if r.headers else [])
 
 
 def read_splits(store: RangeSource, splits: Iterable[Split], lo_ms: int | None = None, hi_ms: int | None = None,
                 offsets: dict[tuple[str, int], set[int]] | None = None, keys: set[bytes] | None = None,
                 not_null: frozenset[str] = frozenset()) -> Iterator[Row]:
-    """Rows of the splits whose record timestamp is in [lo_ms, hi_ms). With `offsets` (per (topic, partition),
+    """Rows as Spark takes them (`timestamp` a UTC datetime); see `records` for the arguments."""
+    for r in records(store, splits, lo_ms, hi_ms, offsets, keys, not_null):
+        yield r[:5] + (ms_to_datetime(r[5]),) + r[6:]
+
+
+def arrow_batches(store: RangeSource, splits: Iterable[Split], lo_ms: int | None = None, hi_ms: int | None = None,
+                  offsets: dict[tuple[str, int], set[int]] | None = None, keys: set[bytes] | None = None,
+                  not_null: frozenset[str] = frozenset(), rows: int = ARROW_ROWS) -> Iterator[Any]:
+    """The rows of `read_splits` as pyarrow record batches of the source's Arrow schema (what Spark's Python
+    data source worker would build from the tuples, built a column at a time: no per-row conversion)."""
+    import pyarrow as pa
+
+    schema = arrow_schema()
+    it = records(store, splits, lo_ms, hi_ms, offsets, keys, not_null)
+    while True:
+        chunk = list(itertools.islice(it, rows))
+        if not chunk:
+            return
+        cols = list(zip(*chunk, strict=True))
+        arrays = [pa.array(cols[0], pa.binary()), pa.array(cols[1], pa.binary()), pa.array(cols[2], pa.string()),
+                  pa.array(cols[3], pa.int32()), pa.array(cols[4], pa.int64()),
+                  pa.array(cols[5], pa.timestamp("ms", tz="UTC")).cast(pa.timestamp("us", tz="UTC")),
+                  pa.array(cols[6], pa.int32()), pa.array(cols[7], schema.field("headers").type)]
+        yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def arrow_schema() -> Any:
+    """The Arrow schema Spark expects of the source's record batches (its StructType, timestamps in UTC)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from jobs.spark_source.schema import SCHEMA
+
+    return to_arrow_schema(SCHEMA, timezone="UTC")
+
+
+def records(store: RangeSource, splits: Iterable[Split], lo_ms: int | None = None, hi_ms: int | None = None,
+                offsets: dict[tuple[str, int], set[int]] | None = None, keys: set[bytes] | None = None,
+                not_null: frozenset[str] = frozenset()) -> Iterator[Row]:
+    """(key, value, topic, partition, offset, timestamp ms, timestamp type, headers) of the records of the
+    splits whose record timestamp is in [lo_ms, hi_ms). With `offsets` (per (topic, partition),
     the offsets an index lookup found), only the blocks holding those offsets are fetched and only those
     records given; with `keys`, only records whose key is one of them; `not_null` ("key", "value"): only
     records where those are not null."""

@@ -14,37 +14,18 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, Filter, InputPartition
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+from pyspark.sql.types import StructType
 
 from jobs.spark_source.index_lookup import key_hits, usable
 from jobs.spark_source.options import SourceOptions, parse_options
 from jobs.spark_source.plan import Split, plan_scan
 from jobs.spark_source.pushdown import Pushed, push
-from jobs.spark_source.read import read_splits, worker_store
+from jobs.spark_source.read import arrow_batches, read_splits, worker_store
+from jobs.spark_source.schema import SCHEMA
 
 log = logging.getLogger("mqindex.jobs.spark_source")
 
-SCHEMA = StructType([
-    StructField("key", BinaryType(), True),
-    StructField("value", BinaryType(), True),
-    StructField("topic", StringType(), False),
-    StructField("partition", IntegerType(), False),
-    StructField("offset", LongType(), False),
-    StructField("timestamp", TimestampType(), False),
-    StructField("timestampType", IntegerType(), False),
-    StructField("headers", ArrayType(StructType([StructField("key", StringType(), False),
-                                                 StructField("value", BinaryType(), True)])), True),
-])
-
+__all__ = ["SCHEMA", "MqindexReader", "MqindexSource", "SplitTask", "plan_tasks", "read_task"]
 
 class SplitTask(InputPartition):
     """One Spark task: object ranges to read, and (for a key lookup) the offsets the index found."""
@@ -59,11 +40,13 @@ class SplitTask(InputPartition):
         return f"SplitTask({len(self.splits)} object ranges)"
 
 
-def read_task(opts: SourceOptions, task: SplitTask, pushed: Pushed) -> Iterator[tuple[Any, ...]]:
+def read_task(opts: SourceOptions, task: SplitTask, pushed: Pushed, arrow: bool = False) -> Iterator[Any]:
+    """The task's rows (tuples), or with `arrow` the same rows as pyarrow record batches (what Spark is given)."""
     offsets = None if task.offsets is None else {k: set(v) for k, v in task.offsets.items()}
     b = pushed.bounds.tighten(from_ms=opts.from_ms, to_ms=opts.to_ms)
-    yield from read_splits(worker_store(opts.store_url), task.splits, b.from_ms, b.to_ms, offsets,
-                           set(pushed.keys) if pushed.keys is not None else None, pushed.not_null)
+    read = arrow_batches if arrow else read_splits
+    yield from read(worker_store(opts.store_url), task.splits, b.from_ms, b.to_ms, offsets,
+                    set(pushed.keys) if pushed.keys is not None else None, pushed.not_null)
 
 
 def plan_tasks(opts: SourceOptions, pushed: Pushed, starting: Any = None, ending: Any = None) -> list[SplitTask]:
@@ -101,7 +84,7 @@ class MqindexReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, SplitTask)
-        yield from read_task(self.opts, partition, self.pushed)
+        yield from read_task(self.opts, partition, self.pushed, arrow=True)
 
 
 class MqindexSource(DataSource):

@@ -79,7 +79,7 @@ class MqindexStreamReader(DataSourceStreamReader):
         from jobs.spark_source.source import SplitTask, read_task
 
         assert isinstance(partition, SplitTask)
-        yield from read_task(self.opts, partition, Pushed())
+        yield from read_task(self.opts, partition, Pushed(), arrow=True)
 
     def commit(self, end: Offsets) -> None:
         """Nothing to release: the source holds no per-batch state."""
