@@ -89,11 +89,11 @@ class _Table:
         self.age_key: np.ndarray | None = None  # the classes' key (`age_text`) they were built for
         self.age_classes: list[tuple[int, list[bytes]]] = []  # (a row of the class, its line prefixes)
 
-    def age_text(self, ages: np.ndarray, behind: np.ndarray) -> bytes:
-        """The lag_seconds lines of `ages` (-1: no line). Rows that read the same record time (and are behind, or
-        are all caught up) show the same age in every scrape: their line prefixes are kept in classes while the
-        times stay, and a class's lines are one `str.join` with its value as the separator; the series' order
-        within the family is by class (the exposition format does not order series)."""
+    def age_text(self, ages: np.ndarray, behind: np.ndarray) -> list[bytes]:
+        """The lag_seconds lines of `ages` (-1: no line), in pieces to join. Rows that read the same record time
+        (and are behind, or are all caught up) show the same age in every scrape: their line prefixes are kept in
+        classes while the times stay, and a class's lines are one `bytes.join` with its value as the separator;
+        the series' order within the family is by class (the exposition format does not order series)."""
         key = np.where(behind, self.ts, -np.inf)  # caught up: 0, one class; NaN (not read): its own lines
         key = np.where(ages < 0, np.nan, key)
         if self.age_key is None or not np.array_equal(key, self.age_key, equal_nan=True):
@@ -109,13 +109,13 @@ class _Table:
             self.age_key = key
         values = ages.tolist()
         if len(self.age_classes) * 4 > len(values):  # mostly distinct times: a line each is as quick
-            return b"".join([b"%s%d\n" % (p, v) for p, v in zip(self.age_prefix, values, strict=True) if v >= 0])
+            return [b"%s%d\n" % (p, v) for p, v in zip(self.age_prefix, values, strict=True) if v >= 0]
         out = []
         for first, prefixes in self.age_classes:
             sep = b"%d\n" % values[first]
             out.append(sep.join(prefixes))
             out.append(sep)
-        return b"".join(out)
+        return out
 
     def move(self, old: _Row, new: _Row) -> None:
         """`new` (same key, partition and coordinator, another offset) stands for `old`."""
@@ -220,7 +220,7 @@ class GroupLagExposition:
                              [f"{t.lag_prefix[i]}{lags[i]}\n" for i in np.flatnonzero(shown).tolist()])
                 t.lag_text, t.lag_shown, t.shown = "".join(lag_lines).encode(), lag, shown
             ages = np.where(np.isnan(age), -1, age).astype(np.int64)  # whole seconds; -1: no line
-            return b"".join((HEADER, t.lag_text, HEADER_S, t.age_text(ages, behind)))
+            return b"".join((HEADER, t.lag_text, HEADER_S, *t.age_text(ages, behind)))
 
     def _read_times(self, t: _Table, missing: np.ndarray, ats: np.ndarray) -> None:
         """Read the record at `ats` of rows `missing`, within the budget (rows at the same partition and offset
