@@ -69,9 +69,13 @@ def create_app(settings: Settings, backend: Backend, stores: Mapping[str, BlobSt
 
     @app.get("/metrics", include_in_schema=False, dependencies=metrics_guard)
     def metrics_text() -> Response:
-        # + families rendered as text by their owners (api/http/group_metrics.py: too many series for the registry)
-        extra = b"".join(render() for render in getattr(app.state, "metrics_text", ()))
-        return Response(generate_latest(metrics.registry) + extra, media_type=CONTENT_TYPE_LATEST)
+        # + families rendered as text by their owners (api/http/group_metrics.py: too many series for the registry),
+        # as bytes or a list of pieces: the body is joined once (it can be megabytes)
+        parts = [generate_latest(metrics.registry)]
+        for render in getattr(app.state, "metrics_text", ()):
+            got = render()
+            parts += [got] if isinstance(got, bytes) else got
+        return Response(b"".join(parts), media_type=CONTENT_TYPE_LATEST)
 
     page_html = PAGE.read_text()
 
