@@ -15,7 +15,7 @@ lines are used again while no lag changed). The record timestamps are read once 
 offset), at most READ_BUDGET_S of reads a scrape: a row whose record is not read yet has no `_seconds` line in
 that scrape (the next one adds it).
 
-The lines are exposition text (`render()`), appended to the registry's on /metrics (api/http/app.py):
+The lines are exposition text (`render()`, in pieces), appended to the registry's on /metrics (api/http/app.py):
 prometheus_client's per-sample objects and formatting cost microseconds a series, too much for 100,000 of them.
 """
 
@@ -194,15 +194,16 @@ class GroupLagExposition:
         return start, end, known
 
     # -- a scrape ---------------------------------------------------------------------------------
-    def render(self) -> bytes:
-        """The two families' exposition text (HELP, TYPE and one line per series)."""
+    def render(self) -> list[bytes]:
+        """The two families' exposition text (HELP, TYPE and one line per series), in pieces to join (the body's
+        single copy is made by /metrics)."""
         with self._lock:
             self._refresh_rows()
             if self._table is None:
                 self._table = _Table([r for r in self._rows.values() if r.coordinated])
             t = self._table
             if not t.rows:
-                return HEADER + HEADER_S
+                return [HEADER, HEADER_S]
             start, end, known = self._bounds(t.tps)
             shown, end_r, start_r = known[t.where], end[t.where], start[t.where]
             lag = np.maximum(end_r - t.offset, 0)
@@ -220,7 +221,7 @@ class GroupLagExposition:
                              [f"{t.lag_prefix[i]}{lags[i]}\n" for i in np.flatnonzero(shown).tolist()])
                 t.lag_text, t.lag_shown, t.shown = "".join(lag_lines).encode(), lag, shown
             ages = np.where(np.isnan(age), -1, age).astype(np.int64)  # whole seconds; -1: no line
-            return b"".join((HEADER, t.lag_text, HEADER_S, *t.age_text(ages, behind)))
+            return [HEADER, t.lag_text, HEADER_S, *t.age_text(ages, behind)]
 
     def _read_times(self, t: _Table, missing: np.ndarray, ats: np.ndarray) -> None:
         """Read the record at `ats` of rows `missing`, within the budget (rows at the same partition and offset
