@@ -13,27 +13,43 @@ The caller needs the admin scope and, once rules exist, DESCRIBE (GET) or ALTER 
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from api.http.auth import access, principal, require
 from api.http.errors import client_error
-from broker.metadata.acls import WILDCARD, AclError, AclFilter, AclRule
+from api.http.routes import ERRORS
+from broker.metadata.acls import (
+    OPERATIONS,
+    PATTERN_TYPES,
+    PERMISSIONS,
+    RESOURCE_TYPES,
+    WILDCARD,
+    AclError,
+    AclFilter,
+    AclRule,
+)
 
-router = APIRouter()
+router = APIRouter(responses=ERRORS)
 
 
 class RuleIn(BaseModel):
-    principal: str = Field(description="User:NAME, or User:* for everyone")
-    resource_type: str = Field(description="topic, group, cluster or transactional_id")
+    """A rule as the OpenAPI document states it; names are also taken in any case and with '-' for '_'."""
+
+    principal: str = Field(pattern=r"^[^:]*:.+$", description="User:NAME, or User:* for everyone")
+    resource_type: Literal[RESOURCE_TYPES]  # type: ignore[valid-type]
     resource_name: str = Field(min_length=1)
-    operation: str = Field(description="all, read, write, create, delete, alter, describe, describe_configs, "
-                                       "alter_configs, ...")
-    permission: str = "allow"
-    pattern_type: str = "literal"
+    operation: Literal[OPERATIONS]  # type: ignore[valid-type]
+    permission: Literal[PERMISSIONS] = "allow"  # type: ignore[valid-type]
+    pattern_type: Literal[PATTERN_TYPES] = "literal"  # type: ignore[valid-type]
     host: str = WILDCARD
+
+    @field_validator("resource_type", "operation", "permission", "pattern_type", mode="before")
+    @classmethod
+    def _name(cls, value: Any) -> Any:
+        return value.strip().lower().replace("-", "_") if isinstance(value, str) else value
 
 
 class RulesIn(BaseModel):
@@ -52,7 +68,8 @@ def _filter(principal: str | None, resource_type: str | None, resource_name: str
 def _store(request: Request) -> Any:
     control = access(request.app)
     if control.table is None:
-        raise client_error("acls", "this server has no rules store", status=503)
+        # as compaction on a server without a broker: the resource is not there (a 404, not a server fault)
+        raise client_error("acls", "this server keeps no access rules (it has no metadata database)", status=404)
     return control
 
 
@@ -66,7 +83,6 @@ async def list_acls(request: Request, principal_: Annotated[str | None, Query(al
 
 @router.post("/v1/admin/acls", status_code=201, dependencies=[Depends(require("admin"))])
 async def add_acls(body: RulesIn, request: Request) -> dict[str, Any]:
-    control = _store(request)
     rules = []
     for i, r in enumerate(body.rules):
         try:
@@ -74,6 +90,7 @@ async def add_acls(body: RulesIn, request: Request) -> dict[str, Any]:
                                       r.pattern_type, r.host))
         except AclError as exc:
             raise client_error(f"rules.{i}", str(exc)) from None
+    control = _store(request)
     added = control.add(rules, principal(request).name, "http")
     return {"added": added, "rules": [r.as_dict() for r in rules]}
 
@@ -82,9 +99,9 @@ async def add_acls(body: RulesIn, request: Request) -> dict[str, Any]:
 async def remove_acls(request: Request, principal_: Annotated[str | None, Query(alias="principal")] = None,
                       resource_type: Opt = None, resource_name: Opt = None, pattern_type: Opt = None,
                       operation: Opt = None, permission: Opt = None, host: Opt = None) -> dict[str, Any]:
-    control = _store(request)
     f = _filter(principal_, resource_type, resource_name, pattern_type, operation, permission, host)
     if f == AclFilter():
         raise client_error("filter", "give at least one field (principal, resource_type, ...) to remove rules")
+    control = _store(request)
     removed = control.remove([f], principal(request).name, "http")[0]
     return {"removed": [r.as_dict() for r in removed]}
