@@ -35,6 +35,7 @@ from broker.streams.wal import (
     scan_records,
 )
 from storage_tier import BlobStore
+from storage_tier.errors import BlobNotFound
 
 log = logging.getLogger("mqindex.broker.wal")
 
@@ -49,10 +50,32 @@ def _key(prefix: str, offset: int) -> str:
     return f"{prefix}{offset:020d}"
 
 
+#: how long a reader re-lists a WAL whose listed objects are being deleted (a survivor trimming what it replayed)
+DELETED_WHILE_READ_S = 30.0
+
+
 def read_wal(store: BlobStore, node_id: int, max_body: int = DEFAULT_MAX_BODY
              ) -> tuple[list[WalRecord], RecoveryReport, list[tuple[int, int, str]]]:
     """Every valid record of a node's shared WAL in order, the report, and its objects (start, end, key): those
-read, and those left below a gap by a trim cut short (to be deleted; their end is the next object's start)."""
+read, and those left below a gap by a trim cut short (to be deleted; their end is the next object's start).
+
+An object listed but gone when read was deleted meanwhile: a survivor that fenced this node and replayed its WAL
+trims it from the oldest (a node restarted while it is failed over reads its WAL at the same time). The WAL is
+then listed and read again, until a read finds every listed object or DELETED_WHILE_READ_S has passed."""
+    deadline = time.monotonic() + DELETED_WHILE_READ_S
+    while True:
+        try:
+            return _read_listed(store, node_id, max_body)
+        except BlobNotFound as exc:
+            if time.monotonic() >= deadline:
+                raise
+            log.warning("shared WAL: an object was deleted while it was read; listing the WAL again",
+                        extra={"node_id": node_id, "object": exc.key})
+            time.sleep(0.2)
+
+
+def _read_listed(store: BlobStore, node_id: int, max_body: int
+                 ) -> tuple[list[WalRecord], RecoveryReport, list[tuple[int, int, str]]]:
     prefix = wal_prefix(node_id)
     objects = []
     for key in store.list(prefix):

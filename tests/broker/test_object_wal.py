@@ -83,3 +83,33 @@ def test_objects_left_below_a_gap_do_not_hide_the_records_above_it(tmp_path: Pat
         wal.close()
     records, report, _ = read_wal(store, 0)
     assert [r.body for r in records] == [*written[4:], b"after the restart"]
+
+
+class TrimmedWhileRead(LocalStore):
+    """A local store where a survivor trims the WAL from the oldest object while a restarting node reads it: the
+    first get of a listed object finds the oldest objects, that one included, deleted (as a survivor that
+    fenced the node and replayed its WAL does, racing the node's restart)."""
+
+    trim_upto: str | None = None
+
+    def _get(self, key: str, start: int, end: int | None) -> bytes:
+        if self.trim_upto is not None and key == self.trim_upto:
+            upto, self.trim_upto = self.trim_upto, None
+            self.delete([k for k in self.list(wal_prefix(0)) if k <= upto])
+        return super()._get(key, start, end)
+
+
+def test_objects_deleted_while_the_wal_is_read_are_read_again_from_a_new_listing(tmp_path: Path) -> None:
+    store = TrimmedWhileRead(f"file://{tmp_path / 'store'}", tmp_path / "store")
+    wal = ObjectWal.open(store, 0)
+    try:
+        written = bodies(5)
+        for b in written:
+            wal.append(b)  # one object each
+    finally:
+        wal.close()
+    keys = wal_keys(store)
+    store.trim_upto = keys[2]  # the restart lists five objects; the third is gone when it is read
+    records, report, spans = read_wal(store, 0)
+    assert [r.body for r in records] == written[3:] and report.stop_reason == ""
+    assert sorted(k for _, _, k in spans) == keys[3:]
