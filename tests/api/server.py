@@ -49,6 +49,9 @@ class ServerProcess:
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)
+        # stopped here: a caller whose start failed never holds the process, so nobody else would stop it
+        self.proc.kill()
+        self.proc.wait(30)
         raise AssertionError(f"server not healthy after {timeout}s:\n{self.log.read_text()[-3000:]}")
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
