@@ -16,10 +16,8 @@ import threading
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 from broker.metadata import pg_schema
-from storage_tier.store_url import sqlite_path
 
 RESOURCE_TYPES = ("topic", "group", "cluster", "transactional_id")
 PATTERN_TYPES = ("literal", "prefixed")
@@ -114,27 +112,12 @@ class AclTable:
     def __init__(self, url: str) -> None:
         self.url = url
         self._lock = threading.Lock()
-        parts = urlsplit(url)
-        scheme = parts.scheme.lower()
-        if scheme == "sqlite":
-            self._pg = False
-            self._conn: Any = sqlite3.connect(sqlite_path(url), isolation_level=None, check_same_thread=False,
-                                              timeout=30)
-            for s in _CREATE_SQLITE:
-                self._conn.execute(s.replace("ON CONFLICT (id) DO NOTHING", "ON CONFLICT DO NOTHING"))
-        elif scheme in ("postgresql", "postgres"):
-            import psycopg
-
-            self._pg = True
-            params = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
-            schema = params.pop("schema", None)
-            dsn = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(params), ""))
-            if schema is not None:
-                pg_schema.check_schema_name(url, schema)
-            self._conn = psycopg.connect(dsn, autocommit=True)
+        self._conn, self._pg, schema = pg_schema.connect(url)
+        if self._pg:
             pg_schema.prepare(self._conn, url, schema, _CREATE_PG)
         else:
-            raise ValueError(f"unsupported metadata URL {url!r}")
+            for stmt in _CREATE_SQLITE:
+                self._conn.execute(stmt.replace("ON CONFLICT (id) DO NOTHING", "ON CONFLICT DO NOTHING"))
         self._p = "%s" if self._pg else "?"
 
     def _begin(self) -> Any:

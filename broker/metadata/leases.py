@@ -30,10 +30,8 @@ import sqlite3
 import threading
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 from broker.metadata import pg_schema
-from storage_tier.store_url import sqlite_path
 
 ALIVE = "alive"
 EXPIRED = "expired"
@@ -94,28 +92,8 @@ class LeaseTable:
     def __init__(self, url: str) -> None:
         self.url = url
         self._lock = threading.Lock()
-        parts = urlsplit(url)
-        scheme = parts.scheme.lower()
-        if scheme == "sqlite":
-            self._pg = False
-            self._conn: Any = sqlite3.connect(sqlite_path(url), isolation_level=None, check_same_thread=False,
-                                              timeout=30)
-            self._now = _SQLITE_NOW
-            self._p = "?"
-        elif scheme in ("postgresql", "postgres"):
-            import psycopg
-
-            self._pg = True
-            params = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
-            schema = params.pop("schema", None)
-            dsn = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(params), ""))
-            if schema is not None:
-                pg_schema.check_schema_name(url, schema)
-            self._conn = psycopg.connect(dsn, autocommit=True)
-            self._now = _PG_NOW
-            self._p = "%s"
-        else:
-            raise ValueError(f"unsupported metadata URL {url!r}")
+        self._conn, self._pg, schema = pg_schema.connect(url)
+        self._now, self._p = (_PG_NOW, "%s") if self._pg else (_SQLITE_NOW, "?")
         if self._pg:
             pg_schema.prepare(self._conn, url, schema, [_CREATE, _ADD_SOFTWARE_PG])
         else:

@@ -10,9 +10,12 @@ schema and tables one after another, each later one finding them there.
 from __future__ import annotations
 
 import re
+import sqlite3
 from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 from storage_tier.db_store import PG_DDL_LOCK_KEY  # one key for every start-up DDL, the blob store's too
+from storage_tier.store_url import sqlite_path
 
 _SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
@@ -34,3 +37,22 @@ def prepare(conn: Any, url: str, schema: str | None, statements: list[str]) -> N
             conn.execute(f'SET search_path TO "{schema}"')  # not LOCAL: stays after the commit
         for s in statements:
             conn.execute(s)
+
+
+def connect(url: str) -> tuple[Any, bool, str | None]:
+    """A connection to the metadata database of `url` (`sqlite:///...` or `postgresql://...?schema=s`), whether it
+    is PostgreSQL, and its schema (None: the default one). Nothing is created: `prepare` runs the DDL."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme == "sqlite":
+        return sqlite3.connect(sqlite_path(url), isolation_level=None, check_same_thread=False, timeout=30), False, None
+    if scheme in ("postgresql", "postgres"):
+        import psycopg
+
+        params = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+        schema = params.pop("schema", None)
+        if schema is not None:
+            check_schema_name(url, schema)
+        dsn = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(params), ""))
+        return psycopg.connect(dsn, autocommit=True), True, schema
+    raise ValueError(f"unsupported metadata URL {url!r}")
