@@ -1,4 +1,5 @@
-"""An in-process app over a real BrokerNode (local-disk objects, SQLite metadata) for request-level tests."""
+"""Request-level test apps: an in-process app over a real BrokerNode (local-disk objects, SQLite metadata), and
+a real `mqindex serve` with an admin and a read-only token for the console tests."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from fastapi.testclient import TestClient
 from api.config import Settings
 from api.http.app import app_for_node
 from broker.node import BrokerNode
+from tests.api.server import TOKENS, ServerProcess
 
 
 @pytest.fixture
@@ -33,3 +35,13 @@ def make_client(tmp_path: Path) -> Iterator[Callable[..., TestClient]]:
 @pytest.fixture
 def client(make_client: Callable[..., TestClient]) -> TestClient:
     return make_client()
+
+
+@pytest.fixture(scope="module")
+def console_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """A real `mqindex serve` with an admin token and a read-only one (server.TOKENS), shared by a module's tests."""
+    s = ServerProcess(tmp_path_factory.mktemp("console") / "data", env=TOKENS).start()
+    try:
+        yield s
+    finally:
+        s.stop()

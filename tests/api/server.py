@@ -20,6 +20,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+#: the console tests' two principals: an admin token and a read-only one (`console_server` in conftest.py)
+TOKENS = {"MQINDEX_TOKENS": "admin-tok=read,produce,admin;reader-tok=read"}
+ADMIN = {"Authorization": "Bearer admin-tok"}
+READER = {"Authorization": "Bearer reader-tok"}
+
+
 class ServerProcess:
     def __init__(self, data_dir: Path, *extra: str, env: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir

@@ -5,48 +5,33 @@ Screenshots go to the test artifacts."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from playwright.sync_api import Browser, expect
 
 from tests.api import test_web_page as web
-from tests.api.server import ServerProcess
+from tests.api.server import ADMIN, READER, ServerProcess
 
 browser = web.browser  # the module-scoped headless Chromium fixture
-TOKENS = {"MQINDEX_TOKENS": "admin-tok=read,produce,admin;reader-tok=read"}
-ADMIN = {"Authorization": "Bearer admin-tok"}
-READER = {"Authorization": "Bearer reader-tok"}
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    s = ServerProcess(tmp_path_factory.mktemp("index-view") / "data", env=TOKENS).start()
-    try:
-        yield s
-    finally:
-        s.stop()
-
-
-def status(server: ServerProcess) -> dict[str, Any]:
-    r = httpx.get(f"{server.url}/v1/admin/index/status", headers=READER, timeout=30)
+def status(console_server: ServerProcess) -> dict[str, Any]:
+    r = httpx.get(f"{console_server.url}/v1/admin/index/status", headers=READER, timeout=30)
     assert r.status_code == 200, r.text
     return r.json()  # type: ignore[no-any-return]
 
 
-def lookup(server: ServerProcess, key: str) -> list[dict[str, Any]]:
-    r = httpx.get(f"{server.url}/v1/messages", params={"topic": "indexed", "key": key}, headers=READER, timeout=30)
+def lookup(console_server: ServerProcess, key: str) -> list[dict[str, Any]]:
+    r = httpx.get(f"{console_server.url}/v1/messages", params={"topic": "indexed", "key": key}, headers=READER,
+                  timeout=30)
     assert r.status_code == 200, r.text
     return r.json()["messages"]  # type: ignore[no-any-return]
 
 
-def test_index_page_shows_tiers_filters_and_merging(server: ServerProcess, browser: Browser,
+def test_index_page_shows_tiers_filters_and_merging(console_server: ServerProcess, browser: Browser,
                                                    artifacts_dir: Path) -> None:
-    url = server.url
-    empty = status(server)
+    url = console_server.url
+    empty = status(console_server)
     assert [t["tier"] for t in empty["tiers"]] == [0, 1, 2]  # as written, then the day and week tiers
     assert [t["span_ms"] for t in empty["tiers"]] == [None, 86_400_000, 604_800_000]
     assert (empty["merging"]["backlog_files"], empty["merging"]["merges"], empty["merging"]["last_merge_ms"]) == (
@@ -61,10 +46,10 @@ def test_index_page_shows_tiers_filters_and_merging(server: ServerProcess, brows
         r = httpx.post(f"{url}/v1/admin/index/roll", headers=ADMIN, timeout=60)
         assert r.status_code == 200 and r.json()["rolled"], r.text
     assert httpx.post(f"{url}/v1/admin/index/maintain", headers=ADMIN, timeout=60).status_code == 200
-    assert len(lookup(server, "k1-7")) == 1
-    assert lookup(server, "no-such-key") == []
+    assert len(lookup(console_server, "k1-7")) == 1
+    assert lookup(console_server, "no-such-key") == []
 
-    body = status(server)
+    body = status(console_server)
     tier0 = body["tiers"][0]
     sealed = sum(n for state, n in tier0["states"].items() if state != "WRITING")
     assert sealed == 2 and tier0["items"] >= 100 and tier0["bytes"] > 0

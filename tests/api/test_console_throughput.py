@@ -5,54 +5,38 @@ bytes/s sparkline per row. Screenshots go to the test artifacts."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from playwright.sync_api import Browser, expect
 
 from tests.api import test_web_page as web
-from tests.api.server import ServerProcess
+from tests.api.server import ADMIN, READER, ServerProcess
 
 browser = web.browser  # the module-scoped headless Chromium fixture
-TOKENS = {"MQINDEX_TOKENS": "admin-tok=read,produce,admin;reader-tok=read"}
-ADMIN = {"Authorization": "Bearer admin-tok"}
-READER = {"Authorization": "Bearer reader-tok"}
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    s = ServerProcess(tmp_path_factory.mktemp("throughput") / "data", env=TOKENS).start()
-    try:
-        yield s
-    finally:
-        s.stop()
-
-
-def produced(server: ServerProcess, topic: str, partitions: int, values: list[str]) -> None:
-    r = httpx.post(f"{server.url}/v1/topics", json={"name": topic, "partitions": partitions}, headers=ADMIN)
+def produced(console_server: ServerProcess, topic: str, partitions: int, values: list[str]) -> None:
+    r = httpx.post(f"{console_server.url}/v1/topics", json={"name": topic, "partitions": partitions}, headers=ADMIN)
     assert r.status_code == 201, r.text
     if not values:
         return
-    r = httpx.post(f"{server.url}/v1/topics/{topic}/messages", headers=ADMIN, timeout=30,
+    r = httpx.post(f"{console_server.url}/v1/topics/{topic}/messages", headers=ADMIN, timeout=30,
                    json={"messages": [{"key": f"k{i}", "value": v} for i, v in enumerate(values)]})
     assert r.status_code == 200, r.text
 
 
-def history(server: ServerProcess, **params: str) -> dict[str, Any]:
-    r = httpx.get(f"{server.url}/v1/console/throughput", headers=READER, params=params, timeout=30)
+def history(console_server: ServerProcess, **params: str) -> dict[str, Any]:
+    r = httpx.get(f"{console_server.url}/v1/console/throughput", headers=READER, params=params, timeout=30)
     assert r.status_code == 200, r.text
     return r.json()  # type: ignore[no-any-return]
 
 
 def test_throughput_counts_each_topic_and_node_and_the_console_draws_sparklines(
-        server: ServerProcess, browser: Browser, artifacts_dir: Path) -> None:
-    produced(server, "busy", 3, ["x" * 100] * 30)
-    produced(server, "quiet", 1, ["y" * 10] * 2)
-    produced(server, "idle", 1, [])
-    body = history(server)
+        console_server: ServerProcess, browser: Browser, artifacts_dir: Path) -> None:
+    produced(console_server, "busy", 3, ["x" * 100] * 30)
+    produced(console_server, "quiet", 1, ["y" * 10] * 2)
+    produced(console_server, "idle", 1, [])
+    body = history(console_server)
     assert body["step_s"] == 10 and len(body["nodes"]) == 1
     busy, quiet = body["topics"]["busy"], body["topics"]["quiet"]
     assert (busy["messages"], quiet["messages"]) == (30, 2)
@@ -63,14 +47,14 @@ def test_throughput_counts_each_topic_and_node_and_the_console_draws_sparklines(
         assert series["messages_per_s"][-1] > 0 or series["messages_per_s"][-2] > 0  # this bucket or the last
     [node] = body["nodes"]
     assert (node["node_id"], node["messages"], node["bytes"]) == (0, 32, busy["bytes"] + quiet["bytes"])
-    assert history(server, scope="node")["total"]["messages"] == 32
-    assert httpx.get(f"{server.url}/v1/console/throughput").status_code == 401
-    assert httpx.get(f"{server.url}/v1/console/throughput", params={"scope": "all"},
+    assert history(console_server, scope="node")["total"]["messages"] == 32
+    assert httpx.get(f"{console_server.url}/v1/console/throughput").status_code == 401
+    assert httpx.get(f"{console_server.url}/v1/console/throughput", params={"scope": "all"},
                      headers=READER).status_code == 400
 
     page = browser.new_page(viewport={"width": 1400, "height": 900})
     try:
-        page.goto(f"{server.url}/?page=topics#token=reader-tok")
+        page.goto(f"{console_server.url}/?page=topics#token=reader-tok")
         expect(page.locator("body")).to_have_attribute("data-loaded", "topics")
         expect(page.locator("#topics-table thead th").last).to_have_text("Throughput (last hour)")
         row = page.locator("#topics-table tbody tr", has_text="busy")
