@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from broker.errors import Fenced, InvalidRequest, MetadataError
 from broker.metadata import snapshot
@@ -301,6 +301,17 @@ class MetadataClient(StreamOps, ObjectOps):
             self.catch_up()
         with self._lock:
             return self.image.kv.items_with(prefix)
+
+    def kv_watch(self, segment: str, fn: Callable[[str, str | None], None]) -> MetadataImage:
+        """Call `fn(key, value)` now for every key of `segment` ("group_offsets/"), then after each put (value) or
+        delete (None) of one of its keys the image applies, under this client's lock (`fn` must be quick and must
+        not wait for anything that waits for this client). Returns the image watched: a reload from a snapshot
+        replaces it (`self.image is not` the returned one), and a watcher that needs to go on watches again."""
+        with self._lock:
+            self.image.kv.watch(segment, fn)
+            for k, v in self.image.kv.items_with(segment).items():
+                fn(k, v)
+            return self.image
 
     def kv_delete(self, key: str) -> None:
         self._txn(lambda img: ([{"type": "kv_delete", "key": key}] if key in img.kv else [], None))

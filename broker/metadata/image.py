@@ -14,10 +14,12 @@ A snapshot (`broker.metadata.snapshot`) stores this image at one log offset.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from broker.errors import MetadataError, OffsetOutOfRange, StreamNotFound
+from broker.metadata.value_version import check_value
 
 OPENED = "OPENED"
 CLOSED = "CLOSED"
@@ -127,6 +129,7 @@ class KeyValues(dict[str, str]):
     def __init__(self) -> None:
         super().__init__()
         self._segments: dict[str, dict[str, str]] = {}
+        self._watchers: dict[str, list[Callable[[str, str | None], None]]] = {}  # segment -> watch()'s functions
 
     @staticmethod
     def _segment(key: str) -> str:
@@ -135,13 +138,35 @@ class KeyValues(dict[str, str]):
 
     def __setitem__(self, key: str, value: str) -> None:
         super().__setitem__(key, value)
-        self._segments.setdefault(self._segment(key), {})[key] = value
+        segment = self._segment(key)
+        self._segments.setdefault(segment, {})[key] = value
+        watchers = self._watchers.get(segment)
+        if watchers:
+            for fn in watchers:
+                fn(key, value)
 
     def pop(self, key: str, *default: str | None) -> str | None:  # type: ignore[override]
         segment = self._segments.get(self._segment(key))
         if segment is not None:
             segment.pop(key, None)
-        return super().pop(key, *default)
+        had = key in self
+        value = super().pop(key, *default)
+        watchers = self._watchers.get(self._segment(key))
+        if watchers and had:
+            for fn in watchers:
+                fn(key, None)
+        return value
+
+    def watch(self, segment: str, fn: Callable[[str, str | None], None]) -> None:
+        """Call `fn(key, value)` after each write of a key of `segment` (a first path segment with its "/":
+        "group_offsets/") and `fn(key, None)` after its removal, in the thread that applies the record (a reader
+        keeping its own view of the segment up to date as records come, instead of reading it all again)."""
+        self._watchers.setdefault(segment, []).append(fn)
+
+    def unwatch(self, segment: str, fn: Callable[[str, str | None], None]) -> None:
+        watchers = self._watchers.get(segment, [])
+        if fn in watchers:
+            watchers.remove(fn)
 
     def items_with(self, prefix: str) -> dict[str, str]:
         """Every key starting with `prefix` and its value (a new dict)."""
@@ -178,6 +203,7 @@ class MetadataImage:
         self.offset = offset
 
     def _apply_kv_put(self, r: Record) -> None:
+        check_value(r["key"], r["value"])  # a value of a newer format is refused (value_version.py)
         self.kv[r["key"]] = r["value"]
 
     def _apply_kv_delete(self, r: Record) -> None:
