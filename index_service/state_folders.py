@@ -10,7 +10,10 @@
     <data_dir>/checkpoint.json  per (topic, queue) highest durably indexed offset
 
 Every publication is: write to compacting/, fsync the file, rename into the target folder (atomic),
-fsync the folder. JSON documents carry a CRC32C of their body so a torn or edited one is detected.
+fsync the folder. JSON documents carry a CRC32C of their body so a torn or edited one is detected, and may carry
+their format version in a "v" beside it: a document without one (every one written so far) is version 1. One of
+a later version is refused with `NewerDocument` (naming the file and both versions), which is not a
+`DocumentError`: the file is left where it is, never quarantined as damage.
 """
 
 from __future__ import annotations
@@ -36,8 +39,23 @@ WRITING, COMPACTING, COMPACTED, UPLOADED, IMPORTED, QUARANTINE = (
 UNSEALED_EXT, COMPACTED_EXT, MANIFEST_EXT = ".mqxu", ".mqxc", ".json"
 
 
+DOCUMENT_VERSION = 1  # the newest document format this version reads (it writes version 1, without a "v")
+
+
 class DocumentError(ValueError):
     """A JSON document (manifest, checkpoint) failed its checksum or could not be parsed."""
+
+
+class NewerDocument(Exception):
+    """A JSON document of a version newer than this version of mqindex reads: not damage (not a ValueError, so no
+    caller quarantines it); the file is left untouched and the reader stops with this."""
+
+    def __init__(self, name: str, version: int) -> None:
+        self.name = name
+        self.version = version
+        super().__init__(f"{name}: a document of version {version}, newer than this version of mqindex reads "
+                         f"({DOCUMENT_VERSION}): written by a newer version? Left in place; upgrade this node "
+                         "(docs/OPERATIONS.md, Upgrading a cluster)")
 
 
 def file_name(begin_ms: int) -> str:
@@ -65,6 +83,9 @@ def encode_document(body: dict[str, Any]) -> bytes:
 def decode_document(name: str, data: bytes) -> dict[str, Any]:
     try:
         outer = json.loads(data)
+        version = outer.get("v", 1) if isinstance(outer, dict) else 1
+        if type(version) is int and version > DOCUMENT_VERSION:
+            raise NewerDocument(name, version)
         payload = outer["body"]
         if crc32c.crc32c(payload.encode()) != outer["crc32c"]:
             raise DocumentError(f"{name}: checksum mismatch")

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.errors import MetadataError, OffsetOutOfRange, StreamNotFound
+from broker.metadata.value_version import check_value
 
 OPENED = "OPENED"
 CLOSED = "CLOSED"
@@ -202,6 +203,7 @@ class MetadataImage:
         self.offset = offset
 
     def _apply_kv_put(self, r: Record) -> None:
+        check_value(r["key"], r["value"])  # a value of a newer format is refused (value_version.py)
         self.kv[r["key"]] = r["value"]
 
     def _apply_kv_delete(self, r: Record) -> None:

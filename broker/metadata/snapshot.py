@@ -34,6 +34,7 @@ from broker.metadata.image import (
     StreamObjectMeta,
     StreamSetObjectMeta,
 )
+from broker.metadata.value_version import NewerValueVersion, check_value
 
 FORMAT_VERSION = 1
 _STREAM_STATES = {OPENED, CLOSED}
@@ -42,6 +43,11 @@ _OBJECT_STATES = {PREPARED, COMMITTED, MARK_DESTROYED}
 
 class SnapshotDamaged(MetadataError):
     """A stored snapshot fails its checksum or does not decode: the store holds damaged metadata."""
+
+
+class NewerSnapshot(MetadataError):
+    """A stored snapshot of a version newer than this version of mqindex reads (its "v", or a KV value in it):
+    not damage, so it is not marked damaged (the nodes that read it still use it); the load stops with this."""
 
 
 def checksum(payload: bytes) -> str:
@@ -86,6 +92,8 @@ def decode(payload: bytes, expected_checksum: str, where: str) -> MetadataImage:
     try:
         state = json.loads(zlib.decompress(payload))
         return _build(state)
+    except NewerSnapshot as exc:
+        raise NewerSnapshot(f"{where}: {exc}") from exc
     except SnapshotDamaged:
         raise
     except (zlib.error, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
@@ -118,7 +126,7 @@ def _build(state: Any) -> MetadataImage:
     if not isinstance(state, dict) or type(state.get("v")) is not int or state["v"] != FORMAT_VERSION:
         v = state.get("v") if isinstance(state, dict) else None
         if type(v) is int and v > FORMAT_VERSION:
-            raise ValueError(f"a version {v} image, newer than this version of mqindex reads ({FORMAT_VERSION}): "
+            raise NewerSnapshot(f"a version {v} image, newer than this version of mqindex reads ({FORMAT_VERSION}): "
                              "written by a newer version? Upgrade this node")
         raise ValueError(f"not a version {FORMAT_VERSION} image")
     img = MetadataImage()
@@ -128,6 +136,10 @@ def _build(state: Any) -> MetadataImage:
     for k, v in _rows(state["kv"], 2):
         if not isinstance(k, str) or not isinstance(v, str):
             raise ValueError("KV keys and values are strings")
+        try:
+            check_value(k, v)
+        except NewerValueVersion as exc:
+            raise NewerSnapshot(f"the image holds a KV value of a newer version: {exc}") from exc
         img.kv[k] = v
     for sid, epoch, st, start, end, ranges, sos in _rows(state["streams"], 7):
         s = StreamMeta(_int(sid), _int(epoch), _state(st, _STREAM_STATES), _int(start), _int(end))

@@ -11,7 +11,11 @@ All integers are big-endian. An object is
 - data block: magic 0x5A (1), flag 0x02 (1), record count (4), data length (4), then the records
 - index entry (36 bytes), sorted by (streamId, startOffset): streamId (8), startOffset (8),
   endOffsetDelta (4), recordCount (4), blockPosition (8), blockSize (4)
-- footer (48 bytes): index start position (8), index length (4), 28 zero bytes, magic 0x88e241b785f4cff7 (8)
+- footer (48 bytes): index start position (8), index length (4), format version (2), 26 zero bytes,
+  magic 0x88e241b785f4cff7 (8). The version covers the whole object (blocks, index, footer): 0 there is
+  version 1, the layout above, what every object so far carries (AutoMQ's reserved zeros); a later layout writes
+  2, 3, ... and readers refuse a version above FORMAT_VERSION (`ObjectFormatError` naming the object and both
+  versions). Stream records carry their own magic as well.
 
 `recordCount` in a block header and an index entry counts stream records (not Kafka records); `blockSize`
 includes the 10-byte block header. The pure encode/decode functions live here; object_writer.py and
@@ -30,6 +34,8 @@ TIMED_RECORD_MAGIC = 0x23  # a stream record with its append time
 BLOCK_MAGIC = 0x5A
 BLOCK_FLAG = 0x02
 FOOTER_MAGIC = 0x88E241B785F4CFF7
+FORMAT_VERSION = 1  # the object layout this version writes and reads (stored as 0 in the footer: see above)
+_FOOTER_VERSION = struct.Struct(">H")  # at byte 12 of the footer
 
 RECORD_HEADER = struct.Struct(">bqqqii")  # magic, streamId, epoch, baseOffset, count, payload length
 APPEND_TIME = struct.Struct(">q")  # after the header of a TIMED_RECORD_MAGIC record
@@ -162,7 +168,13 @@ def decode_footer(key: str, data: bytes, object_size: int) -> Footer:
     pos, length, magic = FOOTER.unpack(data)
     if magic != FOOTER_MAGIC:
         raise ObjectFormatError(key, "bad footer magic", f"0x{magic:016x} != 0x{FOOTER_MAGIC:016x}")
-    if any(data[12:40]):
+    version = _FOOTER_VERSION.unpack_from(data, 12)[0] or 1
+    if version > FORMAT_VERSION:
+        raise ObjectFormatError(key, "newer format version",
+                                f"the footer says version {version}, newer than this version of mqindex reads "
+                                f"({FORMAT_VERSION}): written by a newer version? Upgrade this node "
+                                "(docs/OPERATIONS.md, Upgrading a cluster)")
+    if any(data[14:40]):
         raise ObjectFormatError(key, "bad footer", "reserved bytes are not zero")
     if length < 0 or length % INDEX_ENTRY_SIZE:
         raise ObjectFormatError(key, "bad index length", f"{length} is not a multiple of {INDEX_ENTRY_SIZE}")

@@ -100,7 +100,7 @@ def _read_listed(store: BlobStore, node_id: int, max_body: int
             spans = [(o, objects[j + 1][0], k) for j, (o, k) in enumerate(objects[:i])]
             records, start = [], offset
         data = store.get(key)
-        recs, end, why = scan_records(data, offset, offset, max_body)
+        recs, end, why = scan_records(data, offset, offset, max_body, f"shared WAL object {key}")
         records += recs
         spans.append((offset, end, key))
         pos = end

@@ -6,6 +6,11 @@ header followed by its body, AutoMQ-style, all big-endian:
 
     magic 0x87654321 (4) | body length (4) | body offset (8) | body CRC32 (4) | header CRC32 (4)
 
+The magic is the frame's version: 0x87654321 is version 1 (every frame written so far), and a later layout
+takes 0x87654322, 0x87654323, ... (version = low byte - 0x20), keeping the header CRC of its first 20 bytes at
+byte 20. A frame whose magic is a later version and whose header CRC checks is refused (`WalError` naming
+the segment or object, the offset and both versions) instead of being taken for a torn tail: nothing is cut.
+
 `body offset` is the record's logical WAL offset (where its header starts); the CRCs are zlib's CRC-32
 (the same polynomial as Java's java.util.zip.CRC32 that AutoMQ uses); the header CRC covers the first
 20 header bytes. A record never spans segments.
@@ -48,6 +53,9 @@ from storage_tier.durability import fsync_dir
 log = logging.getLogger("mqindex.broker.wal")
 
 MAGIC = 0x87654321
+FRAME_VERSION = 1  # the version of the frames this version writes and reads (MAGIC's low byte - 0x20)
+_MAGIC_FAMILY = MAGIC >> 8
+_VERSION_BASE = 0x20
 HEADER = struct.Struct(">IIqII")  # magic, body length, body offset, body crc, header crc
 HEADER_SIZE = HEADER.size  # 24
 _PRE_CRC = struct.Struct(">IIqI")  # the 20 bytes the header CRC covers
@@ -149,8 +157,17 @@ def _read_trim(directory: Path) -> int:
     return struct.unpack(">q", data[:8])[0]
 
 
-def _scan_segment(data: bytes, seg_start: int, from_offset: int, max_body: int) -> tuple[list[WalRecord], int, str]:
-    """Valid records of one segment from `from_offset`; returns (records, end offset, why it stopped)."""
+def frame_version(magic: int) -> int | None:
+    """The frame version a WAL magic stands for (None: not a WAL frame magic)."""
+    if magic >> 8 != _MAGIC_FAMILY or (magic & 0xFF) <= _VERSION_BASE:
+        return None
+    return (magic & 0xFF) - _VERSION_BASE
+
+
+def _scan_segment(data: bytes, seg_start: int, from_offset: int, max_body: int,
+                  where: str = "WAL") -> tuple[list[WalRecord], int, str]:
+    """Valid records of one segment from `from_offset`; returns (records, end offset, why it stopped).
+    Raises WalError at a frame of a later version (`where` names the segment or object in the message)."""
     records: list[WalRecord] = []
     pos = from_offset - seg_start
     mv = memoryview(data)
@@ -161,6 +178,11 @@ def _scan_segment(data: bytes, seg_start: int, from_offset: int, max_body: int) 
             return records, seg_start + pos, "torn header"
         magic, length, body_offset, body_crc, header_crc = HEADER.unpack_from(mv, pos)
         if magic != MAGIC:
+            version = frame_version(magic)
+            if version is not None and version > FRAME_VERSION and _crc(mv[pos:pos + 20]) == header_crc:
+                raise WalError(f"{where}: the frame at offset {seg_start + pos} is of version {version}, newer than "
+                               f"this version of mqindex reads ({FRAME_VERSION}): written by a newer version? "
+                               f"Nothing was cut; upgrade this node (docs/OPERATIONS.md, Upgrading a cluster)")
             return records, seg_start + pos, f"bad magic 0x{magic:08x}"
         if _crc(mv[pos:pos + 20]) != header_crc:
             return records, seg_start + pos, "header CRC mismatch"
@@ -204,7 +226,7 @@ def scan(directory: str | os.PathLike[str], max_body: int = DEFAULT_MAX_BODY) ->
             continue
         if start + size <= pos and start != pos:
             continue  # wholly before the point already reached (trimmed or scanned)
-        recs, end, why = _scan_segment(path.read_bytes(), start, pos, max_body)
+        recs, end, why = _scan_segment(path.read_bytes(), start, pos, max_body, f"WAL segment {path}")
         records.extend(recs)
         pos = end
         if why:
@@ -396,7 +418,8 @@ class Wal:
         seg_start, path = kept[-1] if kept else (end, _segment_path(self.directory, end))
         scan_from = max(seg_start, self._trim)
         if path.exists() and scan_from < end:
-            _, scanned_end, why = _scan_segment(path.read_bytes(), seg_start, scan_from, self.max_body)
+            _, scanned_end, why = _scan_segment(path.read_bytes(), seg_start, scan_from, self.max_body,
+                                                f"WAL segment {path}")
             if scanned_end != end or why:
                 err = WalError(f"WAL {self.directory}: tail of {path.name} does not scan cleanly to the "
                                f"acknowledged end {end} (stopped at {scanned_end}: {why or 'end of file'})")

@@ -16,7 +16,7 @@ import pytest
 from broker.errors import MetadataError, ObjectFormatError, WalError
 from broker.metadata import MetadataImage, SnapshotDamaged
 from broker.metadata.leases import announcement
-from broker.metadata.snapshot import checksum, encode
+from broker.metadata.snapshot import NewerSnapshot, checksum, encode
 from broker.metadata.snapshot import decode as decode_snapshot
 from broker.objects.format import (
     RECORD_MAGIC,
@@ -78,8 +78,9 @@ def test_a_snapshot_of_a_newer_version_is_refused_naming_its_version() -> None:
     state = json.loads(zlib.decompress(payload))
     state["v"] = 2
     newer = zlib.compress(json.dumps(state).encode())
-    with pytest.raises(SnapshotDamaged, match="a version 2 image, newer than this version of mqindex reads"):
+    with pytest.raises(NewerSnapshot, match="snap-2: a version 2 image, newer than this version of mqindex") as exc:
         decode_snapshot(newer, checksum(newer), "snap-2")
+    assert not isinstance(exc.value, SnapshotDamaged)  # not marked damaged: the nodes that read it keep using it
 
 
 # -- partition state records ------------------------------------------------------------------------------------
