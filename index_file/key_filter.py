@@ -24,6 +24,8 @@ segment count length, array length (u32 each), then array length u16 fingerprint
 
 from __future__ import annotations
 
+import mmap
+import os
 import struct
 
 import crc32c
@@ -173,6 +175,76 @@ class KeyFilter:
             self.close()
         except Exception:  # noqa: BLE001, S110 - interpreter shutdown
             pass
+
+
+class MappedKeyFilter:
+    """A filter file asked in place through a read-only memory map: nothing is copied or decoded, the
+    library's `binary_fuse16_contain` reads the mapped fingerprint array (three 2-byte reads a key), so the
+    page cache, not the process, holds the filter and mapping it again after an eviction costs an open and an
+    mmap, not a read, checksum and copy of the whole file. `nbytes` is the mapped length (what an LRU bounded by
+    bytes counts).
+
+    The header, its checksum and the geometry are checked at every mapping; the payload's CRC32C (a pass over
+    the whole file) only when `verified` does not hold the file's identity (device, inode, size, modification
+    time), which is then added: a file is checked whole once per process and again whenever it is replaced."""
+
+    def __init__(self, path: str | os.PathLike[str], verified: set[tuple[int, int, int, int]] | None = None) -> None:
+        self.name = str(path)
+        self._f: object | None = None
+        self._mm: mmap.mmap | None = None
+        with open(path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            ident = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            if st.st_size < HEADER_SIZE:
+                raise FormatError(self.name, "truncated",
+                                  f"{st.st_size} bytes is shorter than the {HEADER_SIZE}-byte header")
+            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        # a map that fails its checks is unmapped when the error is dropped (views of it live in the traceback)
+        if verified is not None and ident in verified:
+            self.kind, self.keys = _check_header(mm, self.name)
+        else:
+            self.kind, self.keys = verify_filter(memoryview(mm), self.name)
+            if verified is not None:
+                verified.add(ident)
+        self.encoded_bytes = self.nbytes = st.st_size
+        self._mm = mm
+        if self.kind == KIND_FUSE16:
+            ffi, lib = _fuse()
+            seed, size, seg_len, seg_count, seg_count_len, array_len = _FUSE_HEAD.unpack_from(mm, HEADER_SIZE)
+            f = ffi.new("binary_fuse16_t *")  # type: ignore[attr-defined]
+            f.Seed, f.Size, f.SegmentLength, f.SegmentLengthMask = seed, size, seg_len, seg_len - 1
+            f.SegmentCount, f.SegmentCountLength, f.ArrayLength = seg_count, seg_count_len, array_len
+            start = HEADER_SIZE + _FUSE_HEAD.size
+            self._fps = ffi.from_buffer("uint16_t[]", memoryview(mm)[start:start + 2 * array_len])  # type: ignore
+            f.Fingerprints = self._fps
+            self._f = f
+            self._contain = lib.binary_fuse16_contain  # type: ignore[attr-defined]
+
+    def may_contain(self, fp: int) -> bool:
+        """False: no key with this fingerprint is in the file. True: one may be (read the file)."""
+        f = self._f
+        if f is None:
+            return self.kind != KIND_EMPTY
+        return bool(self._contain(fp, f))
+
+    def may_contain_key(self, topic: str, key: str) -> bool:
+        return self.may_contain(fingerprint(topic, key))
+
+
+def _check_header(data: bytes | mmap.mmap, name: str) -> tuple[int, int]:
+    """The checks of `verify_filter` but the payload's CRC32C: header, its checksum, size and geometry."""
+    magic, version, kind, keys, plen, _pcrc, hcrc = _HEADER.unpack_from(data, 0)
+    if magic != MAGIC:
+        raise FormatError(name, "magic", f"{bytes(magic)!r} is not the key filter magic {MAGIC!r}")
+    if crc32c.crc32c(bytes(data[:28])) != hcrc:
+        raise FormatError(name, "filter header crc32c", "the header's checksum does not match its bytes")
+    if version != VERSION or kind not in (KIND_EMPTY, KIND_FUSE16):
+        raise FormatError(name, "version", f"version {version}, kind {kind} not supported")
+    if len(data) - HEADER_SIZE != plen:
+        raise FormatError(name, "file size", f"{len(data) - HEADER_SIZE} payload bytes, the header says {plen}")
+    if kind == KIND_FUSE16:
+        _check_fuse_geometry(name, memoryview(data)[HEADER_SIZE:])
+    return kind, keys
 
 
 def decode_filter(data: bytes | memoryview, name: str = "<filter>") -> KeyFilter:

@@ -16,6 +16,13 @@ lazily on first use (the local copy, else the store's, which is then kept locall
 bounded by bytes (`ServiceConfig.filter_cache_bytes`). A filter that is missing or fails its checks in both
 places means "read the file": never a wrong answer; it is logged once per file (`mqindex.index_service.
 filters`, naming the file and the check) and counted (`LookupStats.filters_unusable`).
+
+A local filter file of `MAP_MIN_BYTES` or more is memory-mapped (index_file.key_filter.MappedKeyFilter) rather
+than read: the lookup asks the mapped fingerprint array in place, the page cache holds the pages, and the LRU
+counts the mapped bytes. An evicted filter is mapped again at its next use, an open and an mmap (tens of
+microseconds) instead of reading, checking and copying megabytes: when a long history's filters outgrow the
+bound, a lookup no longer pays for the evicted ones in CPU. Its payload checksum is checked the first time this
+process maps that file (and again if the file is replaced); the header and geometry at every mapping.
 """
 
 from __future__ import annotations
@@ -29,7 +36,14 @@ from pathlib import Path
 import numpy as np
 
 from index_file.errors import FormatError
-from index_file.key_filter import FILTER_SUFFIX, KeyFilter, encode_filter, unique_fingerprints, verify_filter
+from index_file.key_filter import (
+    FILTER_SUFFIX,
+    KeyFilter,
+    MappedKeyFilter,
+    encode_filter,
+    unique_fingerprints,
+    verify_filter,
+)
 from index_file.native_compacted import ITEM_SIZE, CompactedIndexReader
 from index_service.lookup_stats import LookupStats, count_get
 from index_service.managed_file import ManagedFile
@@ -40,6 +54,11 @@ from storage_tier.errors import BlobNotFound
 log = logging.getLogger("mqindex.index_service.filters")
 
 DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
+#: a local filter file this large or larger is memory-mapped, a smaller one read into memory (a mapping holds a
+#: file descriptor; small filters are cheap to read again)
+MAP_MIN_BYTES = 256 * 1024
+#: mapped filters held at most, whatever the byte bound (each holds a file descriptor)
+MAX_MAPPED = 4096
 
 
 def filter_key(object_key: str) -> str:
@@ -128,10 +147,13 @@ class FilterCache:
         self.store = store
         self.max_bytes = max_bytes
         self.stats = stats
-        self._lru: OrderedDict[str, KeyFilter | _Unusable] = OrderedDict()
+        self._lru: OrderedDict[str, KeyFilter | MappedKeyFilter | _Unusable] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
         self._logged: set[str] = set()
+        self._verified: set[tuple[int, int, int, int]] = set()  # filter files whose payload checksum passed
+        self._mapped = 0
+        self.map_min_bytes = MAP_MIN_BYTES
 
     @property
     def bytes_held(self) -> int:
@@ -162,20 +184,30 @@ class FilterCache:
             f = self._lru.pop(stem, None)
             if f is not None:
                 self._bytes -= f.nbytes
+                self._mapped -= isinstance(f, MappedKeyFilter)
 
-    def _keep(self, stem: str, f: KeyFilter | _Unusable) -> None:
+    def _open_local(self, path: Path) -> KeyFilter | MappedKeyFilter:
+        """The local filter file, mapped when large (FileNotFoundError, FormatError, OSError otherwise)."""
+        if path.stat().st_size >= self.map_min_bytes:
+            return MappedKeyFilter(path, self._verified)
+        return KeyFilter(path.read_bytes(), str(path))
+
+    def _keep(self, stem: str, f: KeyFilter | MappedKeyFilter | _Unusable) -> None:
         if f.nbytes > self.max_bytes:
             return  # used for this lookup only; the bound holds
         with self._lock:
             old = self._lru.pop(stem, None)
             if old is not None:
                 self._bytes -= old.nbytes
+                self._mapped -= isinstance(old, MappedKeyFilter)
             self._lru[stem] = f
             self._bytes += f.nbytes
-            while self._bytes > self.max_bytes and self._lru:
-                # an evicted filter is freed once no lookup holds it any more (never closed under a reader)
+            self._mapped += isinstance(f, MappedKeyFilter)
+            while (self._bytes > self.max_bytes or self._mapped > MAX_MAPPED) and self._lru:
+                # an evicted filter is freed (unmapped) once no lookup holds it any more (never under a reader)
                 _stem, gone = self._lru.popitem(last=False)
                 self._bytes -= gone.nbytes
+                self._mapped -= isinstance(gone, MappedKeyFilter)
 
     def _unusable(self, mf: ManagedFile, where: str, check: str) -> _Unusable:
         self.stats.add(filters_unusable=1)
@@ -188,13 +220,13 @@ class FilterCache:
                                "check": check})
         return _UNUSABLE
 
-    def _load(self, mf: ManagedFile) -> tuple[KeyFilter | _Unusable, bool]:
+    def _load(self, mf: ManagedFile) -> tuple[KeyFilter | MappedKeyFilter | _Unusable, bool]:
         """(filter or the read-the-file verdict, whether to keep it): a store that did not answer is asked
         again at the next lookup."""
         path = local_filter_path(self.folders, mf.stem, mf.state)
         local_check = "missing"
         try:
-            return KeyFilter(path.read_bytes(), str(path)), True
+            return self._open_local(path), True
         except FileNotFoundError:
             pass
         except FormatError as exc:
@@ -221,6 +253,12 @@ class FilterCache:
         except OSError as exc:
             log.warning("could not keep a key filter locally", extra={"file": mf.stem, "path": str(path),
                                                                        "error": str(exc)})
+            return f, True
+        if len(data) >= self.map_min_bytes:
+            try:
+                return MappedKeyFilter(path, self._verified), True  # held by the page cache, not the process
+            except (FormatError, OSError):
+                pass
         return f, True
 
 

@@ -14,6 +14,7 @@ from index_file import CompactedIndexReader, FormatError, IndexEntry, NativeInde
 from index_file.key_filter import (
     HEADER_SIZE,
     KeyFilter,
+    MappedKeyFilter,
     compacted_fingerprints,
     encode_filter,
     filter_for_compacted,
@@ -87,3 +88,57 @@ def test_filter_of_a_compacted_file_holds_its_keys(tmp_path: Path) -> None:
     assert sum(f.may_contain_key("orders", f"absent-{i}") for i in range(5000)) <= 2
     assert not any(fingerprint("orders", f"absent-{i}") in set(fps.tolist()) for i in range(100))
 
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(u64, max_size=3000), st.lists(u64, max_size=200))
+def test_a_mapped_filter_answers_as_the_decoded_one(tmp_path_factory: pytest.TempPathFactory, keys: list[int],
+                                                     others: list[int]) -> None:
+    data = encode_filter(np.array(keys, dtype=np.uint64))
+    path = tmp_path_factory.mktemp("f") / "a.filter"
+    path.write_bytes(data)
+    verified: set[tuple[int, int, int, int]] = set()
+    mapped, decoded = MappedKeyFilter(path, verified), KeyFilter(data, "t")
+    assert mapped.keys == decoded.keys == len(set(keys)) and mapped.nbytes == len(data)
+    assert all(mapped.may_contain(k) for k in keys)
+    assert [mapped.may_contain(k) for k in others] == [decoded.may_contain(k) for k in others]
+    assert len(verified) == 1  # checked whole once; mapped again it answers the same
+    assert all(MappedKeyFilter(path, verified).may_contain(k) for k in keys)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(u64, min_size=1, max_size=500), st.data())
+def test_a_damaged_filter_file_is_not_mapped(tmp_path_factory: pytest.TempPathFactory, keys: list[int],
+                                             data: st.DataObject) -> None:
+    enc = bytearray(encode_filter(np.array(keys, dtype=np.uint64)))
+    how = data.draw(st.sampled_from(["flip", "truncate", "extend"]))
+    if how == "flip":
+        i = data.draw(st.integers(0, len(enc) - 1))
+        enc[i] ^= 1 << data.draw(st.integers(0, 7))
+    elif how == "truncate":
+        del enc[data.draw(st.integers(0, len(enc) - 1)):]
+    else:
+        enc += bytes(data.draw(st.integers(1, 64)))
+    path = tmp_path_factory.mktemp("f") / "a.filter"
+    path.write_bytes(bytes(enc))
+    verified: set[tuple[int, int, int, int]] = set()
+    with pytest.raises(FormatError):
+        MappedKeyFilter(path, verified)
+    assert not verified
+
+
+def test_a_replaced_filter_file_is_checked_whole_again(tmp_path: Path) -> None:
+    keys = np.arange(1, 5000, dtype=np.uint64)
+    good = encode_filter(keys)
+    path = tmp_path / "a.filter"
+    path.write_bytes(good)
+    verified: set[tuple[int, int, int, int]] = set()
+    assert MappedKeyFilter(path, verified).may_contain(7)
+    bad = bytearray(good)
+    bad[len(bad) // 2] ^= 0x10  # the payload only: header and geometry still pass
+    tmp = tmp_path / "b.tmp"
+    tmp.write_bytes(bytes(bad))
+    tmp.replace(path)  # as filters are written: a new file renamed over the old one
+    with pytest.raises(FormatError) as err:
+        MappedKeyFilter(path, verified)
+    assert err.value.check == "filter crc32c"

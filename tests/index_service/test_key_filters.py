@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
+from index_file.key_filter import MappedKeyFilter
 from index_service import FileState, IndexService
 from index_service.key_filters import check_filter_object
 from index_service.lookup_stats import LookupCollector
@@ -157,6 +158,32 @@ def test_memory_held_for_filters_stays_under_the_setting(tmp_path: Path, url: st
             assert offsets == [i] and stats.files_read == 1 + svc.lookup_stats.false_positives - fps
             assert 0 < svc.filters.bytes_held <= bound
         assert len(svc.filters) < FILES
+    finally:
+        svc.close()
+
+
+def test_mapped_filters_evicted_and_mapped_again_answer_under_the_bound(tmp_path: Path, url: str) -> None:
+    clock = ManualClock()
+    bound = 4096
+    svc = open_service(tmp_path / "idx", url, clock, filter_cache_bytes=bound)
+    try:
+        _fill(svc, clock)
+    finally:
+        svc.close()
+    svc = open_service(tmp_path / "idx", url, clock, filter_cache_bytes=bound)  # cold: filters from local disk
+    svc.filters.map_min_bytes = 0  # every filter file mapped, not read
+    try:
+        for rnd in range(2):  # the second round maps again what the first evicted (no payload check again)
+            for i in range(rnd, FILES * PER_FILE, 53):
+                fps = svc.lookup_stats.false_positives
+                offsets, gets, stats = _lookup(svc, f"o{i}")
+                assert offsets == [i] and stats.files_read == 1 + svc.lookup_stats.false_positives - fps
+                assert gets == stats.files_read  # filters come from local disk: no GET for them
+                assert 0 < svc.filters.bytes_held <= bound
+            assert _lookup(svc, "absent")[2].files_read <= 1
+        held = list(svc.filters._lru.values())
+        assert held and all(isinstance(f, MappedKeyFilter) for f in held) and len(held) < FILES
+        assert len(svc.filters._verified) == FILES  # each file's payload checked whole once
     finally:
         svc.close()
 
