@@ -23,15 +23,16 @@ def free_port() -> int:
 
 class ServeProcess:
     """`mqindex serve --data-dir DATA --port P ARGS`, started and healthy when constructed. With kafka=True it
-    also listens for Kafka clients on a free port (`bootstrap`); without, its Kafka listener is off."""
+    also listens for Kafka clients on a free port (`bootstrap`); without, its Kafka listener is off. `mqindex`:
+    another installation's executable (a previous release's), default this one's."""
 
     def __init__(self, data_dir: Path, args: Sequence[str], log_path: Path, *, kafka: bool = False,
-                 start_timeout_s: float = 90, what: str = "mqindex serve") -> None:
+                 start_timeout_s: float = 90, what: str = "mqindex serve", mqindex: Path | None = None) -> None:
         self.port = free_port()
         self.kafka_port = free_port() if kafka else 0
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()/kill()
-        cmd = [str(Path(sys.executable).parent / "mqindex"), "serve", "--data-dir", str(data_dir),
+        cmd = [str(mqindex or Path(sys.executable).parent / "mqindex"), "serve", "--data-dir", str(data_dir),
                "--port", str(self.port), *args]
         env = dict(os.environ)
         if kafka:
