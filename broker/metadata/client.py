@@ -295,6 +295,18 @@ class MetadataClient(StreamOps, ObjectOps):
 
         self._txn(build)
 
+    def kv_update_if(self, expect: dict[str, str | None], put: dict[str, str], delete: Sequence[str] = ()) -> bool:
+        """In one transaction: when every key of `expect` holds its value (None: absent), store the keys of `put`
+        and delete those of `delete` (the ones present). Returns whether it was applied."""
+        def build(img: MetadataImage) -> tuple[list[Record], bool]:
+            if any(img.kv.get(k) != v for k, v in expect.items()):
+                return [], False
+            recs: list[Record] = [{"type": "kv_put", "key": k, "value": v} for k, v in put.items()]
+            recs += [{"type": "kv_delete", "key": k} for k in delete if k in img.kv and k not in put]
+            return recs, True
+
+        return bool(self._txn(build))
+
     def kv_items(self, prefix: str = "", refresh: bool = True) -> dict[str, str]:
         """Every key starting with `prefix` and its value (from the caught-up image)."""
         if refresh:
