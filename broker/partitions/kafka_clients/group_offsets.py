@@ -20,11 +20,16 @@ def _key(group: str, topic: str, partition: int) -> str:
     return f"{PREFIX}{group}/{topic}/{partition}"
 
 
+def entries(group: str, offsets: dict[tuple[str, int], tuple[int, str | None]]) -> dict[str, str]:
+    """The KV keys and values that commit (offset, metadata) for each (topic, partition) of the group."""
+    now = int(time.time() * 1000)
+    return {_key(group, t, p): json.dumps({"offset": o, "metadata": m or "", "at_ms": now})
+            for (t, p), (o, m) in offsets.items()}
+
+
 def commit(meta: MetadataClient, group: str, offsets: dict[tuple[str, int], tuple[int, str | None]]) -> None:
     """Store (offset, metadata) for each (topic, partition) of the group, in one metadata transaction."""
-    now = int(time.time() * 1000)
-    meta.kv_put_many({_key(group, t, p): json.dumps({"offset": o, "metadata": m or "", "at_ms": now})
-                      for (t, p), (o, m) in offsets.items()})
+    meta.kv_put_many(entries(group, offsets))
 
 
 def is_topic_key(key: str, topic: str) -> bool:
