@@ -6,11 +6,12 @@ plain produce body read from its bytes (api/http/_produce_scan.pyx) or from orjs
 record framing a client's batch is checked by (broker/partitions/_batch_framing.pyx); the uncompressed batch
 of produced messages (broker/partitions/_record_build.pyx); the partitions and answers of a produce request's
 plain messages (broker/partitions/_produce_route.pyx); the columns of a batch of index entries
-(index_file/_entry_columns.pyx) and the append of items to a WRITING index file (index_file/_item_chain.pyx).
+(index_file/_entry_columns.pyx) and the append of items to a WRITING index file (index_file/_item_chain.pyx); the
+Arrow columns of stored batches a Spark read hands Spark (jobs/spark_source/_arrow_columns.pyx).
 They are optional: without a compiler the install goes on and their callers (api/http/message_json.py,
 api/http/produce_json.py, broker/partitions/batch_check.py, broker/partitions/kafka_clients/client_batches.py,
 broker/partitions/records.py, broker/partitions/produce.py, index_file/entry_columns.py,
-index_file/native_unsealed.py) do the same work in Python."""
+index_file/native_unsealed.py, jobs/spark_source/read.py) do the same work in Python."""
 
 from Cython.Build import cythonize
 from setuptools import Extension, setup
@@ -23,7 +24,8 @@ MODULES = {"api.http._record_json": "api/http/_record_json.pyx",
            "broker.partitions._record_build": "broker/partitions/_record_build.pyx",
            "broker.partitions._produce_route": "broker/partitions/_produce_route.pyx",
            "index_file._entry_columns": "index_file/_entry_columns.pyx",
-           "index_file._item_chain": "index_file/_item_chain.pyx"}
+           "index_file._item_chain": "index_file/_item_chain.pyx",
+           "jobs.spark_source._arrow_columns": "jobs/spark_source/_arrow_columns.pyx"}
 
 setup(ext_modules=cythonize([Extension(name, [path], extra_compile_args=["-O2"], optional=True)
                              for name, path in MODULES.items()],
