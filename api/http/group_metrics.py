@@ -5,15 +5,20 @@ from one node):
 - `mqindex_group_lag_seconds{group,topic,partition}`: the age of the oldest message it has not consumed (now -
   the timestamp of the record at the committed offset, in whole seconds; 0 when caught up).
 
-Computed at each scrape from memory, without a scan and without reading records again: a table of rows (one per
-committed offset of a coordinated group) is kept between scrapes and rebuilt only for the keys whose stored
-text changed, and only when the metadata image moved (`image.offset`); each row keeps its label text, already
-escaped, its committed offset and the timestamp of the record at that offset. A scrape takes the end offsets of
-the partitions (a led partition's acknowledged end; another node's: the end in the metadata image, which trails
-the leader by up to an upload interval), computes every lag at once (numpy) and writes the lines (the lag
-lines are used again while no lag changed). The record timestamps are read once per (partition, committed
-offset), at most READ_BUDGET_S of reads a scrape: a row whose record is not read yet has no `_seconds` line in
-that scrape (the next one adds it).
+Computed at each scrape from memory, without a scan and without reading the committed offsets again: the rows
+(one per committed offset of a coordinated group: its label text, already escaped, its committed offset and the
+timestamp of the record at that offset) are arrays kept up to date as the commits are applied (`_Rows.apply`,
+called by the metadata image for every put and delete of `group_offsets/`, MetadataClient.kv_watch): a commit
+changes its row's offset in place, a new key appends a row, a deleted key's row is replaced by the last one. A
+scrape copies the arrays, takes the end offsets of the partitions (a led partition's acknowledged end; another
+node's: the end in the metadata image, which trails the leader by up to an upload interval), computes every lag
+at once (numpy) and writes the lines: rows that show the same value are written as one `bytes.join` of their
+line prefixes with the value as the separator (`_classes`), and the text is used again while no value changed.
+The record timestamps are read once per (partition, committed offset), at most READ_BUDGET_S of reads a
+scrape: a row whose record is not read yet has no `_seconds` line in that scrape (the next one adds it).
+
+The rows are built again from the whole KV segment only when the set of Kafka listeners changes (which node
+coordinates which group) or the metadata image was reloaded from a snapshot.
 
 The lines are exposition text (`render()`, in pieces), appended to the registry's on /metrics (api/http/app.py):
 prometheus_client's per-sample objects and formatting cost microseconds a series, too much for 100,000 of them.
@@ -22,10 +27,10 @@ prometheus_client's per-sample objects and formatting cost microseconds a series
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import zlib
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,7 +38,9 @@ from api.kafka.context import Context
 from broker.partitions.kafka_clients import group_offsets
 from broker.partitions.kafka_clients.group_admin import oldest_unconsumed_ms
 
-READ_BUDGET_S = 0.02  # record reads (for the lag in time) per scrape; the rest waits for the next scrape
+log = logging.getLogger(__name__)
+
+READ_BUDGET_S = 0.01  # record reads (for the lag in time) per scrape; the rest waits for the next scrape
 HEADER = (b"# HELP mqindex_group_lag Messages a consumer group has not consumed: the partition's end offset minus "
           b"the group's committed offset\n# TYPE mqindex_group_lag gauge\n")
 HEADER_S = (b"# HELP mqindex_group_lag_seconds Age of the oldest message a consumer group has not consumed (now "
@@ -42,8 +49,8 @@ HEADER_S = (b"# HELP mqindex_group_lag_seconds Age of the oldest message a consu
 
 
 def _offset(text: str) -> int:
-    """The offset of a stored commit: group_offsets.commit writes '{"offset": N, ...' (read without a JSON parse,
-    a third of a scrape after every group moved); anything else is parsed."""
+    """The offset of a stored commit: group_offsets.commit writes '{"offset": N, ...' (read without a JSON parse);
+    anything else is parsed."""
     if text.startswith('{"offset": '):
         end = text.find(",", 11)
         digits = text[11:end] if end > 0 else ""
@@ -56,129 +63,195 @@ def _escape(v: str) -> str:
     return v.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
 
 
-@dataclass
-class _Row:
-    text: str  # the stored value the row was parsed from
-    labels: str  # '{group="..",partition="..",topic=".."}'
-    tp: tuple[str, int]
-    offset: int
-    coordinated: bool
-    ts_ms: float = np.nan  # the timestamp of the record at `ts_at` (NaN: not read yet)
-    ts_at: int = -1  # max(offset, the partition's start) when it was read
+def _classes(key: np.ndarray, prefixes: list[bytes]) -> list[tuple[int, list[bytes]]]:
+    """The rows grouped by equal `key` (NaN: no line): (a row of the class, the line prefixes of its rows)."""
+    order = np.argsort(key, kind="stable")
+    sorted_key = key[order]
+    order = order[~np.isnan(sorted_key)]
+    sorted_key = key[order]
+    cuts = np.flatnonzero(sorted_key[1:] != sorted_key[:-1]) + 1
+    bounds = [0, *cuts.tolist(), len(order)] if len(order) else []
+    ordered = [prefixes[i] for i in order.tolist()]
+    firsts = order[bounds[:-1]].tolist() if bounds else []
+    return [(first, ordered[a:b]) for first, a, b in zip(firsts, bounds, bounds[1:], strict=False)]
 
 
-class _Table:
-    """The coordinated rows as arrays and their line prefixes, built again when rows come or go; a committed
-    offset that moved is changed in place (`move`)."""
+def _interleave(prefixes: list[bytes], values: list[bytes]) -> list[bytes]:
+    out: list[bytes] = [b""] * (2 * len(prefixes))
+    out[0::2] = prefixes
+    out[1::2] = values
+    return out
 
-    def __init__(self, rows: list[_Row]) -> None:
-        self.rows = rows
-        self.tps = sorted({r.tp for r in rows})
-        index = {tp: i for i, tp in enumerate(self.tps)}
-        n = len(rows)
-        self.where = np.fromiter((index[r.tp] for r in rows), np.int64, n)
-        self.offset = np.fromiter((r.offset for r in rows), np.int64, n)
-        self.ts = np.fromiter((r.ts_ms for r in rows), np.float64, n)
-        self.ts_at = np.fromiter((r.ts_at for r in rows), np.int64, n)
-        self.lag_prefix = [f"mqindex_group_lag{r.labels} " for r in rows]
-        self.age_prefix = [f"mqindex_group_lag_seconds{r.labels} ".encode() for r in rows]
-        self.pos = {id(r): i for i, r in enumerate(rows)}
-        self.lag_text: bytes | None = None  # the lag lines of the last scrape, for `lag_shown` and `shown`
-        self.lag_shown = np.zeros(0, np.int64)
-        self.shown = np.zeros(0, bool)
-        self.age_key: np.ndarray | None = None  # the classes' key (`age_text`) they were built for
-        self.age_classes: list[tuple[int, list[bytes]]] = []  # (a row of the class, its line prefixes)
 
-    def age_text(self, ages: np.ndarray, behind: np.ndarray) -> list[bytes]:
-        """The lag_seconds lines of `ages` (-1: no line), in pieces to join. Rows that read the same record time
-        (and are behind, or are all caught up) show the same age in every scrape: their line prefixes are kept in
-        classes while the times stay, and a class's lines are one `bytes.join` with its value as the separator;
-        the series' order within the family is by class (the exposition format does not order series)."""
-        key = np.where(behind, self.ts, -np.inf)  # caught up: 0, one class; NaN (not read): its own lines
-        key = np.where(ages < 0, np.nan, key)
-        if self.age_key is None or not np.array_equal(key, self.age_key, equal_nan=True):
-            order = np.argsort(key, kind="stable")
-            sorted_key = key[order]
-            valid = ~np.isnan(sorted_key)
-            order, sorted_key = order[valid], sorted_key[valid]
-            cuts = np.flatnonzero(sorted_key[1:] != sorted_key[:-1]) + 1
-            bounds = [0, *cuts.tolist(), len(order)] if len(order) else []
-            prefix = self.age_prefix
-            self.age_classes = [(int(order[a]), [prefix[i] for i in order[a:b].tolist()])
-                                for a, b in zip(bounds, bounds[1:], strict=False)]
-            self.age_key = key
-        values = ages.tolist()
-        if len(self.age_classes) * 4 > len(values):  # mostly distinct times: a line each is as quick
-            return [b"%s%d\n" % (p, v) for p, v in zip(self.age_prefix, values, strict=True) if v >= 0]
-        out = []
-        for first, prefixes in self.age_classes:
-            sep = b"%d\n" % values[first]
-            out.append(sep.join(prefixes))
-            out.append(sep)
-        return out
+def _lines(classes: list[tuple[int, list[bytes]]] | None, prefixes: list[bytes], values: list[int]) -> list[bytes]:
+    """The lines `prefix value` of the rows with a value >= 0, as pieces for the body's one join (no copy of the
+    lines here): a class's value is formatted once; without classes (mostly distinct values), a value each."""
+    if classes is None:
+        text = [b"%d\n" % v for v in values]
+        if min(values, default=0) >= 0:
+            return _interleave(prefixes, text)
+        keep = [i for i, v in enumerate(values) if v >= 0]
+        return _interleave([prefixes[i] for i in keep], [text[i] for i in keep])
+    out: list[bytes] = []
+    for first, members in classes:
+        out += _interleave(members, [b"%d\n" % values[first]] * len(members))
+    return out
 
-    def move(self, old: _Row, new: _Row) -> None:
-        """`new` (same key, partition and coordinator, another offset) stands for `old`."""
-        i = self.pos.pop(id(old))
-        self.rows[i] = new
-        self.pos[id(new)] = i
-        self.offset[i], self.ts[i], self.ts_at[i] = new.offset, new.ts_ms, new.ts_at
+
+class _Rows:
+    """The committed offsets of the groups this node coordinates (as `ids`, the listener node ids, assign them),
+    as arrays kept up to date by `apply` (the metadata image's watch of group_offsets/, in the thread applying
+    records, under the metadata client's lock). `layout` moves when a row comes or goes (the line prefixes'
+    order changed)."""
+
+    def __init__(self, ids: list[int], node_id: int) -> None:
+        self.ids, self.node_id = ids, node_id
+        self.lock = threading.Lock()  # apply vs a scrape's copy (held for copies only)
+        self.index: dict[str, int] = {}  # KV key -> row
+        self.keys: list[str] = []
+        self.lag_prefix: list[bytes] = []
+        self.age_prefix: list[bytes] = []
+        self.tps: list[tuple[str, int]] = []  # the partitions the rows point at (`where`)
+        self.tp_index: dict[tuple[str, int], int] = {}
+        self.coordinated: dict[str, bool] = {}  # group -> whether this node coordinates it
+        self.n = 0
+        self.layout = 0
+        self.where = np.zeros(1024, np.int64)
+        self.offset = np.zeros(1024, np.int64)
+        self.ts = np.full(1024, np.nan)  # the timestamp of the record at `ts_at` (NaN: not read yet)
+        self.ts_at = np.full(1024, -1, np.int64)  # max(offset, the partition's start) when it was read
+
+    def apply(self, key: str, value: str | None) -> None:
+        """A put (`value`) or delete (None) of a committed offset; never raises into the metadata apply."""
+        try:
+            with self.lock:
+                self._apply(key, value)
+        except Exception:  # noqa: BLE001 - a bad stored value must not stop the metadata image
+            log.warning("consumer group lag: a committed offset not understood, left out of /metrics",
+                        extra={"key": key}, exc_info=True)
+            with self.lock:
+                if key in self.index:
+                    self._remove(self.index[key])
+
+    def _apply(self, key: str, value: str | None) -> None:
+        i = self.index.get(key)
+        if value is None:
+            if i is not None:
+                self._remove(i)
+            return
+        if i is not None:
+            self.offset[i] = _offset(value)
+            return
+        group, _, rest = key[len(group_offsets.PREFIX):].rpartition("/")
+        group, _, topic = group.rpartition("/")
+        if not group or not rest.isdigit():
+            return
+        coordinated = self.coordinated.get(group)
+        if coordinated is None:  # Context.coordinator_for's rule, with the listeners read once
+            coordinated = self.ids[zlib.crc32(group.encode("utf-8")) % len(self.ids)] == self.node_id
+            self.coordinated[group] = coordinated
+        if not coordinated:
+            return
+        offset = _offset(value)
+        tp = (topic, int(rest))
+        where = self.tp_index.get(tp)
+        if where is None:
+            where = self.tp_index[tp] = len(self.tps)
+            self.tps.append(tp)
+        if self.n == len(self.offset):
+            self._grow()
+        i = self.n
+        self.n += 1
+        self.index[key] = i
+        self.keys.append(key)
+        labels = f'{{group="{_escape(group)}",partition="{rest}",topic="{_escape(topic)}"}}'
+        self.lag_prefix.append(f"mqindex_group_lag{labels} ".encode())
+        self.age_prefix.append(f"mqindex_group_lag_seconds{labels} ".encode())
+        self.where[i], self.offset[i], self.ts[i], self.ts_at[i] = where, offset, np.nan, -1
+        self.layout += 1
+
+    def _grow(self) -> None:
+        size = 2 * len(self.offset)
+        for name, fill in (("where", 0), ("offset", 0), ("ts", np.nan), ("ts_at", -1)):
+            old = getattr(self, name)
+            new = np.full(size, fill, old.dtype)
+            new[:len(old)] = old
+            setattr(self, name, new)
+
+    def _remove(self, i: int) -> None:
+        """Row i goes; the last row takes its place."""
+        last = self.n - 1
+        del self.index[self.keys[i]]
+        if i != last:
+            self.keys[i], self.lag_prefix[i], self.age_prefix[i] = (
+                self.keys[last], self.lag_prefix[last], self.age_prefix[last])
+            self.index[self.keys[i]] = i
+            for a in (self.where, self.offset, self.ts, self.ts_at):
+                a[i] = a[last]
+        self.keys.pop()
+        self.lag_prefix.pop()
+        self.age_prefix.pop()
+        self.n = last
+        self.layout += 1
+
+    def copy(self, last: _View | None = None) -> _View:
+        """The rows now (the lists of `last`, a copy of the same layout, are used again: rows did not come or go)."""
+        with self.lock:
+            n = self.n
+            if last is not None and last.layout == self.layout:
+                tps, lag_prefix, age_prefix = last.tps, last.lag_prefix, last.age_prefix
+            else:
+                tps, lag_prefix, age_prefix = list(self.tps), self.lag_prefix[:], self.age_prefix[:]
+            return _View(self.layout, tps, self.where[:n].copy(), self.offset[:n].copy(), self.ts[:n].copy(),
+                         self.ts_at[:n].copy(), lag_prefix, age_prefix)
+
+    def keep_times(self, layout: int, rows: np.ndarray, ts: np.ndarray, ts_at: np.ndarray) -> None:
+        """The record times a scrape read for `rows` of the view of `layout` (dropped if rows came or went)."""
+        with self.lock:
+            if layout == self.layout:
+                self.ts[rows], self.ts_at[rows] = ts, ts_at
+
+
+class _View:
+    """A scrape's copy of the rows."""
+
+    def __init__(self, layout: int, tps: list[tuple[str, int]], where: np.ndarray, offset: np.ndarray,
+                 ts: np.ndarray, ts_at: np.ndarray, lag_prefix: list[bytes], age_prefix: list[bytes]) -> None:
+        self.layout, self.tps, self.where, self.offset, self.ts, self.ts_at = layout, tps, where, offset, ts, ts_at
+        self.lag_prefix, self.age_prefix = lag_prefix, age_prefix
 
 
 class GroupLagExposition:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self._rows: dict[str, _Row] = {}  # KV key -> row
-        self._seen_offset: int | None = None  # the metadata image's offset when the rows were last checked
-        self._coordinators: set[int] = set()  # the listener node ids the coordinated flags were computed for
-        self._lock = threading.Lock()  # one scrape at a time updates the table
-        self._table: _Table | None = None  # the coordinated rows as arrays, until a row changes
+        self._lock = threading.Lock()  # one scrape at a time
+        self._rows: _Rows | None = None
+        self._view: _View | None = None  # the last scrape's copy of the rows
+        self._image: object = None  # the metadata image `_rows` watches
+        self._listeners: set[int] = set()  # the listener node ids `_rows` was built for
+        # the text of the last scrape, used again while its values and the rows stay
+        self._lag_key: tuple[int, np.ndarray] | None = None
+        self._lag_text: list[bytes] = []
+        self._age_key: tuple[int, np.ndarray] | None = None
+        self._age_classes: list[tuple[int, list[bytes]]] = []
+        try:
+            self._watch()  # the rows are built now, not by the first scrape
+        except Exception:  # noqa: BLE001 - the first scrape tries again
+            log.warning("consumer group lag: rows not built at start", exc_info=True)
 
-    # -- the table of rows ------------------------------------------------------------------------
-    def _refresh_rows(self) -> None:
+    def _watch(self) -> _Rows:
+        """The rows, built again (watching the metadata image anew) when the listeners or the image changed."""
         meta = self.ctx.node.meta
-        image_offset = int(getattr(meta.image, "offset", -1))
         listeners = set(self.ctx.brokers())
-        ids = sorted(listeners)
-        if image_offset == self._seen_offset and listeners == self._coordinators:
-            return
-        coordinated: dict[str, bool] = {}
-        rows: dict[str, _Row] = {}
-        kept = 0
-        moved: list[tuple[_Row, _Row]] = []  # (old, new) of a key whose offset moved, nothing else
-        for key, text in meta.kv_items(group_offsets.PREFIX, refresh=False).items():
-            old = self._rows.get(key)
-            if old is not None and old.text is text and listeners == self._coordinators:
-                rows[key] = old
-                kept += 1
-                continue
-            if old is not None and listeners == self._coordinators:  # the same key: only its offset moved
-                row = _Row(text, old.labels, old.tp, _offset(text), old.coordinated)
-                if row.offset == old.offset:
-                    row.ts_ms, row.ts_at = old.ts_ms, old.ts_at
-                moved.append((old, row))
-                rows[key] = row
-                continue
-            group, _, rest = key[len(group_offsets.PREFIX):].rpartition("/")
-            group, _, topic = group.rpartition("/")
-            if not group or not rest.isdigit():
-                continue
-            if group not in coordinated:  # Context.coordinator_for's rule, with the listeners read once
-                coordinated[group] = ids[zlib.crc32(group.encode("utf-8")) % len(ids)] == self.ctx.node_id
-            offset = _offset(text)
-            labels = f'{{group="{_escape(group)}",partition="{rest}",topic="{_escape(topic)}"}}'
-            row = _Row(text, labels, (topic, int(rest)), offset, coordinated[group])
-            if old is not None and old.offset == offset and old.tp == row.tp:
-                row.ts_ms, row.ts_at = old.ts_ms, old.ts_at
-            rows[key] = row
-        if kept + len(moved) != len(rows) or len(rows) != len(self._rows):
-            self._table = None  # rows came or went: the arrays are built again
-        elif self._table is not None:
-            for old, new in moved:
-                if new.coordinated:
-                    self._table.move(old, new)
-        self._rows = rows
-        self._seen_offset, self._coordinators = image_offset, listeners
+        if self._rows is not None and listeners == self._listeners and meta.image is self._image:
+            return self._rows
+        if self._rows is not None and hasattr(self._image, "kv"):
+            self._image.kv.unwatch(group_offsets.PREFIX, self._rows.apply)  # type: ignore[attr-defined]
+        rows = _Rows(sorted(listeners), self.ctx.node_id)
+        self._image = meta.kv_watch(group_offsets.PREFIX, rows.apply)
+        self._rows, self._listeners, self._view = rows, listeners, None
+        self._lag_key = self._age_key = None
+        return rows
 
     def _bounds(self, tps: list[tuple[str, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """start, end and known (0/1) of each partition of `tps`, from memory."""
@@ -198,43 +271,61 @@ class GroupLagExposition:
         """The two families' exposition text (HELP, TYPE and one line per series), in pieces to join (the body's
         single copy is made by /metrics)."""
         with self._lock:
-            self._refresh_rows()
-            if self._table is None:
-                self._table = _Table([r for r in self._rows.values() if r.coordinated])
-            t = self._table
-            if not t.rows:
+            rows = self._watch()
+            v = self._view = rows.copy(self._view)
+            if not len(v.offset):
                 return [HEADER, HEADER_S]
-            start, end, known = self._bounds(t.tps)
-            shown, end_r, start_r = known[t.where], end[t.where], start[t.where]
-            lag = np.maximum(end_r - t.offset, 0)
-            at = np.maximum(t.offset, start_r)
+            start, end, known = self._bounds(v.tps)
+            shown, end_r, start_r = known[v.where], end[v.where], start[v.where]
+            lag = np.maximum(end_r - v.offset, 0)
+            at = np.maximum(v.offset, start_r)
             behind = end_r > at
-            stale = np.isnan(t.ts) | (t.ts_at != at)
-            self._read_times(t, np.flatnonzero(shown & behind & stale), at)
-            age = np.where(behind, np.maximum((time.time() * 1000 - t.ts) / 1000, 0.0), 0.0)
-            age[behind & (t.ts_at != at)] = np.nan  # not read yet: no line this scrape
+            stale = np.isnan(v.ts) | (v.ts_at != at)
+            self._read_times(rows, v, np.flatnonzero(shown & behind & stale), at)
+            age = np.where(behind, np.maximum((time.time() * 1000 - v.ts) / 1000, 0.0), 0.0)
+            age[behind & (v.ts_at != at)] = np.nan  # not read yet: no line this scrape
             if not shown.all():
                 age[~shown] = np.nan
-            if t.lag_text is None or not np.array_equal(lag, t.lag_shown) or not np.array_equal(shown, t.shown):
-                lags = lag.tolist()
-                lag_lines = ([f"{p}{v}\n" for p, v in zip(t.lag_prefix, lags, strict=True)] if shown.all() else
-                             [f"{t.lag_prefix[i]}{lags[i]}\n" for i in np.flatnonzero(shown).tolist()])
-                t.lag_text, t.lag_shown, t.shown = "".join(lag_lines).encode(), lag, shown
-            ages = np.where(np.isnan(age), -1, age).astype(np.int64)  # whole seconds; -1: no line
-            return [HEADER, t.lag_text, HEADER_S, *t.age_text(ages, behind)]
+            return [HEADER, *self._lag_lines(v, np.where(shown, lag, -1)), HEADER_S, *self._age_lines(v, age, behind)]
 
-    def _read_times(self, t: _Table, missing: np.ndarray, ats: np.ndarray) -> None:
+    def _lag_lines(self, v: _View, lag: np.ndarray) -> list[bytes]:
+        """The lag lines (-1: no line), the last scrape's while no lag changed."""
+        if self._lag_key is None or self._lag_key[0] != v.layout or not np.array_equal(self._lag_key[1], lag):
+            key = np.where(lag < 0, np.nan, lag.astype(np.float64))
+            classes = _classes(key, v.lag_prefix) if len(np.unique(lag)) * 4 <= len(lag) else None
+            self._lag_text = _lines(classes, v.lag_prefix, lag.tolist())
+            self._lag_key = (v.layout, lag)
+        return self._lag_text
+
+    def _age_lines(self, v: _View, age: np.ndarray, behind: np.ndarray) -> list[bytes]:
+        """The lag_seconds lines. Rows that read the same record time (and are behind, or are all caught up) show
+        the same age in every scrape: their classes are kept while the times stay."""
+        ages = np.where(np.isnan(age), -1, age).astype(np.int64)  # whole seconds; -1: no line
+        key = np.where(behind, v.ts, -np.inf)  # caught up: 0, one class; NaN (not read): its own lines
+        key = np.where(ages < 0, np.nan, key)
+        if (self._age_key is None or self._age_key[0] != v.layout
+                or not np.array_equal(key, self._age_key[1], equal_nan=True)):
+            self._age_classes = _classes(key, v.age_prefix)
+            self._age_key = (v.layout, key)
+        classes = self._age_classes if len(self._age_classes) * 4 <= len(ages) else None
+        return _lines(classes, v.age_prefix, ages.tolist())
+
+    def _read_times(self, rows: _Rows, v: _View, missing: np.ndarray, ats: np.ndarray) -> None:
         """Read the record at `ats` of rows `missing`, within the budget (rows at the same partition and offset
-        share one read); kept in the table and its rows."""
+        share one read); kept in the view and the rows."""
         until = time.monotonic() + READ_BUDGET_S
         done: dict[tuple[str, int, int], float] = {}
+        read: list[int] = []
         for i in missing.tolist():
-            r = t.rows[i]
-            at = (r.tp[0], r.tp[1], int(ats[i]))
+            topic, partition = v.tps[v.where[i]]
+            at = (topic, partition, int(ats[i]))
             if at not in done:
                 if time.monotonic() >= until:
                     continue
-                got = oldest_unconsumed_ms(self.ctx.node.partitions, at[0], at[1], at[2])
+                got = oldest_unconsumed_ms(self.ctx.node.partitions, topic, partition, at[2])
                 done[at] = np.nan if got is None else float(got)
-            r.ts_ms, r.ts_at = done[at], at[2]
-            t.ts[i], t.ts_at[i] = done[at], at[2]
+            v.ts[i], v.ts_at[i] = done[at], at[2]
+            read.append(i)
+        if read:
+            idx = np.array(read, np.int64)
+            rows.keep_times(v.layout, idx, v.ts[idx], v.ts_at[idx])
