@@ -28,22 +28,46 @@ from __future__ import annotations
 
 import mmap
 import os
-import struct
 import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import crc32c
 import numpy as np
-import xxhash
 
 from index_file.entry_columns import EntryColumns, entry_columns, fingerprints
 from index_file.errors import FormatError, IndexStateError
 from index_file.model import AppendResult, IndexEntry, IndexHit, check_range, finish_hits
+from index_file.native_unsealed_layout import (
+    CHUNK_ITEMS,
+    CKPT_SIZE,
+    HEADER_SIZE,
+    ITEM_DTYPE,
+    ITEM_SIZE,
+    MAGIC,
+    SLOTS_OFFSET,
+    STATE_SEALED,
+    STATE_WRITING,
+    U32,
+    VERSION,
+    Checkpoint,
+    NativeHeader,
+    check_both_checkpoints,
+    checkpoint_copies,
+    file_size,
+    item_checks,
+    items_offset,
+    read_checkpoint,
+    walk_chain,
+    xxh3,
+)
+from index_file.native_unsealed_reader import NativeUnsealedReader
 from index_file.sorting import stable_order
-from index_file.source import ByteSource, open_source
+
+# the names other modules read from here: the layout's and the read-only view's
+__all__ = ["CHUNK_ITEMS", "HEADER_SIZE", "ITEM_DTYPE", "ITEM_SIZE", "MAGIC", "SLOTS_OFFSET", "STATE_SEALED",
+           "STATE_WRITING", "VERSION", "NativeIndexWriter", "NativeUnsealedReader", "item_checks", "items_offset"]
 
 _chain: Any
 try:
@@ -52,167 +76,6 @@ except ImportError:
     _chain = None
 if sys.byteorder != "little":
     _chain = None  # it writes ITEM_DTYPE's little-endian fields as native integers
-
-MAGIC = b"MQXU"
-VERSION = 1
-HEADER_SIZE = 64
-CKPT_SIZE = 64
-SLOTS_OFFSET = HEADER_SIZE + 2 * CKPT_SIZE  # 192
-ITEM_SIZE = 40
-STATE_WRITING = 1
-STATE_SEALED = 2
-CHUNK_ITEMS = 65536  # items written between two checkpoints; recovery clears at most this many
-
-_HEADER = struct.Struct("<4sHHIIqHH32sI")
-_CKPT = struct.Struct("<QIIIIqq20sI")
-_ITEM = struct.Struct("<QqqiiII")
-_U32 = struct.Struct("<I")
-assert _HEADER.size == HEADER_SIZE and _CKPT.size == CKPT_SIZE and _ITEM.size == ITEM_SIZE
-
-ITEM_DTYPE = np.dtype([("fp", "<u8"), ("offset", "<i8"), ("time", "<i8"), ("queue", "<i4"), ("size", "<i4"),
-                       ("next", "<u4"), ("check", "<u4")])
-assert ITEM_DTYPE.itemsize == ITEM_SIZE
-
-_xxh3 = xxhash.xxh3_64_intdigest
-_M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
-_K = [np.uint64(k) for k in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93,
-                             0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53)]
-_CHECK_SALT = np.uint64(0x4D5158554E53454C)  # keeps an all-zero item at index 0 from checking
-
-
-def slots_bytes(slot_count: int) -> int:
-    return (slot_count * 4 + 7) // 8 * 8
-
-
-def items_offset(slot_count: int) -> int:
-    return SLOTS_OFFSET + slots_bytes(slot_count)
-
-
-def file_size(slot_count: int, items: int) -> int:
-    return items_offset(slot_count) + items * ITEM_SIZE
-
-
-def item_checks(items: np.ndarray, first_index: int) -> np.ndarray:
-    """The per-item check word (u32) of consecutive items starting at item `first_index`.
-
-    A 64-bit mix of every field and the item's index, folded to 32 bits; vectorised so batches are
-    cheap to seal. Including the index means an item copied or left over at another position fails.
-    """
-    with np.errstate(over="ignore"):
-        idx = np.arange(first_index, first_index + len(items), dtype=np.uint64)
-        qs = (items["queue"].astype(np.uint32).astype(np.uint64) << np.uint64(32)) | \
-            items["size"].astype(np.uint32).astype(np.uint64)
-        nx = (items["next"].astype(np.uint64) << np.uint64(32)) | idx
-        h = items["fp"] ^ _CHECK_SALT
-        h = h ^ (items["offset"].view(np.uint64) * _K[0])
-        h = (h * _K[1]) ^ (items["time"].view(np.uint64) * _K[2])
-        h = (h * _K[3]) ^ (qs * _K[4])
-        h = (h * _K[5]) ^ (nx * _K[0])
-        h ^= h >> np.uint64(33)
-        h *= _K[4]
-        h ^= h >> np.uint64(33)
-        h *= _K[5]
-        h ^= h >> np.uint64(33)
-    return (h & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-
-
-@dataclass(frozen=True)
-class NativeHeader:
-    slot_count: int
-    max_items: int
-    begin_ms: int
-
-    def pack(self) -> bytes:
-        body = _HEADER.pack(MAGIC, VERSION, HEADER_SIZE, self.slot_count, self.max_items, self.begin_ms,
-                            ITEM_SIZE, 0, bytes(32), 0)
-        return body[:60] + _U32.pack(crc32c.crc32c(body[:60]))
-
-    @classmethod
-    def parse(cls, name: str, data: bytes | memoryview) -> NativeHeader:
-        if len(data) < HEADER_SIZE:
-            raise FormatError(name, "truncated", f"{len(data)} bytes is shorter than the {HEADER_SIZE}-byte header")
-        magic, version, hsize, slots, max_items, begin, isize, _r, _pad, crc = _HEADER.unpack_from(data, 0)
-        if magic != MAGIC:
-            raise FormatError(name, "magic", f"{bytes(magic)!r} is not the native unsealed magic {MAGIC!r}")
-        if crc32c.crc32c(bytes(data[:60])) != crc:
-            raise FormatError(name, "header crc32c", "the header's checksum does not match its bytes")
-        if version != VERSION or hsize != HEADER_SIZE or isize != ITEM_SIZE:
-            raise FormatError(name, "version", f"version {version}, header {hsize} B, item {isize} B not supported")
-        if slots <= 0 or max_items <= 0:
-            raise FormatError(name, "geometry", f"{slots} slots, {max_items} items")
-        return cls(slots, max_items, begin)
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    seq: int
-    state: int
-    count: int
-    items_crc: int
-    slots_crc: int
-    min_ms: int
-    max_ms: int
-
-    def pack(self) -> bytes:
-        body = _CKPT.pack(self.seq, self.state, self.count, self.items_crc, self.slots_crc, self.min_ms,
-                          self.max_ms, bytes(20), 0)
-        return body[:60] + _U32.pack(crc32c.crc32c(body[:60]))
-
-    @classmethod
-    def parse(cls, data: bytes | memoryview) -> Checkpoint | None:
-        """The checkpoint in these 64 bytes, or None when it was never written or fails its CRC."""
-        seq, state, count, icrc, scrc, mn, mx, _pad, crc = _CKPT.unpack_from(data, 0)
-        if seq == 0 or crc32c.crc32c(bytes(data[:60])) != crc or state not in (STATE_WRITING, STATE_SEALED):
-            return None
-        return cls(seq, state, count, icrc, scrc, mn, mx)
-
-
-def checkpoint_copies(data: bytes | memoryview) -> list[Checkpoint]:
-    """The valid checkpoint copies in the first SLOTS_OFFSET bytes of a file, newest (highest seq) first."""
-    found = [c for c in (Checkpoint.parse(data[HEADER_SIZE:HEADER_SIZE + CKPT_SIZE]),
-                         Checkpoint.parse(data[HEADER_SIZE + CKPT_SIZE:SLOTS_OFFSET])) if c is not None]
-    return sorted(found, key=lambda c: c.seq, reverse=True)
-
-
-def read_checkpoint(name: str, data: bytes | memoryview) -> Checkpoint:
-    found = checkpoint_copies(data)
-    if not found:
-        raise FormatError(name, "checkpoint crc32c", "neither checkpoint copy is valid")
-    return found[0]
-
-
-def check_both_checkpoints(name: str, data: bytes | memoryview) -> None:
-    """Sealing writes its checkpoint after a writing one, so a sealed file has two valid copies."""
-    for i in range(2):
-        at = HEADER_SIZE + i * CKPT_SIZE
-        if Checkpoint.parse(data[at:at + CKPT_SIZE]) is None:
-            raise FormatError(name, "checkpoint crc32c", f"checkpoint copy {i} of a sealed file is invalid")
-
-
-def walk_chain(name: str, buf: object, items_off: int, limit: int, max_items: int, head: int, fp: int,
-               topic: str, key: str, lo: int, hi: int) -> list[IndexHit]:
-    """Follow a slot chain in `buf` (anything struct can unpack from); items >= limit are skipped
-    (a batch being written), every pointer is range-checked so a bad file cannot loop or overrun."""
-    hits: list[IndexHit] = []
-    unpack = _ITEM.unpack_from
-    prev = max_items + 1
-    cur = head
-    while cur:
-        if cur >= prev:
-            raise FormatError(name, "item chain", f"item {cur - 1} follows item {prev - 1} (must be older)")
-        i = cur - 1
-        if i < limit:
-            ifp, off, t, q, size, nxt, _chk = unpack(buf, items_off + i * ITEM_SIZE)  # type: ignore[arg-type]
-            if ifp == fp and lo <= t <= hi:
-                hits.append(IndexHit(topic, q, off, size, t, key, True))
-        else:  # part of a batch being written: only its link down the chain is used
-            pos = items_off + i * ITEM_SIZE + 32
-            if pos + 4 > len(buf):  # type: ignore[arg-type]
-                raise FormatError(name, "item chain", f"item {i} is beyond the end of the file")
-            nxt = _U32.unpack_from(buf, pos)[0]  # type: ignore[arg-type]
-        prev = cur
-        cur = nxt
-    return hits
 
 
 class NativeIndexWriter:
@@ -341,7 +204,7 @@ class NativeIndexWriter:
         count = c.count
         max_items = self.header.max_items
         while count < max_items:
-            window = self._items[count:min(max_items, count + CHUNK_ITEMS)]
+            window = self._read_items(count, min(max_items, count + CHUNK_ITEMS))
             nonzero = window.view(np.uint8).reshape(-1, ITEM_SIZE).any(axis=1)
             ok = (item_checks(window, count) == window["check"]) & nonzero
             nxt = window["next"].astype(np.int64)
@@ -392,14 +255,24 @@ class NativeIndexWriter:
         cleared = 0
         start, end = count, min(max_items, written + CHUNK_ITEMS)
         while start < end:
-            tail = self._items[start:end]
+            tail = self._read_items(start, end)
             torn = np.flatnonzero(tail.view(np.uint8).reshape(-1, ITEM_SIZE).any(axis=1))
             if not len(torn) and end - start >= CHUNK_ITEMS:
                 break  # a whole chunk never written: the writer never got further
-            tail[torn] = np.zeros(1, dtype=ITEM_DTYPE)
+            self._items[start + torn] = np.zeros(1, dtype=ITEM_DTYPE)  # written items: their pages exist
             cleared += len(torn)
             start, end = end, min(max_items, end + CHUNK_ITEMS)
         return cleared
+
+    def _read_items(self, start: int, end: int) -> np.ndarray:
+        """Items [start, end) read with pread, not through the mapping: recovery looks past the last item
+        written, into the file's holes, and on tmpfs a fault on a hole of a shared mapping allocates a page,
+        which on a full filesystem is a SIGBUS (read() of a hole allocates nothing)."""
+        want = (end - start) * ITEM_SIZE
+        data = os.pread(self._fd, want, self._items_off + start * ITEM_SIZE)
+        if len(data) != want:
+            raise FormatError(self.path, "file size", f"items {start}-{end} lie past the end of the file")
+        return np.frombuffer(data, dtype=ITEM_DTYPE)
 
     def _write_checkpoint(self, state: int, slots_crc: int = 0) -> None:
         seq = self._ckpt.seq + 1
@@ -657,8 +530,8 @@ class NativeIndexWriter:
         if max_count == 0 or self.closed:
             self._require_open()
             return []
-        fp = _xxh3(f"{topic}#{key}".encode())
-        head = _U32.unpack_from(mm, SLOTS_OFFSET + 4 * (fp % self.header.slot_count))[0]
+        fp = xxh3(f"{topic}#{key}".encode())
+        head = U32.unpack_from(mm, SLOTS_OFFSET + 4 * (fp % self.header.slot_count))[0]
         if not head:
             return []
         hits = walk_chain(self.path, mm, self._items_off, limit, self.header.max_items, head, fp, topic, key, lo, hi)
@@ -669,78 +542,3 @@ class NativeIndexWriter:
     def items(self) -> np.ndarray:
         """The committed items (a read-only copy), in write order."""
         return np.array(self._items[:self._count])
-
-
-class NativeUnsealedReader:
-    """Read-only view of a native unsealed file on any ByteSource (local mmap or BlobStore), for
-    inspection. It trusts the last checkpoint and verifies only a SEALED file's checksums when
-    `verify` is set; a WRITING file after a crash must be recovered with NativeIndexWriter.open."""
-
-    def __init__(self, source: ByteSource | str | os.PathLike[str], verify: bool = True) -> None:
-        self.source = open_source(source)
-        self.name = self.source.name
-        head = self.source.read(0, SLOTS_OFFSET)
-        self.header = NativeHeader.parse(self.name, head)
-        self.ckpt = read_checkpoint(self.name, head)
-        self._items_off = items_offset(self.header.slot_count)
-        if self.ckpt.count > self.header.max_items:
-            raise FormatError(self.name, "checkpoint count", f"{self.ckpt.count} of {self.header.max_items}")
-        size = self.source.size()
-        need = file_size(self.header.slot_count, self.ckpt.count)
-        if size < need:
-            raise FormatError(self.name, "truncated", f"{size} bytes, the checkpoint needs {need}")
-        if verify and self.ckpt.state == STATE_SEALED:
-            check_both_checkpoints(self.name, head)
-            if crc32c.crc32c(bytes(self.source.read(SLOTS_OFFSET, self._items_off))) != self.ckpt.slots_crc:
-                raise FormatError(self.name, "slots crc32c", "the slot section does not match its checksum")
-            if crc32c.crc32c(bytes(self.source.read(self._items_off, need))) != self.ckpt.items_crc:
-                raise FormatError(self.name, "items crc32c", "the item section does not match its checksum")
-
-    @property
-    def item_count(self) -> int:
-        return self.ckpt.count
-
-    @property
-    def sealed(self) -> bool:
-        return self.ckpt.state == STATE_SEALED
-
-    def query(self, topic: str, key: str, max_count: int = 64, begin_ms: int = 0,
-              end_ms: int | None = None) -> list[IndexHit]:
-        lo, hi = check_range(begin_ms, end_ms, max_count)
-        if max_count == 0:
-            return []
-        fp = _xxh3(f"{topic}#{key}".encode())
-        spos = SLOTS_OFFSET + 4 * (fp % self.header.slot_count)
-        head = _U32.unpack_from(self.source.read(spos, spos + 4), 0)[0]
-        hits: list[IndexHit] = []
-        prev = self.header.max_items + 1
-        while head:
-            if head >= prev:
-                raise FormatError(self.name, "item chain", f"item {head - 1} follows item {prev - 1}")
-            i = head - 1
-            pos = self._items_off + i * ITEM_SIZE
-            if i < self.ckpt.count:
-                ifp, off, t, q, size, nxt, _c = _ITEM.unpack_from(self.source.read(pos, pos + ITEM_SIZE), 0)
-                if ifp == fp and lo <= t <= hi:
-                    hits.append(IndexHit(topic, q, off, size, t, key, True))
-            else:  # written after the checkpoint: the chain continues below it
-                nxt = _U32.unpack_from(self.source.read(pos + 32, pos + 36), 0)[0]
-            prev = head
-            head = nxt
-        return finish_hits(hits, max_count)
-
-    def items(self) -> np.ndarray:
-        raw = self.source.read(self._items_off, self._items_off + self.ckpt.count * ITEM_SIZE)
-        return np.frombuffer(raw, dtype=ITEM_DTYPE, count=self.ckpt.count)
-
-    def slots(self) -> np.ndarray:
-        return np.frombuffer(self.source.read(SLOTS_OFFSET, SLOTS_OFFSET + 4 * self.header.slot_count), dtype="<u4")
-
-    def close(self) -> None:
-        self.source.close()
-
-    def __enter__(self) -> NativeUnsealedReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
