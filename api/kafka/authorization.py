@@ -1,14 +1,21 @@
 """The answer to a request the caller may not make, in the shape of that API's response.
 
 Two checks, in order. The scopes (api/security/principals.py, shared with HTTP): which scope an API needs and
-which error refuses it. Then the access control rules (api/security/access.py): each resource the request
-names (`RESOURCES`, Kafka's table of operations per API: Produce WRITE topic, Fetch READ topic, OffsetCommit
-READ group and topic, ...) must be allowed; the first one refused decides the code (topic:
-TOPIC_AUTHORIZATION_FAILED, group: GROUP_AUTHORIZATION_FAILED, cluster: CLUSTER_AUTHORIZATION_FAILED,
-transactional id: TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and the whole request is answered with it for every
-topic and partition asked. Kafka answers a request mixing allowed and refused topics per topic; here only a
-Produce is (`refused_topics`: those topics answered TOPIC_AUTHORIZATION_FAILED, the others stored), any other
-such request is refused whole. Nothing of a refused request is carried out.
+which error refuses it. Then the access control rules (api/security/access.py), as Kafka applies them (its table
+of operations per API: Produce WRITE topic, Fetch READ topic, OffsetCommit READ group and topic, ...):
+- the request's one group, transactional id or the cluster (`RESOURCES`): refused, the whole request is answered
+  with the resource's code (group: GROUP_AUTHORIZATION_FAILED, transactional id:
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED, cluster: CLUSTER_AUTHORIZATION_FAILED) and nothing of it is carried out;
+- the topics, groups or config resources a request lists (`ITEMS`: Produce, Fetch, ListOffsets, OffsetCommit,
+  OffsetFetch, CreateTopics, DeleteTopics, TxnOffsetCommit, OffsetDelete, DescribeGroups, DeleteGroups,
+  Describe/Alter/IncrementalAlterConfigs): each refused one is answered with its code (a topic
+  TOPIC_AUTHORIZATION_FAILED on each of its partitions) and the others are served (`split` hands the handler the
+  request without the refused ones, `merge` puts their answers back in request order; Produce and Fetch take the
+  refused topics' names, `refused_topics`). When every one is refused the request is answered here;
+- AddPartitionsToTxn is all or nothing, as Kafka's: a refused topic's partitions are answered
+  TOPIC_AUTHORIZATION_FAILED and the others OPERATION_NOT_ATTEMPTED;
+- InitProducerId without a transactional id (an idempotent producer) needs IDEMPOTENT_WRITE on the cluster or
+  WRITE on some topic (Kafka's rule), else CLUSTER_AUTHORIZATION_FAILED.
 
 Lists are filtered instead (`filter_response`): Metadata for every topic lists only the topics the caller may
 DESCRIBE and answers a named one it may not with TOPIC_AUTHORIZATION_FAILED and no partitions; ListGroups
@@ -18,7 +25,9 @@ topics answers only those the caller may DESCRIBE.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 from api.kafka.schemas import APIS, build
@@ -151,46 +160,58 @@ _CONFIG_TYPES = {2: "topic", 4: "cluster"}  # DescribeConfigs/AlterConfigs resou
 METADATA, OFFSET_FETCH, LIST_GROUPS = 3, 9, 16
 
 
-def _topics(items: Any, op: str, attr: str = "name") -> list[Resource]:
-    return [("topic", getattr(t, attr), op) for t in items or []]
-
-
 def _txn(txn_id: str | None) -> list[Resource]:
     return [("transactional_id", txn_id, "write")] if txn_id else []
 
 
-def _configs(req: Any, op: str) -> list[Resource]:
-    return [(_CONFIG_TYPES[r.resource_type], r.resource_name if r.resource_type == 2 else CLUSTER_NAME, op)
-            for r in req.resources if r.resource_type in _CONFIG_TYPES]
+def _topic(op: str, attr: str = "name") -> Callable[[Any], Resource | None]:
+    return lambda t: ("topic", getattr(t, attr), op)
 
 
-def _create_topics(req: Any) -> list[Resource]:
-    return [("topic", t.name, "create") for t in req.topics]
+def _config(op: str) -> Callable[[Any], Resource | None]:
+    def resource(r: Any) -> Resource | None:  # other resource types (broker loggers, ...) are not checked
+        rtype = _CONFIG_TYPES.get(r.resource_type)
+        return None if rtype is None else (rtype, r.resource_name if rtype == "topic" else CLUSTER_NAME, op)
+    return resource
 
 
 _GROUP_READ = {11, 12, 13, 14}
+#: the one group, transactional id or cluster a request names: refused, the whole request is
 RESOURCES: dict[int, Callable[[Any], list[Resource]]] = {
-    0: lambda r: _txn(r.transactional_id) + _topics(r.topic_data, "write"),
-    1: lambda r: _topics(r.topics, "read", "topic"),
-    2: lambda r: _topics(r.topics, "describe"),
-    8: lambda r: [("group", r.group_id, "read"), *_topics(r.topics, "read")],
-    9: lambda r: [("group", r.group_id, "describe"), *_topics(r.topics, "describe")],
+    0: lambda r: _txn(r.transactional_id),
+    8: lambda r: [("group", r.group_id, "read")],
+    9: lambda r: [("group", r.group_id, "describe")],
     10: lambda r: [("transactional_id" if r.key_type == 1 else "group", r.key, "describe")],
     **{k: (lambda r: [("group", r.group_id, "read")]) for k in _GROUP_READ},
-    15: lambda r: [("group", g, "describe") for g in r.groups],
-    20: lambda r: [("topic", n, "delete") for n in r.topic_names or []],
     22: lambda r: _txn(r.transactional_id),
-    24: lambda r: _txn(r.v3_and_below_transactional_id) + _topics(r.v3_and_below_topics, "write"),
+    24: lambda r: _txn(r.v3_and_below_transactional_id),
     25: lambda r: [*_txn(r.transactional_id), ("group", r.group_id, "read")],
     26: lambda r: _txn(r.transactional_id),
-    28: lambda r: [*_txn(r.transactional_id), ("group", r.group_id, "read"), *_topics(r.topics, "read")],
-    32: lambda r: _configs(r, "describe_configs"),
-    33: lambda r: _configs(r, "alter_configs"), 44: lambda r: _configs(r, "alter_configs"),
-    42: lambda r: [("group", g, "delete") for g in r.groups_names],
-    47: lambda r: [("group", r.group_id, "delete"), *_topics(r.topics, "read")],
+    28: lambda r: [*_txn(r.transactional_id), ("group", r.group_id, "read")],
+    47: lambda r: [("group", r.group_id, "delete")],
     29: lambda r: [("cluster", CLUSTER_NAME, "describe")],
     30: lambda r: [("cluster", CLUSTER_NAME, "alter")], 31: lambda r: [("cluster", CLUSTER_NAME, "alter")],
 }
+#: the topics, groups or config resources a request lists, each answered on its own: api key -> (the request's
+#: list, the resource of an item, the response's list, the field naming an item in both)
+ITEMS: dict[int, tuple[str, Callable[[Any], Resource | None], str, str]] = {
+    0: ("topic_data", _topic("write"), "responses", "name"),
+    1: ("topics", _topic("read", "topic"), "responses", "topic"),
+    2: ("topics", _topic("describe"), "topics", "name"),
+    8: ("topics", _topic("read"), "topics", "name"),
+    9: ("topics", _topic("describe"), "topics", "name"),
+    15: ("groups", lambda g: ("group", g, "describe"), "groups", "group_id"),
+    19: ("topics", _topic("create"), "topics", "name"),
+    20: ("topic_names", lambda n: ("topic", n, "delete"), "responses", "name"),
+    28: ("topics", _topic("read"), "topics", "name"),
+    32: ("resources", _config("describe_configs"), "results", "resource_name"),
+    33: ("resources", _config("alter_configs"), "responses", "resource_name"),
+    42: ("groups_names", lambda g: ("group", g, "delete"), "results", "group_id"),
+    44: ("resources", _config("alter_configs"), "responses", "resource_name"),
+    47: ("topics", _topic("read"), "topics", "name"),
+}
+ADD_PARTITIONS_TO_TXN, INIT_PRODUCER_ID, CREATE_TOPICS, PRODUCE, FETCH = 24, 22, 19, 0, 1
+OPERATION_NOT_ATTEMPTED = 55
 
 
 class Caller:
@@ -219,15 +240,22 @@ class Caller:
             self.access.check(self.principal.name, self.host, op, rtype, name, "kafka")  # the audit line
         return found
 
+    def allowed_quietly(self, rtype: str, name: str, op: str) -> bool:
+        """The decision without an audit line (one alternative of several: CREATE on the cluster, ...)."""
+        return self.access.allowed(self.principal.name, self.host, op, rtype, name)
+
+    def allowed_any(self, rtype: str, op: str) -> bool:
+        """Whether `op` is allowed on some resource of the type (Kafka's authorizeByResourceType)."""
+        return self.access.allowed_any(self.principal.name, self.host, op, rtype)
+
 
 def _allowed(caller: Caller, rtype: str, name: str, op: str) -> bool:
     return caller.allowed(rtype, name, op)
 
 
 def _denied_code(api_key: int, req: Any, caller: Caller) -> int | None:
-    if not caller.access.authorizer.rules:  # no rules: access control off
-        return None
-    if api_key == 0:  # Produce, the hot path: no lists made
+    """The code refusing the whole request for its group, transactional id or the cluster (module doc)."""
+    if api_key == PRODUCE:  # the hot path: no lists made
         txn = req.transactional_id
         if txn and not caller.allowed("transactional_id", txn, "write"):
             return TRANSACTIONAL_ID_AUTHORIZATION_FAILED
@@ -235,11 +263,11 @@ def _denied_code(api_key: int, req: Any, caller: Caller) -> int | None:
             if caller.allowed("topic", t.name, "write"):
                 return None  # some topic allowed: the refused ones are answered per topic (refused_topics)
         return TOPIC_AUTHORIZATION_FAILED if req.topic_data else None
-    if api_key == 19:  # CreateTopics: CREATE on the cluster, or on each topic
-        if caller.access.allowed(caller.principal.name, caller.host, "create", "cluster", CLUSTER_NAME):
+    if api_key == INIT_PRODUCER_ID and not req.transactional_id:  # an idempotent producer (Kafka's rule)
+        if caller.allowed_quietly("cluster", CLUSTER_NAME, "idempotent_write") or caller.allowed_any("topic", "write"):
             return None
-        return next((TOPIC_AUTHORIZATION_FAILED for t, n, op in _create_topics(req)
-                     if not _allowed(caller, t, n, op)), None)
+        caller.allowed("cluster", CLUSTER_NAME, "idempotent_write")  # the denial's audit line
+        return CLUSTER_AUTHORIZATION_FAILED
     find = RESOURCES.get(api_key)
     for rtype, name, op in find(req) if find else ():
         if not _allowed(caller, rtype, name, op):
@@ -247,20 +275,100 @@ def _denied_code(api_key: int, req: Any, caller: Caller) -> int | None:
     return None
 
 
-def refused_topics(req: Any, caller: Caller) -> frozenset[str]:
-    """The topics of a Produce request (allowed as a whole) that the rules refuse: answered per topic."""
+def _refused(api_key: int, req: Any, caller: Caller) -> dict[int, int]:
+    """The items (by position in the request's list) of a request listing several resources that the rules
+    refuse, with each one's code."""
+    attr, resource, _, _ = ITEMS[api_key]
+    if api_key == CREATE_TOPICS and caller.allowed_quietly("cluster", CLUSTER_NAME, "create"):
+        return {}  # CREATE on the cluster: any topic
+    out: dict[int, int] = {}
+    for i, item in enumerate(getattr(req, attr) or ()):
+        r = resource(item)
+        if r is not None and not caller.allowed(*r):
+            out[i] = CODES[r[0]]
+    return out
+
+
+def _items_refusal(api_key: int, req: Any, version: int, refused: dict[int, int]) -> Any:
+    """A response answering only the refused items of `req`, each with its code (no request-level error)."""
+    attr, _, answers, _ = ITEMS[api_key]
+    items = getattr(req, attr) or []
+    body: dict[str, Any] | None = None
+    for code in sorted(set(refused.values())):
+        part = SimpleNamespace(**{attr: [items[i] for i, c in sorted(refused.items()) if c == code]})
+        d = REFUSALS[api_key](part, version, code)
+        if body is None:
+            body = d
+        else:
+            body[answers].extend(d[answers])
+    assert body is not None
+    if "error_code" in body:
+        body["error_code"] = 0
+    return build(APIS[api_key].response, version, **body)
+
+
+def _add_partitions_refusal(req: Any, version: int, refused: set[str]) -> Any:
+    return build(APIS[ADD_PARTITIONS_TO_TXN].response, version, throttle_time_ms=0, error_code=0,
+                 results_by_transaction=[], results_by_topic_v3_and_below=[
+        dict(name=t.name, results_by_partition=[dict(
+            partition_index=p, partition_error_code=TOPIC_AUTHORIZATION_FAILED if t.name in refused
+            else OPERATION_NOT_ATTEMPTED) for p in t.partitions]) for t in req.v3_and_below_topics or []])
+
+
+def refused_topics(req: Any, caller: Caller, api_key: int = PRODUCE) -> frozenset[str]:
+    """The topics of a Produce or Fetch request (allowed as a whole) that the rules refuse: answered per topic
+    by the handler."""
     if not caller.access.authorizer.rules:
         return frozenset()
-    return frozenset(t.name for t in req.topic_data if not caller.allowed("topic", t.name, "write"))
+    attr, resource, _, _ = ITEMS[api_key]
+    items = getattr(req, attr)
+    return frozenset(resource(items[i])[1] for i in _refused(api_key, req, caller))  # type: ignore[index]
+
+
+def split(api_key: int, req: Any, caller: Caller) -> tuple[Any, dict[int, int]]:
+    """The request without the items the rules refuse (for its handler), and those items with their codes
+    (for `merge`); `req` itself and nothing refused when the request lists no such items."""
+    if api_key not in ITEMS or not caller.access.authorizer.rules:
+        return req, {}
+    refused = _refused(api_key, req, caller)
+    if not refused:
+        return req, {}
+    attr = ITEMS[api_key][0]
+    allowed = copy.copy(req)
+    setattr(allowed, attr, [x for i, x in enumerate(getattr(req, attr)) if i not in refused])
+    return allowed, refused
+
+
+def merge(api_key: int, req: Any, version: int, resp: Any, refused: dict[int, int]) -> Any:
+    """The handler's response to the allowed items with the refused items' answers, in the request's order."""
+    if not refused or resp is None:
+        return resp
+    attr, resource, answers, field = ITEMS[api_key]
+    got = list(getattr(resp, answers)) + list(getattr(_items_refusal(api_key, req, version, refused), answers))
+    order: dict[str, int] = {}
+    for i, item in enumerate(getattr(req, attr)):
+        r = resource(item)
+        order.setdefault(str(getattr(item, field, r[1] if r else item)), i)
+    got.sort(key=lambda x: order.get(str(getattr(x, field)), len(order)))
+    setattr(resp, answers, got)
+    return resp
 
 
 def refusal(api_key: int, req: Any, version: int, principal: Principal, caller: Caller | None = None) -> Any | None:
     """The response refusing `req` to `principal` (its scopes, then with `caller` the access control rules),
-    or None when it may go on."""
+    or None when it may go on (maybe in part: `split`)."""
     api = APIS[api_key]
     code = kafka_denial(api.name, principal)
-    if code is None and caller is not None:
+    if code is None and caller is not None and caller.access.authorizer.rules:
         code = _denied_code(api_key, req, caller)
+        if code is None and api_key == ADD_PARTITIONS_TO_TXN:
+            refused = {t.name for t in req.v3_and_below_topics or [] if not caller.allowed("topic", t.name, "write")}
+            return _add_partitions_refusal(req, version, refused) if refused else None
+        if code is None and api_key in ITEMS and api_key != PRODUCE:
+            items = getattr(req, ITEMS[api_key][0]) or []
+            refused_items = _refused(api_key, req, caller) if items else {}
+            if items and len(refused_items) == len(items):  # every one refused: nothing for the handler
+                return _items_refusal(api_key, req, version, refused_items)
     if code is None:
         return None
     return build(api.response, version, **REFUSALS[api_key](req, version, code))

@@ -77,7 +77,9 @@ def cut(data: bytes, limit: int) -> bytes:
     return data[:pos]
 
 
-async def fetch(ctx: Context, req: Any, version: int) -> Any:
+async def fetch(ctx: Context, req: Any, version: int, refused: frozenset[str] = frozenset()) -> Any:
+    """The answer to `req`; the topics in `refused` (by the access control rules) are answered
+    TOPIC_AUTHORIZATION_FAILED on each of their partitions, nothing of them read, and the others served."""
     parts = ctx.node.partitions
     deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
     max_bytes = req.max_bytes if version >= 3 else 1 << 31
@@ -106,6 +108,9 @@ async def fetch(ctx: Context, req: Any, version: int) -> Any:
                                          last_stable_offset=-1, log_start_offset=-1, aborted_transactions=[],
                                          preferred_read_replica=-1, records=b"")
                 answers.append(d)
+                if t.topic in refused:
+                    d["error_code"] = errors.TOPIC_AUTHORIZATION_FAILED
+                    continue
                 try:
                     info = parts.topic(t.topic)
                     p = parts.partition(info, fp.partition)

@@ -101,6 +101,10 @@ class AccessControl:
         """The decision without an audit line (for filtering lists: Metadata, lookups over every topic)."""
         return self.authorizer.authorize(kafka_principal(principal), host, operation, resource_type, name)
 
+    def allowed_any(self, principal: str, host: str, operation: str, resource_type: str) -> bool:
+        """Whether `operation` is allowed on some resource of the type (Kafka's authorizeByResourceType)."""
+        return self.authorizer.authorize_any(kafka_principal(principal), host, operation, resource_type)
+
     def check(self, principal: str, host: str, operation: str, resource_type: str, name: str,
               interface: str) -> bool:
         """The decision; a denial is written to the audit log and counted."""

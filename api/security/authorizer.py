@@ -12,8 +12,15 @@
    DESCRIBE_CONFIGS by ALTER_CONFIGS (implied only by ALLOW rules; a DENY of READ does not deny DESCRIBE);
 7. anything else is refused.
 
-Rules are indexed by resource type, literal name and prefix, and decisions are remembered per (principal,
-host, operation, resource) until the rules change, so a check costs a dictionary lookup once warm.
+A fresh decision must stay cheap with thousands of rules (it is paid by the first request of each connection for
+each resource, and after every rule change): the rules are indexed once per version by (resource type,
+principal), then by literal name and by prefix, each entry folded into (host, denied operations, allowed
+operations); a decision looks at the caller's and `User:*`'s entries only, with one dictionary lookup per
+literal and per prefix length that principal has. Decisions are also remembered per (principal, host,
+operation, resource) until the rules change, so a check costs a dictionary lookup once warm.
+
+`authorize_any` is Kafka's authorizeByResourceType (InitProducerId of an idempotent producer: WRITE on some
+topic): an ALLOW rule for the operation whose pattern no DENY rule of the caller covers.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from broker.metadata.acls import WILDCARD, AclRule
+from broker.metadata.acls import OPERATIONS, WILDCARD, AclRule
 
 #: an allowed operation that implies others (Kafka: "DESCRIBE is implied by READ, WRITE, DELETE, ALTER")
 IMPLIED_BY: dict[str, frozenset[str]] = {
@@ -31,11 +38,40 @@ IMPLIED_BY: dict[str, frozenset[str]] = {
 USER_PREFIX = "User:"
 ANYONE = "User:*"
 _CACHE_MAX = 100_000
+#: the operations whose ALLOW rules allow an operation (itself, and what implies it)
+_ALLOWING: dict[str, frozenset[str]] = {op: IMPLIED_BY.get(op, frozenset({op})) for op in OPERATIONS}
 
 
 def kafka_principal(name: str) -> str:
     """`User:<name>` for a principal name (a configured user, `token-<fingerprint>`, `anonymous`)."""
     return name if name.startswith(USER_PREFIX) else USER_PREFIX + name
+
+
+Grant = tuple[str, frozenset[str], frozenset[str]]  # host, denied operations, allowed operations
+
+
+def _grants(rules: list[AclRule]) -> tuple[Grant, ...]:
+    by_host: dict[str, tuple[set[str], set[str]]] = {}
+    for r in rules:
+        denied, allowed = by_host.setdefault(r.host, (set(), set()))
+        (denied if r.permission == "deny" else allowed).add(r.operation)
+    return tuple((h, frozenset(d), frozenset(a)) for h, (d, a) in sorted(by_host.items()))
+
+
+class _Patterns:
+    """The rules of one principal on one resource type: grants by literal name and by prefix."""
+
+    __slots__ = ("literal", "prefixed", "lengths", "rules")
+
+    def __init__(self, rules: list[AclRule]) -> None:
+        literal: dict[str, list[AclRule]] = defaultdict(list)
+        prefixed: dict[str, list[AclRule]] = defaultdict(list)
+        for r in rules:
+            (prefixed if r.pattern_type == "prefixed" else literal)[r.resource_name].append(r)
+        self.rules = tuple(rules)
+        self.literal = {n: _grants(rs) for n, rs in literal.items()}
+        self.prefixed = {n: _grants(rs) for n, rs in prefixed.items()}
+        self.lengths = tuple(sorted({len(n) for n in prefixed}))
 
 
 class Authorizer:
@@ -49,14 +85,19 @@ class Authorizer:
         self._literal: dict[tuple[str, str], list[AclRule]] = defaultdict(list)
         self._prefixed: dict[tuple[str, str], list[AclRule]] = defaultdict(list)
         self._prefix_lengths: dict[str, set[int]] = defaultdict(set)
+        by_principal: dict[tuple[str, str], list[AclRule]] = defaultdict(list)
         for r in self.rules:
             if r.pattern_type == "prefixed":
                 self._prefixed[(r.resource_type, r.resource_name)].append(r)
                 self._prefix_lengths[r.resource_type].add(len(r.resource_name))
             else:
                 self._literal[(r.resource_type, r.resource_name)].append(r)
+            by_principal[(r.resource_type, r.principal)].append(r)
         self._lengths = {t: sorted(ls) for t, ls in self._prefix_lengths.items()}
+        self._types = frozenset(r.resource_type for r in self.rules)
+        self._by = {k: _Patterns(rs) for k, rs in by_principal.items()}
         self._cache: dict[tuple[str, str, str, str, str], bool] = {}
+        self._any_cache: dict[tuple[str, str, str, str], bool] = {}
 
     @property
     def active(self) -> bool:
@@ -88,11 +129,59 @@ class Authorizer:
     def _decide(self, principal: str, host: str, operation: str, resource_type: str, name: str) -> bool:
         if principal in self.superusers or not self.rules:
             return True
-        rules = self.applying(resource_type, name)
-        mine = [r for r in rules if r.principal in (principal, ANYONE) and r.host in (host, WILDCARD)]
-        if any(r.permission == "deny" and r.operation in (operation, "all") for r in mine):
-            return False
-        if not rules and self.allow_everyone_if_no_acl_found:
+        allowing = _ALLOWING.get(operation) or frozenset((operation,))
+        allowed = False
+        by = self._by
+        for who in (principal, ANYONE):
+            patterns = by.get((resource_type, who))
+            if patterns is None or (who is ANYONE and principal == ANYONE):
+                continue
+            found: tuple[Grant, ...] = patterns.literal.get(name, ())
+            if name != WILDCARD and WILDCARD in patterns.literal:
+                found += patterns.literal[WILDCARD]
+            for n in patterns.lengths:
+                if n > len(name):
+                    break
+                found += patterns.prefixed.get(name[:n], ())
+            for h, denied, allows in found:
+                if h != WILDCARD and h != host:
+                    continue
+                if denied and (operation in denied or "all" in denied):
+                    return False
+                if allows and ("all" in allows or not allowing.isdisjoint(allows)):
+                    allowed = True
+        if allowed:
             return True
-        allowing = IMPLIED_BY.get(operation, frozenset({operation}))
-        return any(r.permission == "allow" and (r.operation == "all" or r.operation in allowing) for r in mine)
+        return self.allow_everyone_if_no_acl_found and not self.applying(resource_type, name)
+
+    def authorize_any(self, principal: str, host: str, operation: str, resource_type: str) -> bool:
+        """Whether `principal` may do `operation` on some resource of the type (module doc)."""
+        key = (principal, host, operation, resource_type)
+        found = self._any_cache.get(key)
+        if found is None:
+            found = self._any_cache[key] = self._decide_any(principal, host, operation, resource_type)
+        return found
+
+    def _decide_any(self, principal: str, host: str, operation: str, resource_type: str) -> bool:
+        if principal in self.superusers or not self.rules:
+            return True
+        if self.allow_everyone_if_no_acl_found and resource_type not in self._types:
+            return True
+        allowing = _ALLOWING.get(operation) or frozenset((operation,))
+        denied_literal: set[str] = set()
+        denied_prefixes: list[str] = []
+        allows: list[AclRule] = []
+        for who in {principal, ANYONE}:
+            patterns = self._by.get((resource_type, who))
+            for r in patterns.rules if patterns is not None else ():
+                if r.host not in (WILDCARD, host):
+                    continue
+                if r.permission == "deny" and r.operation in (operation, "all"):
+                    if r.pattern_type == "literal" and r.resource_name == WILDCARD:
+                        return False
+                    (denied_prefixes.append(r.resource_name) if r.pattern_type == "prefixed"
+                     else denied_literal.add(r.resource_name))
+                elif r.permission == "allow" and (r.operation == "all" or r.operation in allowing):
+                    allows.append(r)
+        return any(not any(r.resource_name.startswith(p) for p in denied_prefixes)
+                   and not (r.pattern_type == "literal" and r.resource_name in denied_literal) for r in allows)
