@@ -52,7 +52,7 @@ from api.kafka import (
     topics_admin,
     transactions,
 )
-from api.kafka.authorization import Caller, audit_admin, filter_response, refusal, refused_topics
+from api.kafka.authorization import Caller, audit_admin, filter_response, merge, refusal, refused_topics, split
 from api.kafka.context import Context
 from api.kafka.framing import DEFAULT_MAX_REQUEST, FrameError, frame, parse_header, peek_api, read_frame
 from api.kafka.group_coordinator import GroupCoordinator
@@ -79,7 +79,7 @@ HANDLERS: dict[int, Handler] = {
 API_VERSIONS = 18
 MAX_UNAUTHENTICATED_FRAME = 512 << 10  # Kafka's sasl.server.max.receive.size default
 _BEFORE_AUTHENTICATION = {API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE}
-PRODUCE = 0
+PRODUCE, FETCH = 0, 1
 MAX_IN_FLIGHT = 256  # requests of one connection (librdkafka keeps up to max.in.flight, 1000000 without
 # idempotence, 5 with, in flight): the more a connection's requests are queued, the larger the WAL's group commit.
 # At 32, 16 KiB batches filled group commits of about 230 KiB and produced 56 MB/s; at 128-512, 450-570 KiB and
@@ -303,11 +303,14 @@ class KafkaServer:
             return None if api_key == PRODUCE and req.acks == 0 else denied
         if api_key == PRODUCE:
             return await produce.append(self.ctx, req, version, refused_topics(req, caller))
+        if api_key == FETCH:
+            return await fetch.fetch(self.ctx, req, version, refused_topics(req, caller, FETCH))
         if api_key in acls.HANDLERS:
             return await acls.HANDLERS[api_key](self.ctx, caller, req, version)
-        resp = await HANDLERS[api_key](self.ctx, req, version)
+        allowed, refused = split(api_key, req, caller)  # the topics, groups, configs the rules refuse: answered apart
+        resp = await HANDLERS[api_key](self.ctx, allowed, version)
         audit_admin(api_key, resp, caller)
-        return filter_response(api_key, req, resp, caller)
+        return filter_response(api_key, req, merge(api_key, req, version, resp, refused), caller)
 
     async def _read_requests(self, reader: asyncio.StreamReader, session: Session, in_flight: InFlight,
                              answers: Answers) -> None:
