@@ -130,3 +130,18 @@ def test_two_nodes_share_rules(backend: str, tmp_path: Path, request: pytest.Fix
     finally:
         one.stop()
         two.stop()
+
+
+@settings(max_examples=300, deadline=None)
+@given(rules_st, st.sets(st.sampled_from(["User:alice"])),
+       st.tuples(st.sampled_from(["User:alice", "User:bob"]), st.sampled_from(["10.0.0.1", "10.0.0.2"]),
+                 st.sampled_from(["read", "write", "describe"]), st.sampled_from(["topic", "group"])))
+def test_some_resource_allowed_matches_trying_every_name(rules: list[AclRule], superusers: set[str],
+                                                         ask: tuple[str, str, str, str]) -> None:
+    """`authorize_any` (Kafka's authorizeByResourceType: an idempotent producer's WRITE on some topic) is true
+    exactly when some name is allowed: the rules' names, names under each prefix, and a name no rule covers."""
+    principal, host, op, rtype = ask
+    names = {n for r in rules for n in (r.resource_name, r.resource_name + "~under") if n != "*"} | {"~none"}
+    authorizer = Authorizer(rules, superusers)
+    want = any(authorizer.authorize(principal, host, op, rtype, n) for n in names)
+    assert authorizer.authorize_any(principal, host, op, rtype) is want
