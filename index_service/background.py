@@ -26,7 +26,7 @@ from index_service.external_builds import adopt_builds
 from index_service.file_map import FileMap
 from index_service.lifecycle import Lifecycle
 from index_service.managed_file import ManagedFile
-from index_service.merging import Merger, MergeReport
+from index_service.merging import MERGED_AWAY_SUFFIX, Merger, MergeReport, unlist_input
 from index_service.model import FileState
 from index_service.rocketmq_import import load_imported
 from index_service.state_folders import COMPACTED_EXT, StateFolders
@@ -177,6 +177,23 @@ class Background:
                     rep.failed.append(mf.stem)
         return out
 
+    def _drop_merged_away(self, markers: list[str]) -> None:
+        """Files of this index that the cluster merged while this node was away (broker/cluster/published_merge.py
+        puts `<store key>.merged` before it deletes such a file): no longer served, their manifests, filters and
+        ranges removed (the merged file answers for their entries). The markers go with the orphans."""
+        by_key = {mf.remote_key: mf for mf in self.files.by_state(FileState.UPLOADED)}
+        for marker in markers:
+            mf = by_key.get(marker.removesuffix(MERGED_AWAY_SUFFIX))
+            if mf is None:
+                continue
+            self.files.remove(mf)
+            mf.retire()
+            unlist_input(self.folders, mf.stem)
+            if self.lifecycle.filters is not None:
+                self.lifecycle.filters.forget(mf.stem)
+            log.warning("index file merged by the cluster while this node was away; no longer served",
+                        extra={"file": mf.stem, "object": mf.remote_key, "marker": marker})
+
     def _sweep_orphans(self, rep: CycleReport) -> None:
         """Delete store objects under index/ that no manifest or pending upload claims: left by a
         crash between an expiry's manifest removal and its remote delete, or by an upload whose
@@ -188,6 +205,7 @@ class Background:
         except Exception as exc:  # noqa: BLE001
             log.warning("orphan sweep failed, retrying later", extra={"error": f"{type(exc).__name__}: {exc}"})
             return
+        self._drop_merged_away([k for k in keys if k.endswith(MERGED_AWAY_SUFFIX)])
         live = self.files.by_state(FileState.UPLOADED)
         # a merged file's inputs stay until their grace has passed
         claimed = {mf.remote_key for mf in live} | {k for mf in live for _s, k in mf.replaces}

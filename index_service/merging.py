@@ -51,6 +51,10 @@ from index_service.state_folders import StateFolders
 
 log = logging.getLogger("mqindex.index_service.merging")
 
+#: put beside an uploaded file's object by a merge outside this service (a departed node's files merged by the
+#: cluster) before it deletes the object: the service that owned the file drops it at its next orphan sweep
+MERGED_AWAY_SUFFIX = ".merged"
+
 
 @dataclass
 class MergeReport:

@@ -10,8 +10,9 @@ partition; exactly min(max_count, matches); no duplicates) over the whole cluste
   nothing of the topic beyond the uploaded files it publishes in the metadata KV (`index_files/<node>`: store
   key and time range of each), so those are read directly from the object store, one ranged GET per file after
   a cached summary load; so are the files a failover rebuilt from what a dead node held only locally
-  (`index_rescued/<node>.<epoch>`, same format); a file whose key filter (`<store key>.filter`) rules the
-  key out is not read. A node publishes its files before it narrows its claims, so
+  (`index_rescued/<node>.<epoch>`, same format), and the files those two kinds of list were merged into
+  (`index_merged/<source>`, broker/cluster/published_merge.py); a file whose key filter (`<store key>.filter`)
+  rules the key out is not read. A node publishes its files before it narrows its claims, so
   the claims and the published lists are read from one caught-up image: a claim read as gone means the files
   that replaced it are listed.
   A published file is `[store key, oldest store time it may hold, newest store time]`; a query's range is
@@ -45,6 +46,8 @@ from index_service.query import Hits
 log = logging.getLogger("mqindex.broker.cluster")
 
 FILES_PREFIX = "index_files/"
+#: files merged from a departed node's list or a rescue's (broker/cluster/published_merge.py), read by every node
+MERGED_LIST_PREFIX = "index_merged/"
 LocalQuery = Callable[[str, str, int, int, int | None], list[IndexHit]]
 
 
@@ -148,6 +151,8 @@ class ClusterIndex:
             published.append(v)
         # index entries a dead node held only locally, rebuilt by the failover (no node answers for them)
         published += self.meta.kv_items(RESCUED_PREFIX, refresh=False).values()
+        # those files merged into fewer, larger ones (their rows left the lists above in the same transaction)
+        published += self.meta.kv_items(MERGED_LIST_PREFIX, refresh=False).values()
         for v in published:
             for row in json.loads(v):
                 if not time_overlaps(row, begin_ms, hi) or not self.filters.may_contain(row[0], topic, key):

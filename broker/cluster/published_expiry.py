@@ -1,5 +1,7 @@
 """Retention of the published index files no live node's index service expires: a departed node's
-(`index_files/<node>` of a node not alive) and those a failover rebuilt (`index_rescued/<node>.<epoch>`).
+(`index_files/<node>` of a node not alive), those a failover rebuilt (`index_rescued/<node>.<epoch>`) and the
+files those were merged into (`index_merged/<source>`; the merges run after each expiry run, see
+broker/cluster/published_merge.py).
 
 They follow the rules of every other index file (index_service/background.py): a file expires once the broker
 has trimmed every offset range in it (the topic's retention; a deleted topic's ranges are dead), or once its
@@ -22,7 +24,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from broker.cluster.cluster_index import FILES_PREFIX
+from broker.cluster.cluster_index import FILES_PREFIX, MERGED_LIST_PREFIX
+from broker.cluster.published_merge import PublishedMergeConfig, PublishedMerger
 from broker.partitions.index_rescue import RESCUED_PREFIX
 from index_file.key_filter import FILTER_SUFFIX
 
@@ -30,6 +33,7 @@ log = logging.getLogger("mqindex.broker.cluster")
 
 IsLive = Callable[[str, int, int], bool]
 DEFAULT_INTERVAL_S = 30.0
+DEFAULT_MERGE = PublishedMergeConfig()
 
 
 def row_expired(row: list[Any], is_live: IsLive, cutoff: int | None) -> bool:
@@ -41,7 +45,8 @@ def row_expired(row: list[Any], is_live: IsLive, cutoff: int | None) -> bool:
 
 class PublishedExpiry:
     def __init__(self, meta: Any, store: Any, is_live: IsLive, retention_ms: int | None,
-                 clock: Callable[[], int], interval_s: float = DEFAULT_INTERVAL_S) -> None:
+                 clock: Callable[[], int], interval_s: float = DEFAULT_INTERVAL_S,
+                 merge_config: PublishedMergeConfig | None = DEFAULT_MERGE) -> None:
         self.meta = meta
         self.store = store  # the index store (a BlobStore), where the published files are
         self.is_live = is_live
@@ -49,16 +54,27 @@ class PublishedExpiry:
         self.clock = clock
         self.interval_s = interval_s
         self._last = 0.0
+        # departed nodes' and rescued files merged into fewer (broker/cluster/published_merge.py)
+        self.merger: PublishedMerger | None = (PublishedMerger(meta, store, clock, merge_config)
+                                               if merge_config is not None else None)
 
     def maybe_run(self, alive: set[int]) -> list[str]:
+        """Expire what is due, then merge what is due (`merger`, when set)."""
         if time.monotonic() - self._last < self.interval_s:
             return []
         self._last = time.monotonic()
         try:
-            return self.run_once(alive)
+            out = self.run_once(alive)
         except Exception as exc:  # noqa: BLE001 - the next run tries again
             log.warning("expiry of published index files failed", extra={"error": f"{type(exc).__name__}: {exc}"})
             return []
+        if self.merger is not None:
+            try:
+                self.merger.run_once(alive)
+            except Exception as exc:  # noqa: BLE001 - the next run tries again
+                log.warning("merge of published index files failed",
+                            extra={"error": f"{type(exc).__name__}: {exc}"})
+        return out
 
     def run_once(self, alive: set[int]) -> list[str]:
         """Expire the published files of the nodes not in `alive` and the rescued ones; returns their keys."""
@@ -66,6 +82,7 @@ class PublishedExpiry:
         lists = {k: v for k, v in self.meta.kv_items(FILES_PREFIX, refresh=False).items()
                  if k[len(FILES_PREFIX):].isdigit() and int(k[len(FILES_PREFIX):]) not in alive}
         lists.update(self.meta.kv_items(RESCUED_PREFIX, refresh=False))
+        lists.update(self.meta.kv_items(MERGED_LIST_PREFIX, refresh=False))
         cutoff = None if self.retention_ms is None else self.clock() - self.retention_ms
         deleted: list[str] = []
         for key, body in sorted(lists.items()):
