@@ -15,12 +15,22 @@ puts the records in its cache in front of what it appends itself. Each lending n
 until the metadata shows the stream committed past its segment (StreamStorage.lend/release_lent); a failover
 of a lending node keeps the objects the doc names. The doc is dropped once both streams are committed past
 their ends (`drop_committed`).
+
+A failover of a lending node deletes its WAL objects but the ones a pending doc still reads (`kept_objects`);
+it records those under `handoff-kept/<node>` first (`keep`), and once no pending doc reads one of them any
+more (its stream committed past the segment: the next owner uploaded the range) it is deleted after
+`KEPT_GRACE_S` (`sweep_kept`, every node's watcher; the grace covers a node that read a doc just before it was
+dropped and is still reading the range):
+
+    {"objects": {"wal/node-1/0000..": null, "wal/node-1/0000..": 1732671234000}}   (null: still read; else
+                                                                                      unread since that time)
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import Any
 
 from broker.metadata import MetadataClient
@@ -36,6 +46,9 @@ from storage_tier import BlobStore
 log = logging.getLogger("mqindex.broker.cluster")
 
 PREFIX = "handoffs/"
+KEPT_PREFIX = "handoff-kept/"
+#: seconds a kept WAL object of a failed-over node stays after no pending hand-off reads it any more
+KEPT_GRACE_S = 60.0
 
 
 def doc_key(topic_id: int, partition: int) -> str:
@@ -165,3 +178,66 @@ def drop_committed(meta: MetadataClient) -> int:
         if not pending and meta.kv_set_if({key: value}, key, None):
             dropped += 1
     return dropped
+
+
+def read_objects(meta: MetadataClient) -> set[str]:
+    """WAL object keys (of any node) that a pending hand-off still reads from."""
+    out = set()
+    for sid, entry in stream_entries(meta, refresh=True).items():
+        m = meta.image.streams.get(sid)
+        for seg in entry["segments"]:
+            if m is not None and m.end_offset < seg["end"]:
+                out |= {key for key, _lo, _hi in seg["objects"]}
+    return out
+
+
+def keep(meta: MetadataClient, node: int, keys: set[str]) -> None:
+    """Record (before the failover of `node` deletes the rest of its WAL) the WAL objects it keeps for pending
+    hand-offs, so that they are deleted once read (`sweep_kept`) although `node` may never come back."""
+    if not keys:
+        return
+    key = f"{KEPT_PREFIX}{node}"
+    for _ in range(10):
+        old = meta.kv_get(key)
+        objects = {} if old is None else json.loads(old)["objects"]
+        new = {**dict.fromkeys(keys), **{k: v for k, v in objects.items() if k not in keys}}
+        if meta.kv_set_if({key: old}, key, json.dumps({"objects": new}, sort_keys=True)):
+            return
+    raise RuntimeError(f"{key}: changed by others ten times in a row")
+
+
+def sweep_kept(meta: MetadataClient, store: BlobStore, grace_s: float | None = None,
+               now_ms: int | None = None) -> int:
+    """Delete the kept WAL objects of failed-over nodes (`keep`) that no pending hand-off has read for `grace_s`
+    (KEPT_GRACE_S); the time one stops being read is recorded at the first look that sees it. Returns how many
+    were deleted. The objects are deleted before they are forgotten: a failure leaves them for the next look."""
+    records = meta.kv_items(KEPT_PREFIX, refresh=False)
+    if not records:
+        return 0
+    grace_ms = int(1000 * (KEPT_GRACE_S if grace_s is None else grace_s))
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    read = read_objects(meta)  # (caught up: the records again, as of the same image)
+    records = meta.kv_items(KEPT_PREFIX, refresh=False)
+    deleted = 0
+    for key, value in records.items():
+        objects: dict[str, int | None] = json.loads(value)["objects"]
+        new: dict[str, int | None] = {}
+        gone = []
+        for obj, since in objects.items():
+            if obj in read:
+                new[obj] = None
+            elif since is None:
+                new[obj] = now
+            elif now - since >= grace_ms:
+                gone.append(obj)
+            else:
+                new[obj] = since
+        if new == objects:
+            continue
+        if gone:
+            store.delete(gone)
+            deleted += len(gone)
+            log.info("kept WAL objects of a failed-over node deleted: the moves that read them are uploaded", extra={
+                "node_id": key[len(KEPT_PREFIX):], "objects": gone, "kept": len(new), "grace_s": grace_ms / 1000})
+        meta.kv_set_if({key: value}, key, json.dumps({"objects": new}, sort_keys=True) if new else None)
+    return deleted
