@@ -210,6 +210,7 @@ class Failover:
         if shared and spans:
             assert self.wal_store is not None
             kept = handoff_wal.kept_objects(meta, [*inherited, dead])  # a move's next owner still reads these
+            handoff_wal.keep(meta, dead, kept & {k for _, _, k in spans})  # deleted once read (sweep_kept)
             self.wal_store.delete([k for _, _, k in spans if k not in kept])
         for node in [*inherited, dead] if shared else []:
             meta.kv_delete(f"{REPLAYS_PREFIX}{node}")
