@@ -128,6 +128,7 @@ class Cluster:
         if time.monotonic() - self._dropped_at > 1.0:
             self._dropped_at = time.monotonic()
             handoff_wal.drop_committed(self.meta)
+            handoff_wal.sweep_kept(self.meta, self.wal_store)  # a failed-over lender's WAL objects, once read
 
     # -- answers for the partitions layer ---------------------------------------------------------
     def leader_elsewhere(self, p: Partition) -> tuple[int, str | None] | None:
