@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -37,7 +39,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.common import emit, percentile, save_results, store_or_seaweedfs, table
+from bench.common import emit, percentile, process_cpu_s, save_results, store_or_seaweedfs, table
 from bench.serve_process import ServeProcess
 from storage_tier import open_store
 
@@ -70,6 +72,39 @@ def _fill(node: ServeProcess, mb: int) -> None:
             r.raise_for_status()
 
 
+class _Profiles:
+    """py-spy recordings (raw collapsed stacks, idle threads too) of the source and the target during each move,
+    when the run asks for them (`--profile DIR`): where the time from the request to the first acknowledged
+    produce goes on each node."""
+
+    def __init__(self, out: Path | None) -> None:
+        self.out = out
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self, name: str, nodes: dict[str, ServeProcess]) -> None:
+        if self.out is None:
+            return
+        self.out.mkdir(parents=True, exist_ok=True)
+        spy = str(Path(sys.executable).parent / "py-spy")
+        for role, node in nodes.items():
+            path = self.out / f"{name}-{role}.txt"
+            self.procs.append(subprocess.Popen([spy, "record", "--pid", str(node.proc.pid), "--rate", "250",
+                                                "--idle", "--threads", "--format", "raw", "--output", str(path)],
+                                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        time.sleep(1.0)  # py-spy attaches before the move starts
+
+    def stop(self) -> None:
+        for p in self.procs:
+            p.send_signal(signal.SIGINT)
+        for p in self.procs:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.procs = []
+
+
 def _move(source: ServeProcess, target: ServeProcess, to: int) -> dict[str, float]:
     first_ack: list[float] = []
     errors = [0]
@@ -86,6 +121,7 @@ def _move(source: ServeProcess, target: ServeProcess, to: int) -> dict[str, floa
                 errors[0] += 1
                 time.sleep(0.002)
 
+    cpu0 = process_cpu_s(source.proc.pid), process_cpu_s(target.proc.pid)
     started = time.perf_counter()
     t = threading.Thread(target=produce)
     t.start()
@@ -95,9 +131,11 @@ def _move(source: ServeProcess, target: ServeProcess, to: int) -> dict[str, floa
     answered = time.perf_counter()
     t.join(300)
     stop.set()
+    cpu1 = process_cpu_s(source.proc.pid), process_cpu_s(target.proc.pid)
     if not first_ack:
         raise RuntimeError("no acknowledged produce on the target")
-    return {"to_first_ack_s": first_ack[0] - started, "request_s": answered - started, "producer_errors": errors[0]}
+    return {"to_first_ack_s": first_ack[0] - started, "request_s": answered - started, "producer_errors": errors[0],
+            "source_cpu_s": cpu1[0] - cpu0[0], "target_cpu_s": cpu1[1] - cpu0[1]}
 
 
 def _skewed_producer(nodes: list[ServeProcess], stop: threading.Event, partitions: int, hot: int) -> None:
@@ -187,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
                          "not uploaded to the target) and/or local (a move uploads it first); default shared")
     ap.add_argument("--balance-s", type=float, default=90.0,
                     help="seconds of the auto-balance run under a skewed producer (0: none; default 90)")
+    ap.add_argument("--profile", type=Path,
+                    help="directory for py-spy recordings of the source and the target during each move")
     ap.add_argument("--store", help="S3 store URL (default: SeaweedFS started for the run)")
     ap.add_argument("--metadata", default=os.environ.get("MQINDEX_TEST_PG", PG_DEFAULT),
                     help="PostgreSQL URL (a fresh schema is used)")
@@ -200,7 +240,11 @@ def main(argv: list[str] | None = None) -> int:
     schema = f"bench_reassign_{uuid.uuid4().hex[:8]}"
     sep = "&" if "?" in args.metadata else "?"
     meta = f"{args.metadata}{sep}schema={schema}"
-    rows, results = [], {}
+    rows: list[list[object]] = []
+    cpu_rows: list[list[object]] = []
+    results: dict[str, object] = {}
+    cores = os.cpu_count() or 1
+    profiles = _Profiles(args.profile)
     try:
         for kind, mb in [(k, mb) for k in kinds for mb in sizes]:
             hold = (mb + 64) << 20
@@ -219,7 +263,11 @@ def main(argv: list[str] | None = None) -> int:
                 for i in range(moves):
                     src, dst = leader, 1 - leader
                     _fill(nodes[src], mb)
-                    samples.append(_move(nodes[src], nodes[dst], dst))
+                    profiles.start(f"{kind}-{mb}mb-{i}", {"source": nodes[src], "target": nodes[dst]})
+                    try:
+                        samples.append(_move(nodes[src], nodes[dst], dst))
+                    finally:
+                        profiles.stop()
                     leader = dst
                     print(f"[bench] {kind} WAL {mb} MiB: move {i + 1}/{moves} {samples[-1]['to_first_ack_s']:.3f}s",
                           file=sys.stderr, flush=True)
@@ -231,6 +279,10 @@ def main(argv: list[str] | None = None) -> int:
                              f"{percentile([s['request_s'] for s in samples], 50):.3f}",
                              f"{percentile([s['producer_errors'] for s in samples], 50):.0f}",
                              f"{raw:.3f}", f"{p50 / raw:.2f}" if raw else "-"])
+                cpu = percentile([s["source_cpu_s"] + s["target_cpu_s"] for s in samples], 50)
+                cpu_rows.append([kind, mb, f"{percentile([s['source_cpu_s'] for s in samples], 50) * 1000:.0f}",
+                                 f"{percentile([s['target_cpu_s'] for s in samples], 50) * 1000:.0f}",
+                                 f"{cpu * 1000:.0f}", f"{cores / max(cpu, 1e-9):.1f}"])
             finally:
                 for n in nodes:
                     n.stop()
@@ -247,6 +299,10 @@ def main(argv: list[str] | None = None) -> int:
     emit(table("reassignment: request -> first acknowledged produce on the target",
                ["WAL", "unuploaded MiB", "moves", "p50 s", "p99 s", "request p50 s", "producer 503/421 p50",
                 "raw upload of the same bytes s", "p50 / raw upload"], rows))
+    emit(table("server CPU per move, request -> first acknowledged produce (the target's background read of the "
+               "moved range not included)",
+               ["WAL", "unuploaded MiB", "source CPU ms p50", "target CPU ms p50", "both ms p50",
+                f"ceiling moves/s ({cores} cores)"], cpu_rows))
     save_results("reassign", results)
     return 0
 
