@@ -142,16 +142,23 @@ def _merge(idx: Path, store_url: str, now: int) -> dict[str, Any]:
             "merge_s": round(time.perf_counter() - started, 1), "merge_cpu_s": round(cpu_s() - cpu0, 1)}
 
 
-def _lookups(idx: Path, store_url: str, keys: list[str], filters: bool) -> dict[str, float]:
+def _lookups(idx: Path, store_url: str, keys: list[str], filters: bool, filter_cache_bytes: int | None = None,
+             map_filters: bool = True) -> dict[str, float]:
+    """Lookups of `keys` on the service opened cold; `filter_cache_bytes` bounds its filter cache (default: the
+    service's), `map_filters=False` reads every filter file into memory instead of mapping the large ones."""
     from index_service import IndexService
     from index_service.query import QueryStats
 
-    svc = IndexService.open(idx, store=store_url, maintain_interval_s=0, key_filters=filters)
+    extra = {} if filter_cache_bytes is None else {"filter_cache_bytes": filter_cache_bytes}
+    svc = IndexService.open(idx, store=store_url, maintain_interval_s=0, key_filters=filters, **extra)
+    if not map_filters:
+        svc.filters.map_min_bytes = 1 << 62
     meter = svc.store.meter  # type: ignore[union-attr]
     gets: list[int] = []
     lat: list[float] = []
     read: list[int] = []
     asked: list[int] = []
+    cpu0 = cpu_s()
     try:
         for k in keys:
             before = meter.snapshot()
@@ -163,11 +170,12 @@ def _lookups(idx: Path, store_url: str, keys: list[str], filters: bool) -> dict[
             read.append(stats.files_read)
             asked.append(stats.files_considered)
         held = svc.filters.bytes_held
+        cpu_ms = 1e3 * (cpu_s() - cpu0) / len(keys)
     finally:
         svc.close()
     return {"gets_mean": sum(gets) / len(gets), "gets_p99": percentile(gets, 99), "p50_ms": percentile(lat, 50) * 1e3,
             "p99_ms": percentile(lat, 99) * 1e3, "filter_memory": held, "files_read": sum(read) / len(read),
-            "files_asked": sum(asked) / len(asked)}
+            "files_asked": sum(asked) / len(asked), "cpu_ms": cpu_ms}
 
 
 def _hourly(work: Path, store_url: str, days: int, per_file: int, lookups: int) -> dict[str, Any]:
@@ -227,6 +235,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="print the table and draw the plots of saved --scale runs (history-scales.json; "
                          "repeatable) instead of running")
     ap.add_argument("--plots", default=None, help="folder for the plots of a --scale run (default: none)")
+    ap.add_argument("--filter-cache-bytes", type=int, default=None,
+                    help="with --scale: also look up with the filter cache bounded to this many bytes, filters read "
+                         "into memory and filters memory-mapped (default: only the service's default bound)")
     args = ap.parse_args(argv)
 
     if args.from_results:

@@ -95,7 +95,7 @@ def geometry(n: int, days: float) -> tuple[int, int]:
 
 
 def run_one(work: Path, store_url: str, weed_pid: int | None, n: int, days: float, lookups: int,
-            pg: Any | None, usd_per_get: float) -> dict[str, Any]:
+            pg: Any | None, usd_per_get: float, filter_cache_bytes: int | None = None) -> dict[str, Any]:
     """One history: written, looked up as written, merged, looked up cold; with its RocketMQ and PostgreSQL
     figures."""
     files, per_file = geometry(n, days)
@@ -120,6 +120,11 @@ def run_one(work: Path, store_url: str, weed_pid: int | None, n: int, days: floa
     rows = {kind: _lookups(idx, url, keys, True) for kind, keys in (("present", present), ("absent", absent))}
     lookup_cpu = cpu_s() - cpu0
     lookup_wall = time.perf_counter() - t
+    bounded = {}
+    if filter_cache_bytes is not None:  # the filters outgrow the bound: read again, or mapped again, when evicted
+        for mode, mapped in (("read", False), ("mapped", True)):
+            bounded[mode] = {kind: _lookups(idx, url, keys, True, filter_cache_bytes, mapped)
+                             for kind, keys in (("present", present), ("absent", absent))}
     get_times = _get_times(url, samples=min(300, max(40, 2 * lookups)))
     rmq_gets = 2 * built["files"]
     rmq_p50, rmq_p99 = _modelled(get_times, rmq_gets)
@@ -133,6 +138,8 @@ def run_one(work: Path, store_url: str, weed_pid: int | None, n: int, days: floa
         "usd_per_get": usd_per_get, "seaweedfs_cpu_s": round(process_cpu_s(weed_pid) - weed0, 1) if weed_pid else None,
         "load_after": load(),
     }
+    if bounded:
+        out["bounded"] = {"filter_cache_bytes": filter_cache_bytes, **bounded}
     if pg is not None:
         out["postgresql"] = pg(n, days, per_file, t0, present, absent)
     shutil.rmtree(idx, ignore_errors=True)
@@ -182,6 +189,18 @@ def print_one(r: dict[str, Any]) -> None:
         print(f"  PostgreSQL: COPY {pg['copy_s']} s, B-tree built {pg['index_s']} s ({pg['rows_per_s']:,} rows/s "
               f"loaded); lookups {pg['cpu_ms']:.3f} client CPU ms each")
     print(f"  USD per million lookups at ${r['usd_per_get'] * 1000:.4f} per 1,000 GETs (S3 GET price)", flush=True)
+    b = r.get("bounded")
+    if b:
+        print(f"  filter cache bounded to {b['filter_cache_bytes']:,} bytes (filters {r['merged_filter_bytes']:,} "
+              f"bytes after the merges): lookups with evicted filters read again or mapped again")
+        print(f"  {'filters':<10}{'kind':<9}{'GETs avg':>9}{'p50 ms':>9}{'p99 ms':>9}{'CPU ms':>9}{'held MB':>9}")
+        default = r["rows"]
+        for mode, rows in (("unbounded", default), ("read", b["read"]), ("mapped", b["mapped"])):
+            for kind in ("present", "absent"):
+                row = rows[kind]
+                print(f"  {mode:<10}{kind:<9}{row['gets_mean']:>9.3f}{row['p50_ms']:>9.2f}{row['p99_ms']:>9.2f}"
+                      f"{row.get('cpu_ms', float('nan')):>9.2f}{row['filter_memory'] / 1e6:>9.2f}")
+        print("  (unbounded: the service's default bound, which holds every filter of this history)", flush=True)
 
 
 def run_scales(work: Path, store_url: str, weed: Any, args: Any) -> int:
@@ -200,7 +219,8 @@ def run_scales(work: Path, store_url: str, weed: Any, args: Any) -> int:
     try:
         for n in args.scale:
             for days in spans:
-                r = run_one(work, store_url, weed_pid, n, days, args.lookups, pg, args.get_usd_per_1000 / 1000)
+                r = run_one(work, store_url, weed_pid, n, days, args.lookups, pg, args.get_usd_per_1000 / 1000,
+                            getattr(args, "filter_cache_bytes", None))
                 print_one(r)
                 results.append(r)
                 save_results("history-scales", {"runs": results})

@@ -19,18 +19,21 @@ def test_history_scales_prints_every_peer_and_draws_its_plots(capsys: pytest.Cap
                                                               store_url_factory: Callable[[str], str]) -> None:
     monkeypatch.setenv("MQINDEX_BENCH_OUT", str(tmp_path / "out"))
     argv = ["--scale", "20000", "--span-days", "0.125", "--span-days", "0.25", "--lookups", "20", "--pg", pg_dsn,
-            "--store", store_url_factory("s3"), "--plots", str(tmp_path / "plots")]
+            "--store", store_url_factory("s3"), "--plots", str(tmp_path / "plots"), "--filter-cache-bytes", "4096"]
     assert history.main(argv) == 0
     out = capsys.readouterr().out
     for peer in ("mqindex ", "RocketMQ layout*", "PostgreSQL B-tree"):
         assert out.count(f"  {peer}") >= 2, peer  # one row per history at least
     assert "USD per million lookups at $0.0004 per 1,000 GETs" in out
+    assert out.count("filter cache bounded to 4,096 bytes") == 2  # each history also looked up under a small bound
     assert "| 20,000 | 0.125 |" in out and "| 20,000 | 0.25 |" in out  # the Markdown table
     runs = json.loads((tmp_path / "out" / "history-scales.json").read_text())["runs"]
     assert [(r["messages"], r["days"]) for r in runs] == [(20_000, 0.125), (20_000, 0.25)]
     for r in runs:
         assert r["postgresql"]["present"]["found"] >= 1 and r["postgresql"]["absent"]["found"] == 0
         assert r["rocketmq"]["gets"] == 2 * r["files_written"]
+        for mode in ("read", "mapped"):  # filters evicted and read or mapped again: the same GETs
+            assert r["bounded"][mode]["present"]["gets_mean"] == r["rows"]["present"]["gets_mean"]
     assert {p.name for p in (tmp_path / "plots").iterdir()} == {"history_gets.png", "history_p99.png"}
     # the saved runs give the same table again without running
     assert history.main(["--from-results", str(tmp_path / "out" / "history-scales.json")]) == 0
