@@ -15,10 +15,14 @@ Real `mqindex serve` processes on one PostgreSQL metadata database (a fresh sche
    connections) until its first 200; measured per partition: kill -9 -> that first acknowledged produce,
    against the lease. A new node joins after each kill, so every round starts with three live nodes.
    Goal: p99 <= lease + 1 s. The lease's share is intrinsic (the survivors wait a whole lease after they last
-   saw the dead node's lease renewed, renewals come every lease/3); the table splits it out.
+   saw the dead node's lease renewed, renewals come every lease/3); the table splits it out. Printed beside it:
+   the servers' CPU over the part (every `mqindex serve`, from /proc) against the machine's cores.
+3. Rolling upgrade (bench/failover_upgrade.py): three nodes of the previous release (CHANGELOG.md) upgraded one
+   at a time to the working tree under one producer per partition: error answers, the longest gap between
+   acknowledgements (goal < 2 s), server CPU per 1,000 acknowledged messages and the ceiling of the cores.
 
 Run: `mqindex bench failover [--requests 400] [--threads 4] [--batch 16] [--value-kb 4] [--kills 5]
-[--partitions 6] [--no-produce]`
+[--partitions 6] [--no-produce] [--no-kill] [--no-upgrade]`
 """
 
 from __future__ import annotations
@@ -36,7 +40,9 @@ from typing import Any
 import httpx
 import psycopg
 
-from bench.common import emit, percentile, progress, save_results, store_or_seaweedfs, table
+from bench.common import TreeCPU, emit, percentile, progress, save_results, store_or_seaweedfs, table
+from bench.failover_release import previous_mqindex
+from bench.failover_upgrade import GAP_GOAL_S, rolling_upgrade
 from bench.serve_process import ServeProcess
 
 PG_DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"
@@ -166,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kills", type=int, default=5, help="kill -9 rounds (default 5)")
     ap.add_argument("--partitions", type=int, default=6, help="partitions of the failover topic (default 6)")
     ap.add_argument("--no-produce", action="store_true", help="skip part 1 (the WAL kinds' produce run)")
+    ap.add_argument("--no-kill", action="store_true", help="skip part 2 (kill -9 of a leader)")
+    ap.add_argument("--no-upgrade", action="store_true", help="skip part 3 (the rolling upgrade)")
     ap.add_argument("--store", help="S3 store URL for the data (default: SeaweedFS started for the run)")
     ap.add_argument("--wal-store", help="S3 store URL for the WAL (with --store)")
     ap.add_argument("--metadata", default=os.environ.get("MQINDEX_TEST_PG", PG_DEFAULT),
@@ -206,56 +214,102 @@ def main(argv: list[str] | None = None) -> int:
                          s3["mb_s"] / loc["mb_s"]]]))
 
         # 2. kill -9 the leader, time to the first acknowledged produce on the new leader
-        d = work / "failover"
-        d.mkdir()
-        flags = ["--store", store, "--metadata", f"{args.metadata}{sep}schema=bench_fo_kill_{run}",
-                 "--wal", wal_store, "--upload-interval-s", "30"]
-        nodes: dict[int, ServeProcess] = {}
-        samples: list[dict[str, Any]] = []
-        try:
-            for i in range(3):
-                nodes[i] = node_process(d, i, *flags)
-            httpx.post(f"{nodes[0].url}/v1/topics", json={"name": "failover", "partitions": args.partitions},
-                       timeout=60).raise_for_status()
-            next_id = 3
-            for k in range(args.kills):
-                any_url = nodes[min(nodes)].url
-                leader = _leader(any_url, "failover-0")
-                led = _led_by(any_url, leader, "failover")
-                with httpx.Client(timeout=30) as http:  # acknowledged, only in the leader's WAL (not uploaded)
-                    for p in led:
-                        for i in range(20):
-                            r = http.post(f"{nodes[leader].url}/v1/topics/failover/messages",
-                                          json={"messages": [{"key": f"before-{k}", "value": f"v{i}",
-                                                              "partition": p}]})
-                            r.raise_for_status()
-                via = nodes[min(n for n in nodes if n != leader)]
-                acks = _first_acks_after_kill(nodes.pop(leader), via, led, 120)
-                for p, (took, errors) in zip(led, acks, strict=True):
-                    samples.append({"kill_to_first_ack_s": took, "producer_errors": errors, "killed": leader,
-                                    "partition": p, "round": k})
-                print(f"[bench] kill {k + 1}/{args.kills}: node {leader} killed, first ack on its "
-                      f"{len(led)} partitions after {min(a[0] for a in acks):.2f}-{max(a[0] for a in acks):.2f}s",
-                      file=sys.stderr, flush=True)
-                nodes[next_id] = node_process(d, next_id, *flags)
-                next_id += 1
-        finally:
-            for n in nodes.values():
-                n.kill()
-        firsts = [s["kill_to_first_ack_s"] for s in samples]
-        results["failover"] = samples
-        p99 = percentile(firsts, 99)
-        emit(table(f"kill -9 of a leader -> first acknowledged produce per partition it led (S3 WAL, default "
-                   f"lease {DEFAULT_LEASE_S:.0f} s, {args.kills} kills, {len(firsts)} partitions)",
-                   ["partitions", "p50 s", "p99 s", "max s", "p99 - lease s", "goal p99 <= lease + 1 s"],
-                   [[len(firsts), percentile(firsts, 50), p99, max(firsts), p99 - DEFAULT_LEASE_S,
-                     "met" if p99 <= DEFAULT_LEASE_S + 1 else "missed"]]))
+        if not args.no_kill:
+            results["failover"] = _kill_part(args, work, store, wal_store, sep, run)
+        # 3. rolling upgrade from the previous release
+        if not args.no_upgrade:
+            results["upgrade"] = _upgrade_part(args, work, store, wal_store, weed, sep, run)
     finally:
         if weed is not None:
             weed.stop()
-        _drop_schemas(args.metadata, [f"bench_fo_{part}_{run}" for part in ("local", "s3", "kill")])
+        _drop_schemas(args.metadata, [f"bench_fo_{part}_{run}" for part in ("local", "s3", "kill", "upgrade")])
     save_results("failover", results)
     return 0
+
+
+def _upgrade_part(args: argparse.Namespace, work: Path, store: str, wal_store: str, weed: Any, sep: str,
+                  run: str) -> dict[str, Any]:
+    version, old = previous_mqindex()
+    d = work / "upgrade"
+    d.mkdir()
+    if weed is not None:  # a store and WAL of its own (node ids and object ids restart in its schema)
+        store, wal_store = (weed.store_url("mqindex", f"failover-{run}-up"),
+                            weed.store_url("mqindex", f"failover-{run}-up-wal"))
+    flags = ["--store", store, "--metadata", f"{args.metadata}{sep}schema=bench_fo_upgrade_{run}", "--wal", wal_store]
+    r = rolling_upgrade(old, version, d, flags, args.partitions)
+    errs = ", ".join(f"{k}: {v}" for k, v in sorted(r["errors"].items())) or "none"
+    emit(table(f"rolling upgrade of 3 nodes, {version} -> working tree, one at a time (SIGTERM, start, alive) "
+               f"under {args.partitions} producers (one per partition); error answers: {errs}",
+               ["acks", "seconds", "acks/s", "error answers", "longest gap, a partition s", "median partition's s",
+                "longest gap, topic s", f"goal < {GAP_GOAL_S:.0f} s"],
+               [[r["acks"], r["seconds"], r["acks_per_s"], r["error_answers"], r["partition_gap_max_s"],
+                 r["partition_gap_p50_s"], r["topic_gap_s"], r["goal"]]]))
+    emit(table("rolling upgrade: each node's stop and return", ["node", "SIGTERM -> exited s",
+                                                                "SIGTERM -> alive, upgraded s"],
+               [[s["node"], s["stop_s"], s["back_s"]] for s in r["steps"]]))
+    emit(table(f"rolling upgrade: servers' CPU ({r['cores']} cores)",
+               ["server CPU s", "CPU ms / 1,000 acks", f"ceiling acks/s ({r['cores']} cores)", "measured acks/s",
+                "measured / ceiling"],
+               [[r["server_cpu_s"], r["server_cpu_ms_per_1000"], r["ceiling_acks_per_s"], r["acks_per_s"],
+                 r["acks_per_s"] / r["ceiling_acks_per_s"]]]))
+    return r
+
+
+def _kill_part(args: argparse.Namespace, work: Path, store: str, wal_store: str, sep: str, run: str
+               ) -> list[dict[str, Any]]:
+    d = work / "failover"
+    d.mkdir()
+    flags = ["--store", store, "--metadata", f"{args.metadata}{sep}schema=bench_fo_kill_{run}",
+             "--wal", wal_store, "--upload-interval-s", "30"]
+    nodes: dict[int, ServeProcess] = {}
+    samples: list[dict[str, Any]] = []
+    cpu = TreeCPU(lambda cmd: "servers" if " serve " in f" {cmd} " else "other")
+    started = time.monotonic()
+    try:
+        for i in range(3):
+            nodes[i] = node_process(d, i, *flags)
+        httpx.post(f"{nodes[0].url}/v1/topics", json={"name": "failover", "partitions": args.partitions},
+                   timeout=60).raise_for_status()
+        next_id = 3
+        for k in range(args.kills):
+            any_url = nodes[min(nodes)].url
+            leader = _leader(any_url, "failover-0")
+            led = _led_by(any_url, leader, "failover")
+            with httpx.Client(timeout=30) as http:  # acknowledged, only in the leader's WAL (not uploaded)
+                for p in led:
+                    for i in range(20):
+                        r = http.post(f"{nodes[leader].url}/v1/topics/failover/messages",
+                                      json={"messages": [{"key": f"before-{k}", "value": f"v{i}",
+                                                          "partition": p}]})
+                        r.raise_for_status()
+            via = nodes[min(n for n in nodes if n != leader)]
+            acks = _first_acks_after_kill(nodes.pop(leader), via, led, 120)
+            for p, (took, errors) in zip(led, acks, strict=True):
+                samples.append({"kill_to_first_ack_s": took, "producer_errors": errors, "killed": leader,
+                                "partition": p, "round": k})
+            print(f"[bench] kill {k + 1}/{args.kills}: node {leader} killed, first ack on its "
+                  f"{len(led)} partitions after {min(a[0] for a in acks):.2f}-{max(a[0] for a in acks):.2f}s",
+                  file=sys.stderr, flush=True)
+            nodes[next_id] = node_process(d, next_id, *flags)
+            next_id += 1
+        cpu_s = cpu.snapshot().get("servers", 0.0)
+    finally:
+        for n in nodes.values():
+            n.kill()
+        cpu.stop()
+    wall = time.monotonic() - started
+    firsts = [s["kill_to_first_ack_s"] for s in samples]
+    p99 = percentile(firsts, 99)
+    emit(table(f"kill -9 of a leader -> first acknowledged produce per partition it led (S3 WAL, default "
+               f"lease {DEFAULT_LEASE_S:.0f} s, {args.kills} kills, {len(firsts)} partitions)",
+               ["partitions", "p50 s", "p99 s", "max s", "p99 - lease s", "goal p99 <= lease + 1 s"],
+               [[len(firsts), percentile(firsts, 50), p99, max(firsts), p99 - DEFAULT_LEASE_S,
+                 "met" if p99 <= DEFAULT_LEASE_S + 1 else "missed"]]))
+    cores = os.cpu_count() or 1
+    emit(table(f"kill -9 part: servers' CPU (every node of the part, {cores} cores)",
+               ["wall s", "server CPU s", "CPU s per kill round", "cores used (mean)", f"of {cores} cores"],
+               [[wall, cpu_s, cpu_s / max(args.kills, 1), cpu_s / wall, cpu_s / wall / cores]]))
+    return samples
 
 
 def _drop_schemas(url: str, names: list[str]) -> None:

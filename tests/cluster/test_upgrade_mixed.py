@@ -5,20 +5,13 @@ from the old node to a new one and back, a new node killed with kill -9 is faile
 lowest id leads failovers) and the old node killed is failed over by a new one; nothing acknowledged is lost or
 stored twice, and every key is found from the old node and from the new ones.
 
-The previous release's virtualenv is built once per machine under MQINDEX_UPGRADE_CACHE (default
-~/.cache/mqindex/upgrade/<commit>; a lock file keeps two test workers from building it at once) and reused:
-its own Python and pip, the release's package installed from its files with its compiled modules, the
-third-party packages taken from this virtualenv (a .pth line; only the build requirements come from pip)."""
+The previous release's virtualenv is built once per machine and reused (bench/failover_release.py: under
+MQINDEX_UPGRADE_CACHE, default ~/.cache/mqindex/upgrade/<commit>, a lock file keeping two test workers from
+building it at once); `mqindex bench failover` upgrades a cluster of it node by node under a producer."""
 
 from __future__ import annotations
 
-import fcntl
-import os
-import re
-import shutil
 import subprocess
-import sys
-import sysconfig
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -27,60 +20,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bench.failover_release import previous_release, release_venv
 from storage_tier.seaweedfs_server import SeaweedFS
 from tests.api.server import ServerProcess
 from tests.cluster.harness import TOPIC, Cluster, Producer, check_everything_found, check_offsets, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 OLD = 0  # the previous release's node: the lowest id, so it leads the failover of a new node
-
-
-def previous_release() -> tuple[str, str]:
-    """(version, full commit id) of the newest release in CHANGELOG.md."""
-    text = (ROOT / "CHANGELOG.md").read_text()
-    m = re.search(r"^## (v\d+\.\d+\.\d+)\s*$.*?commit `([0-9a-f]{40})`", text, re.M | re.S)
-    assert m is not None, "CHANGELOG.md names no release with its commit"
-    return m.group(1), m.group(2)
-
-
-def release_venv(commit: str) -> Path:
-    """The previous release's virtualenv (built on first use, then reused): its `bin/mqindex`."""
-    root = Path(os.environ.get("MQINDEX_UPGRADE_CACHE", Path.home() / ".cache" / "mqindex" / "upgrade")) / commit
-    root.mkdir(parents=True, exist_ok=True)
-    venv, src, done = root / "venv", root / "src", root / "built"
-    with open(root / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if done.exists():
-            return venv
-        started = time.monotonic()
-        subprocess.run(["rm", "-rf", str(venv), str(src)], check=True)
-        src.mkdir()
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit], check=True, capture_output=True)
-        subprocess.run(["tar", "-x", "-C", str(src)], input=archive.stdout, check=True)
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        site = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path("
-                               "'purelib'))"], check=True, capture_output=True, text=True).stdout.strip()
-        # the third-party packages of this virtualenv, after the release's own (this tree's package is not on
-        # that path: its editable finder is loaded by a .pth file, which a path line does not run)
-        Path(site, "zz_third_party.pth").write_text(sysconfig.get_path("purelib") + "\n")
-        # its build requirements (Cython, setuptools) in pip's isolated build environment: from pip's cache, or
-        # fetched once; compiling the release's Cython modules took 5 min 41 s on a loaded 2-core machine
-        subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-deps", str(src)],
-                       check=True, capture_output=True)
-        copy_package_data(src, Path(site))
-        done.write_text(f"built in {time.monotonic() - started:.0f} s\n")
-        return venv
-
-
-def copy_package_data(src: Path, site: Path) -> None:
-    """The release's data files its wheel left out (0.3.0 declares no package data: the console's
-    api/web/index.html was missing and `serve` stopped on it), copied beside its installed modules."""
-    for f in src.rglob("*"):
-        rel = f.relative_to(src)
-        if f.is_file() and (site / rel.parts[0]).is_dir() and not (site / rel).exists() and f.suffix not in (
-                ".py", ".pyx", ".pxd", ".c"):
-            (site / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(f, site / rel)
 
 
 class OldServer(ServerProcess):
