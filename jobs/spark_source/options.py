@@ -16,6 +16,10 @@ Names follow Spark's Kafka source where the concept is the same:
   part is cut into offset ranges);
 - `index`: the HTTP URL of an `mqindex serve` node, used to answer `key = ...` / `key IN (...)` predicates
   through the cluster's key index (without it key predicates are evaluated by Spark over a scan);
+- `indexKeys`: comma-separated index keys (UTF-8): only records indexed under one of them are read, i.e.
+  whose Kafka key, a space-separated part of a `KEYS` header or a `UNIQ_KEY` header is one of them, looked
+  up in the cluster's key index (needs `index`). Spark's Python data sources are only given filters on
+  columns, not on the elements of the `headers` array, so header equality is an option, not a predicate;
 - `timeSkewMs` (default 300000, 5 min): how far a record's timestamp may be ahead of the clock of the
   broker that committed its object; object parts committed more than this before a lower time bound are
   not read (0 when producers' and brokers' clocks agree and timestamps are the produce time);
@@ -63,6 +67,7 @@ class SourceOptions:
     namespace: str = DEFAULT_NAMESPACE
     fail_on_data_loss: bool = True
     skew_ms: int = DEFAULT_SKEW_MS
+    index_keys: tuple[bytes, ...] | None = None
 
     def offset_for(self, spec: OffsetSpec, topic: str, partition: int, default: int) -> int:
         """The offset (or EARLIEST / LATEST) `spec` gives one partition; `default` for one it does not name."""
@@ -183,6 +188,20 @@ def parse_options(opts: Mapping[str, str]) -> SourceOptions:
     if max_split < 1:
         raise SourceOptionError(f"maxSplitBytes: must be >= 1, got {max_split}")
     skew = _ms(opts, "timeSkewMs")
+    index_url = _get(opts, "index") or None
     return SourceOptions(meta, store, topics, pattern, partitions, starting, ending, from_ms, to_ms, max_split,
-                         _get(opts, "index") or None, _get(opts, "namespace") or DEFAULT_NAMESPACE,
-                         _bool(opts, "failOnDataLoss", True), DEFAULT_SKEW_MS if skew is None else skew)
+                         index_url, _get(opts, "namespace") or DEFAULT_NAMESPACE,
+                         _bool(opts, "failOnDataLoss", True), DEFAULT_SKEW_MS if skew is None else skew,
+                         _index_keys(opts, index_url))
+
+
+def _index_keys(opts: Mapping[str, str], index_url: str | None) -> tuple[bytes, ...] | None:
+    raw = _get(opts, "indexKeys")
+    if raw is None:
+        return None
+    keys = [k.strip() for k in raw.split(",")]
+    if not all(keys):
+        raise SourceOptionError(f"indexKeys: expected comma-separated non-empty keys, got {raw!r}")
+    if not index_url:
+        raise SourceOptionError("indexKeys: needs the index option (the HTTP URL of an mqindex serve node)")
+    return tuple(dict.fromkeys(k.encode("utf-8") for k in keys))

@@ -53,19 +53,24 @@ def plan_tasks(opts: SourceOptions, pushed: Pushed, starting: Any = None, ending
     """The Spark tasks of a read: one per packed group of object ranges; with key predicates answered by the
     index, one per object range holding a hit (and no task where no hit is)."""
     plan = plan_scan(opts, pushed.bounds, starting, ending)
-    if pushed.keys is not None and opts.index_url and usable(pushed.keys):
-        hits: dict[tuple[str, int], set[int]] = {}
-        for topic in {r.topic for r in plan.ranges}:
-            for p, offs in key_hits(opts.index_url, topic, sorted(pushed.keys)).items():
-                hits[(topic, p)] = offs
+    lookups = [sorted(keys) for keys in (pushed.keys if opts.index_url and pushed.keys is not None
+                                         and usable(pushed.keys) else None, opts.index_keys) if keys is not None]
+    if lookups:
+        assert opts.index_url is not None
+        hits: dict[tuple[str, int], set[int]] | None = None
+        for keys in lookups:  # records indexed under a key asked, and under an index key asked when both are
+            got = {(topic, p): offs for topic in {r.topic for r in plan.ranges}
+                   for p, offs in key_hits(opts.index_url, topic, keys).items()}
+            hits = got if hits is None else {tp: hits[tp] & got[tp] for tp in hits.keys() & got.keys()}
+        assert hits is not None
         tasks = []
         for s in plan.splits:
-            got = frozenset(o for o in hits.get((s.topic, s.partition), ()) if s.start <= o < s.end)
-            if got:
-                tasks.append(SplitTask([s], {(s.topic, s.partition): got}))
-        log.info("mqindex read %s: %d hits of %d keys in %d object ranges (pushed %s)", opts.topics or opts.pattern,
+            found = frozenset(o for o in hits.get((s.topic, s.partition), ()) if s.start <= o < s.end)
+            if found:
+                tasks.append(SplitTask([s], {(s.topic, s.partition): found}))
+        log.info("mqindex read %s: %d hits of %s in %d object ranges (pushed %s)", opts.topics or opts.pattern,
                  sum(len(t.offsets[(t.splits[0].topic, t.splits[0].partition)]) for t in tasks if t.offsets),
-                 len(pushed.keys), len(tasks), pushed.describe())
+                 " and ".join(f"{len(k)} keys" for k in lookups), len(tasks), pushed.describe())
         return tasks
     log.info("mqindex read %s: %s (pushed %s)", opts.topics or opts.pattern, plan.describe(), pushed.describe())
     return [SplitTask(t) for t in plan.tasks]
@@ -83,7 +88,8 @@ class MqindexReader(DataSourceReader):
         return plan_tasks(self.opts, self.pushed)
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        assert isinstance(partition, SplitTask)
+        if not isinstance(partition, SplitTask):
+            return  # no task planned (a key no record has): Spark reads one empty InputPartition instead
         yield from read_task(self.opts, partition, self.pushed, arrow=True)
 
 

@@ -78,7 +78,8 @@ class MqindexStreamReader(DataSourceStreamReader):
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         from jobs.spark_source.source import SplitTask, read_task
 
-        assert isinstance(partition, SplitTask)
+        if not isinstance(partition, SplitTask):
+            return
         yield from read_task(self.opts, partition, Pushed(), arrow=True)
 
     def commit(self, end: Offsets) -> None:

@@ -302,6 +302,31 @@ def test_key_predicate_reads_only_the_blocks_of_its_hits(mq: Any, served: Served
     assert sorted(r.offset for r in some.collect()) == [*range(7 * 12, 8 * 12), *range(2999 * 12, 3000 * 12)]
 
 
+def test_index_keys_option_reads_records_indexed_under_a_header_key(mq: Any, served: Served) -> None:
+    ends = {p: e for p, (_s, e) in committed(served, TOPIC).items()}
+    every = consume(served.server.bootstrap, TOPIC, ends)
+
+    def indexed(r: Row, key: bytes) -> bool:
+        parts = [p for name, v in r[7] if name == "KEYS" and v for p in v.split(b" ")]
+        return r[0] == key or key in parts or any(name == "UNIQ_KEY" and v == key for name, v in r[7])
+
+    want = [r for r in every if indexed(r, b"cust-3") or indexed(r, b"region-9")]
+    assert 0 < len(want) < len(every)
+    opts = served.options(index=served.server.url, indexKeys="cust-3, region-9")
+    scan, _ = gets_of_read(served)
+    looked_up, n = gets_of_read(served, index=served.server.url, indexKeys="cust-3,region-9")
+    assert n == len(want) and looked_up.bytes_out <= scan.bytes_out
+    assert spark_rows(mq.read.format("mqindex").options(**opts).load()) == want
+    both = mq.read.format("mqindex").options(**opts).load().where("key = 'k-11'")
+    assert spark_rows(both) == [r for r in want if r[0] == b"k-11"] != []
+    # no record of key k-10 has headers: no hit, no task
+    assert mq.read.format("mqindex").options(**opts).load().where("key = 'k-10'").count() == 0
+    with pytest.raises(SourceOptionError, match="indexKeys: needs the index option"):
+        parse_options(served.options(indexKeys="cust-3"))
+    with pytest.raises(SourceOptionError, match="indexKeys: expected"):
+        parse_options(served.options(index=served.server.url, indexKeys="cust-3,,x"))
+
+
 def spark_filter(df: Any) -> str:
     """The filters Spark still evaluates above the scan (the source took every other one)."""
     plan = str(df._jdf.queryExecution().executedPlan().toString())
