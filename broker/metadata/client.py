@@ -40,6 +40,7 @@ from broker.metadata.requests import (
 )
 from broker.metadata.stream_ops import StreamOps
 from broker.metadata.time_rules import wall_ms
+from broker.metadata.value_version import check_value
 
 DEFAULT_SNAPSHOT_EVERY_RECORDS = 10_000
 DEFAULT_SNAPSHOT_INTERVAL_S = 3600.0
@@ -195,6 +196,9 @@ class MetadataClient(StreamOps, ObjectOps):
                 self._catch_up_in(txn)
                 records, result = build(self.image)
                 first = self.image.offset + 1
+                for rec in records:  # never a value every node would refuse to apply (value_version.py)
+                    if rec["type"] == "kv_put":
+                        check_value(rec["key"], rec["value"])
                 if records:
                     txn.append(first, records)
             for i, rec in enumerate(records):

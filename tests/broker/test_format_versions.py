@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import struct
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from broker.errors import MetadataError, ObjectFormatError, WalError
-from broker.metadata import MetadataImage
+from broker.metadata import MetadataClient, MetadataImage
+from broker.metadata.log_store import open_log
 from broker.metadata.snapshot import NewerSnapshot, SnapshotDamaged, checksum, encode
 from broker.metadata.snapshot import decode as decode_snapshot
 from broker.metadata.value_version import NewerValueVersion, value_version
@@ -182,3 +184,48 @@ def test_a_document_of_a_newer_version_is_refused_and_left_in_place(tmp_path: Pa
 
 def outer_seq(outer: dict[str, object]) -> int:
     return int(json.loads(str(outer["body"]))["seq"])
+
+
+# -- through the metadata client, on SQLite and the real PostgreSQL ---------------------------------------------
+def test_a_node_refuses_a_newer_value_in_the_log_and_never_writes_one(meta_url_factory: Callable[[], str]) -> None:
+    url = meta_url_factory()
+    writer, reader = MetadataClient(url, 0), MetadataClient(url, 1)
+    writer.kv_put("topics/a", json.dumps({"partitions": 2}))  # today's value, no "v": read by every node
+    assert reader.kv_get("topics/a") == json.dumps({"partitions": 2})
+    with pytest.raises(NewerValueVersion, match="'topics/b' holds a value of version 2"):
+        writer.kv_put("topics/b", json.dumps({"v": 2}))  # refused before it reaches the log
+    assert reader.kv_get("topics/b") is None and writer.log.read_since(writer.image.offset) == []
+    log = open_log(url)  # a node of a later version writes one
+    with log.locked() as txn:
+        txn.append(writer.image.offset + 1, [{"type": "kv_put", "key": "moves/m", "value": '{"v": 3, "x": 1}'}])
+    log.close()
+    with pytest.raises(NewerValueVersion, match=r"'moves/m' holds a value of version 3, newer than this version of "
+                                                r"mqindex reads \(1\)"):
+        reader.catch_up()
+    assert "moves/m" not in reader.image.kv
+    for c in (writer, reader):
+        c.close()
+
+
+def test_a_newer_snapshot_stops_the_load_and_is_not_marked_damaged(meta_url_factory: Callable[[], str]) -> None:
+    url = meta_url_factory()
+    w = MetadataClient(url, 0)
+    w.register_node()
+    w.kv_put("topics/a", "{}")
+    at = w.maybe_snapshot(force=True).log_offset  # type: ignore[union-attr]
+    log = open_log(url)
+    with log.locked() as txn:
+        stored = txn.read_snapshot(at)
+        assert stored is not None
+        state = json.loads(zlib.decompress(stored[1]))
+        state["v"] = 2  # as a later version would write it
+        newer = zlib.compress(json.dumps(state).encode())
+        ph = "?" if url.startswith("sqlite") else "%s"
+        txn.conn.execute(f"UPDATE meta_snapshot SET payload = {ph}, checksum = {ph} "  # type: ignore[attr-defined]
+                         f"WHERE log_offset = {ph}", (newer, checksum(newer), at))
+        txn.truncate_before(at)
+    with pytest.raises(NewerSnapshot, match=rf"log offset {at}: a version 2 image, newer than this version"):
+        MetadataClient(url, 9)
+    assert [(s.log_offset, s.damaged) for s in log.snapshots()] == [(at, False)]
+    log.close()
+    w.close()
