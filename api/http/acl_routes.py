@@ -6,6 +6,9 @@ DeleteAcls (api/security/access.py; stored in the metadata database, enforced by
 - POST   /v1/admin/acls    {"rules": [{principal, resource_type, resource_name, operation, permission?,
          pattern_type?, host?}]} -> 201 {"added": N, "rules": [...]}; a bad field is a 400 naming it
 - DELETE /v1/admin/acls?...  the same filter as GET, at least one field -> {"removed": [...]}
+- GET    /v1/admin/acls/my-rights?topic=T&group=G (each repeatable)  what the caller may do, as the routes check
+         it (its scope and the rules): on the cluster, and on each topic and group named; any authenticated
+         caller may ask (the console shows and enables only what it may do from this answer)
 
 The caller needs the admin scope and, once rules exist, DESCRIBE (GET) or ALTER (POST, DELETE) on the cluster
 (api/http/auth.py `require`). Every change is an audit line.
@@ -18,10 +21,13 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, Field, field_validator
 
-from api.http.auth import access, principal, require
+from api.http.auth import access, may, principal, require
 from api.http.errors import client_error
 from api.http.routes import ERRORS
+from api.security.authorizer import kafka_principal
+from api.security.principals import SCOPES
 from broker.metadata.acls import (
+    CLUSTER_NAME,
     OPERATIONS,
     PATTERN_TYPES,
     PERMISSIONS,
@@ -105,3 +111,42 @@ async def remove_acls(request: Request, principal_: Annotated[str | None, Query(
     control = _store(request)
     removed = control.remove([f], principal(request).name, "http")[0]
     return {"removed": [r.as_dict() for r in removed]}
+
+
+#: what the console offers and what each needs, as the HTTP routes check it: (scope, operation)
+CLUSTER_RIGHTS = {"describe": ("admin", "describe"), "alter": ("admin", "alter"), "create_topics": ("admin", "create")}
+TOPIC_RIGHTS = {"describe": ("read", "describe"), "read": ("read", "read"), "produce": ("produce", "write"),
+                "delete": ("admin", "delete"), "alter_configs": ("admin", "alter_configs")}
+GROUP_RIGHTS = {"describe": ("read", "describe"), "reset_offsets": ("admin", "read"), "delete": ("admin", "delete")}
+MAX_NAMED = 2000
+Names = Annotated[list[str], Query(max_length=MAX_NAMED)]
+
+
+class MyRights(BaseModel):
+    principal: str = Field(description="the caller as the rules name it (User:NAME)")
+    scopes: list[str] = Field(description="the scopes of the caller's token")
+    rules_active: bool = Field(description="whether any rule exists (without one, the scopes alone decide)")
+    superuser: bool
+    cluster: dict[str, bool] = Field(description="describe (list rules), alter (change rules, reassign, compact), "
+                                                 "create_topics")
+    topics: dict[str, dict[str, bool]] = Field(description="per topic named: describe, read, produce, delete, "
+                                                           "alter_configs")
+    groups: dict[str, dict[str, bool]] = Field(description="per group named: describe, reset_offsets, delete")
+
+
+@router.get("/v1/admin/acls/my-rights", response_model=MyRights)
+async def my_rights(request: Request, topic: Names = [], group: Names = []) -> dict[str, Any]:  # noqa: B006
+    """What the caller may do on the cluster and on each topic and group named (its scope and the rules; the
+    answer tells nothing of whether a topic or group exists)."""
+    caller = principal(request)
+    control = access(request.app)
+
+    def rights(table: dict[str, tuple[str, str]], rtype: str, name: str) -> dict[str, bool]:
+        return {right: caller.allows(scope) and may(request, op, rtype, name)
+                for right, (scope, op) in table.items()}
+
+    return {"principal": kafka_principal(caller.name), "scopes": sorted(s for s in SCOPES if caller.allows(s)),
+            "rules_active": control.active, "superuser": kafka_principal(caller.name) in control.authorizer.superusers,
+            "cluster": rights(CLUSTER_RIGHTS, "cluster", CLUSTER_NAME),
+            "topics": {t: rights(TOPIC_RIGHTS, "topic", t) for t in topic},
+            "groups": {g: rights(GROUP_RIGHTS, "group", g) for g in group}}
