@@ -215,6 +215,7 @@ async def console_throughput(request: Request,
     the last one the current bucket): `topics` per topic summed over the nodes, `nodes` per node (`error` for a
     node that did not answer). Each node keeps its own history in memory since it started."""
     own = await run_in_threadpool(_own_throughput, request)
+    own["topics"] = {t: s for t, s in own["topics"].items() if may(request, "describe", "topic", t)}  # ACL rules
     if scope == "node":
         return own
     node = request.app.state.backend
