@@ -219,12 +219,13 @@ class Caller:
     connection once authenticated. It remembers its decisions for as long as the rules are the same (a check is
     then one lookup in a small dict: the cost per request `mqindex bench security` measures)."""
 
-    __slots__ = ("principal", "host", "access", "_memo", "_rules")
+    __slots__ = ("principal", "host", "access", "_memo", "_rules", "_who")
 
     def __init__(self, principal: Principal, host: str, access: AccessControl) -> None:
         self.principal, self.host, self.access = principal, host, access
         self._memo: dict[tuple[str, str, str], bool] = {}
         self._rules: object = None
+        self._who = kafka_principal(principal.name)  # as the rules name it
 
     def allowed(self, rtype: str, name: str, op: str) -> bool:
         """The decision; a denial is written to the audit log (each time) and counted."""
@@ -234,8 +235,7 @@ class Caller:
         key = (op, rtype, name)
         found = self._memo.get(key)
         if found is None:
-            found = self._memo[key] = rules.authorize(kafka_principal(self.principal.name), self.host, op, rtype,
-                                                      name)
+            found = self._memo[key] = rules.authorize(self._who, self.host, op, rtype, name)
         if not found:
             self.access.check(self.principal.name, self.host, op, rtype, name, "kafka")  # the audit line
         return found

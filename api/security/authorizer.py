@@ -47,21 +47,32 @@ def kafka_principal(name: str) -> str:
     return name if name.startswith(USER_PREFIX) else USER_PREFIX + name
 
 
-Grant = tuple[str, frozenset[str], frozenset[str]]  # host, denied operations, allowed operations
+Grant = tuple[str, frozenset[str], frozenset[str]]  # host, operations denied, operations allowed (implied too)
+_EVERY = frozenset(OPERATIONS)
+
+
+def _allowed_ops(ops: set[str]) -> frozenset[str]:
+    """The operations ALLOW rules for `ops` allow: ALL every one, DESCRIBE by READ/WRITE/DELETE/ALTER, ..."""
+    if "all" in ops:
+        return _EVERY
+    return frozenset(ops | {op for op, by in IMPLIED_BY.items() if by & ops})
 
 
 def _grants(rules: list[AclRule]) -> tuple[Grant, ...]:
+    """The rules of one pattern folded per host into the operations they deny and allow (implications expanded,
+    so a decision is two set lookups per host)."""
     by_host: dict[str, tuple[set[str], set[str]]] = {}
     for r in rules:
         denied, allowed = by_host.setdefault(r.host, (set(), set()))
         (denied if r.permission == "deny" else allowed).add(r.operation)
-    return tuple((h, frozenset(d), frozenset(a)) for h, (d, a) in sorted(by_host.items()))
+    return tuple((h, _EVERY if "all" in d else frozenset(d), _allowed_ops(a))
+                 for h, (d, a) in sorted(by_host.items()))
 
 
 class _Patterns:
     """The rules of one principal on one resource type: grants by literal name and by prefix."""
 
-    __slots__ = ("literal", "prefixed", "lengths", "rules")
+    __slots__ = ("literal", "prefixed", "lengths", "rules", "wildcard")
 
     def __init__(self, rules: list[AclRule]) -> None:
         literal: dict[str, list[AclRule]] = defaultdict(list)
@@ -72,6 +83,7 @@ class _Patterns:
         self.literal = {n: _grants(rs) for n, rs in literal.items()}
         self.prefixed = {n: _grants(rs) for n, rs in prefixed.items()}
         self.lengths = tuple(sorted({len(n) for n in prefixed}))
+        self.wildcard = WILDCARD in self.literal
 
 
 class Authorizer:
@@ -129,27 +141,26 @@ class Authorizer:
     def _decide(self, principal: str, host: str, operation: str, resource_type: str, name: str) -> bool:
         if principal in self.superusers or not self.rules:
             return True
-        allowing = _ALLOWING.get(operation) or frozenset((operation,))
         allowed = False
         by = self._by
-        for who in (principal, ANYONE):
+        for who in (principal, ANYONE) if principal != ANYONE else (ANYONE,):
             patterns = by.get((resource_type, who))
-            if patterns is None or (who is ANYONE and principal == ANYONE):
+            if patterns is None:
                 continue
-            found: tuple[Grant, ...] = patterns.literal.get(name, ())
-            if name != WILDCARD and WILDCARD in patterns.literal:
-                found += patterns.literal[WILDCARD]
+            literal = patterns.literal
+            found: tuple[Grant, ...] = literal.get(name, ())
+            if patterns.wildcard and name != WILDCARD:
+                found += literal[WILDCARD]
             for n in patterns.lengths:
                 if n > len(name):
                     break
                 found += patterns.prefixed.get(name[:n], ())
             for h, denied, allows in found:
-                if h != WILDCARD and h != host:
-                    continue
-                if denied and (operation in denied or "all" in denied):
-                    return False
-                if allows and ("all" in allows or not allowing.isdisjoint(allows)):
-                    allowed = True
+                if h in (WILDCARD, host):
+                    if operation in denied:
+                        return False
+                    if operation in allows:
+                        allowed = True
         if allowed:
             return True
         return self.allow_everyone_if_no_acl_found and not self.applying(resource_type, name)
