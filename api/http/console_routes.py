@@ -13,6 +13,9 @@
                                           browser's "from a time"); the end offset when none is
     GET /v1/console/newest?topic=T&n=N    the newest N messages over all partitions of a topic in one answer (the
                                           message browser's first page), with every partition's offsets
+    POST /v1/console/page?topic=T          a page of the message browser over several partitions in one answer:
+                                          next / previous from per-partition positions, from an offset, from a
+                                          time, or the newest N, merged by store time (api/http/merged_pages.py)
     GET /console/{name}.js                the console's scripts (api/web/*.js), like the page itself without a token
 """
 
@@ -24,11 +27,13 @@ from typing import Annotated, Any, Literal
 
 import httpx
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 from starlette.concurrency import run_in_threadpool
 
+from api.http import merged_pages
 from api.http.auth import may, principal, require
 from api.http.errors import as_http, client_error
-from api.http.models import MAX_PAGE, TOPIC_PATTERN
+from api.http.models import MAX_INT, MAX_PAGE, TOPIC_PATTERN
 from api.http.routes import ERRORS, TIME_FORMS, message_out
 from api.http.store_time import StoreTime
 from api.security.principals import SCOPES
@@ -153,6 +158,89 @@ async def console_newest(request: Request, topic: Annotated[str, Query(pattern=T
                 "start": first, "next": {i: e for i, (_, e) in bounds.items()}}
 
     return await _node_call_fn(newest)
+
+
+Offset = Annotated[int, Field(ge=0, le=MAX_INT)]
+Positions = Annotated[dict[int, Offset], WithJsonSchema({
+    "type": "object", "propertyNames": {"pattern": "^[0-9]{1,9}$"},
+    "additionalProperties": {"type": "integer", "minimum": 0, "maximum": MAX_INT}})]
+
+
+def _whole(value: object) -> object:
+    """A time given as a JSON number with a zero fraction (60.0) is its integer."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+BodyTime = Annotated[StoreTime, BeforeValidator(_whole)]
+
+
+class PageIn(BaseModel):
+    """Where a page of the message browser starts: at most one of `after` (next), `before` (previous), `offset`
+    or `time` (more is a 400); none: the newest `n`. A partition the topic does not have is a 404."""
+    model_config = ConfigDict(extra="forbid")
+    n: int = Field(20, ge=1, le=MAX_PAGE, description="messages in the page")
+    partitions: list[Annotated[int, Field(ge=0)]] | None = Field(
+        None, max_length=100_000, description="the partitions to page over with offset, time or newest (default all)")
+    after: Positions | None = Field(None, description="partition -> offset: the first n messages from there "
+                                                              "(a page's `next`: the next page)")
+    before: Positions | None = Field(None, description="partition -> offset: the last n messages before "
+                                                               "(a page's `start`: the previous page)")
+    offset: Offset | None = Field(None, description="the first n messages from this offset of each partition")
+    time: BodyTime | None = Field(None, description=f"the first n messages stored at or after this time: {TIME_FORMS}")
+
+
+@router.post("/v1/console/page", dependencies=[Depends(require("read"))])
+async def console_page(request: Request, topic: Annotated[str, Query(pattern=TOPIC_PATTERN)],
+                       body: PageIn) -> dict[str, Any]:
+    """A page of messages over the partitions, oldest first by store time (then partition, offset), read and merged
+    on the server (api/http/merged_pages.py). `bounds` is every paged partition's start and end offset as read;
+    `start` the first offset shown of each (its position when none is), `next` the offset after its last shown:
+    send `{"after": next}` for the next page, `{"before": start}` for the previous one."""
+    _check_topic(topic)
+    modes = [k for k in ("after", "before", "offset", "time") if getattr(body, k) is not None]
+    if len(modes) > 1:
+        raise client_error(modes[1], f"give one of after, before, offset and time, not {' and '.join(modes)}")
+    if body.partitions is not None and (body.after is not None or body.before is not None):
+        raise client_error("partitions", "the partitions of a next or previous page are its positions' keys")
+    node = request.app.state.backend
+    parts = getattr(node, "partitions", None)
+    if parts is None:
+        raise client_error("console", "this server has no broker node to describe", status=404)
+
+    def page() -> dict[str, Any]:
+        t = parts.topic(topic)
+        positions = body.after if body.after is not None else body.before
+        chosen = sorted(positions) if positions is not None else (
+            sorted(set(body.partitions)) if body.partitions is not None else list(range(t.partitions)))
+        field = "after" if body.after is not None else "before" if body.before is not None else "partitions"
+        for p in chosen:
+            if p >= t.partitions:
+                raise client_error(field, f"topic {topic} has no partition {p} (it has {t.partitions})", status=404)
+        handles = {p: parts.partition(t, p) for p in chosen}
+        bounds = {p: parts.bounds(h) for p, h in handles.items()}
+
+        def read(p: int, offset: int, count: int) -> tuple[list[Any], int]:
+            return node.fetch(topic, p, offset, count)  # type: ignore[no-any-return]
+
+        if body.before is not None:
+            got = merged_pages.backward(read, body.before, bounds, body.n)
+        elif body.after is not None:
+            got = merged_pages.forward(read, body.after, bounds, body.n)
+        elif body.offset is not None:
+            got = merged_pages.forward(read, dict.fromkeys(chosen, body.offset), bounds, body.n)
+        elif body.time is not None:
+            at = {}
+            for p in chosen:
+                offset, _ = offset_for_time(parts, handles[p], body.time)
+                at[p] = offset if offset >= 0 else bounds[p][1]
+            got = merged_pages.forward(read, at, bounds, body.n)
+        else:
+            got = merged_pages.backward(read, {p: end for p, (_, end) in bounds.items()}, bounds, body.n)
+        return {"messages": [message_out(m) for m in got.messages],
+                "bounds": {p: {"start": s, "end": e} for p, (s, e) in bounds.items()},
+                "start": got.start, "next": got.next}
+
+    return await _node_call_fn(page)
 
 
 @router.get("/console/{name}.js", include_in_schema=False)

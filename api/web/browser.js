@@ -1,11 +1,11 @@
 "use strict";
 // The topic page: each partition's start/end offsets, leader and bytes, the topic's configs, a message browser
 // (one partition or all, from an offset, a time or the newest N; next and previous pages; a live tail that polls
-// the HTTP fetch) and a produce form. Uses the page's helpers (api, post, fillTable, loaders, show, showDetail).
+// for what is stored after the shown positions: each a single POST /v1/console/page) and a produce form. Uses the page's helpers (api, post, fillTable, loaders, show, showDetail).
 let browseTopic = null, bounds = {};  // the topic shown; partition -> {start, end} as last read
 let pageStart = null, pageNext = null;  // partition -> first offset shown / offset after the last shown
 let tailing = null;  // the live tail's timer, null when off
-const TAIL_EVERY_MS = 500, TAIL_ROWS = 500;
+const TAIL_EVERY_MS = 500, TAIL_ROWS = 500, TAIL_BATCH = 100;
 
 function openTopic(name) {
   if (browseTopic !== name) { pageStart = pageNext = null; fillTable("browse-table", []); }
@@ -36,7 +36,7 @@ loaders.topic = async function () {
   for (const p of parts) options.append(new Option(String(p.partition), String(p.partition)));
   select.replaceChildren(options);
   select.value = parts.some((p) => String(p.partition) === chosen) ? chosen : "all";
-  const first = pageStart === null ? browse(true) : null;
+  const first = pageStart === null ? browse() : null;
   fillTable("topic-configs", Object.entries((await detail).configs).map(([k, c]) => [k, c.value, c.source]));
   if (first) await first;
 };
@@ -46,34 +46,15 @@ function chosenPartitions() {
   return v === "all" ? Object.keys(bounds).map(Number) : [Number(v)];
 }
 function pageSize() { return Math.max(1, Math.min(1000, Number($("browse-n").value) || 20)); }
-async function fetchFrom(partition, offset, max) {
-  const q = `offset=${offset}&max=${max}`;
-  const body = await api(`/v1/topics/${encodeURIComponent(browseTopic)}/partitions/${partition}/messages?${q}`);
-  return body.messages;
+// one page over the chosen partitions, read and merged by store time on the server (POST /v1/console/page):
+// `body` is {after: positions} (next), {before: positions} (previous), {offset}, {time} or nothing (the newest)
+async function fetchPage(body) {
+  const page = await post("/v1/console/page?topic=" + encodeURIComponent(browseTopic), { n: pageSize(), ...body });
+  for (const [p, b] of Object.entries(page.bounds)) bounds[p] = b;
+  return page;
 }
-function byTime(a, b) { return a.timestamp - b.timestamp || a.partition - b.partition || a.offset - b.offset; }
-
-// a page forward from `from` (partition -> offset): the first N messages by store time
-async function pageForward(from) {
-  const n = pageSize(), parts = Object.keys(from).map(Number);
-  const got = await Promise.all(parts.map((p) => from[p] < bounds[p].end ? fetchFrom(p, from[p], n) : []));
-  const shown = got.flat().sort(byTime).slice(0, n);
-  const next = { ...from };
-  for (const m of shown) next[m.partition] = Math.max(next[m.partition], m.offset + 1);
-  drawPage(shown, { ...from }, next);
-}
-// a page back from `before` (partition -> offset): the last N messages by store time before those offsets
-async function pageBack(before) {
-  const n = pageSize(), parts = Object.keys(before).map(Number);
-  const got = await Promise.all(parts.map(async (p) => {
-    const lo = Math.max(bounds[p].start, before[p] - n);
-    return before[p] > lo ? (await fetchFrom(p, lo, before[p] - lo)).filter((m) => m.offset < before[p]) : [];
-  }));
-  const shown = got.flat().sort(byTime).slice(-n);
-  const start = { ...before };
-  for (const m of shown) start[m.partition] = Math.min(start[m.partition], m.offset);
-  drawPage(shown, start, { ...before });
-}
+async function pageForward(from) { const pg = await fetchPage({ after: from }); drawPage(pg.messages, pg.start, pg.next); }
+async function pageBack(before) { const pg = await fetchPage({ before }); drawPage(pg.messages, pg.start, pg.next); }
 function drawPage(messages, start, next) {
   pageStart = start; pageNext = next;
   const tbody = $("browse-table").tBodies[0]; tbody.innerHTML = "";
@@ -95,50 +76,29 @@ function addBrowseRow(m, fresh = false) {
   tr.addEventListener("click", () => showDetail(m));
 }
 
-// the newest N of every partition in one request, merged by the server (/v1/console/newest)
-async function newestAll() {
-  const q = `topic=${encodeURIComponent(browseTopic)}&n=${pageSize()}`;
-  const body = await api("/v1/console/newest?" + q);
-  bounds = {};
-  for (const [p, b] of Object.entries(body.bounds)) bounds[p] = b;
-  const start = {}, next = {};
-  for (const p of Object.keys(bounds)) { start[p] = body.start[p]; next[p] = body.next[p]; }
-  drawPage(body.messages, start, next);
-}
-
-async function browse(fresh = false) {
-  const mode = $("browse-from").value;
-  if (mode === "newest" && $("browse-partition").value === "all") return newestAll();
-  if (!fresh) await readBounds();  // fresh: the caller has just read them
-  const parts = chosenPartitions(), at = $("browse-at").value.trim();
-  const pos = {};
-  if (mode === "newest") {
-    for (const p of parts) pos[p] = bounds[p].end;
-    return pageBack(pos);
+// the first page: the newest N, from an offset or from a time, of one partition or all, in one request
+async function browse() {
+  const mode = $("browse-from").value, at = $("browse-at").value.trim(), chosen = $("browse-partition").value;
+  const body = chosen === "all" ? {} : { partitions: [Number(chosen)] };
+  if (mode !== "newest") {
+    if (!at) throw new Error(mode === "offset" ? "Enter the offset to read from." : "Enter the time to read from (ISO 8601).");
+    if (mode === "offset" && !/^\d+$/.test(at)) throw new Error(`offset: ${at} is not a whole number`);
+    if (mode === "offset") body.offset = Number(at); else body.time = at;
   }
-  if (!at) throw new Error(mode === "offset" ? "Enter the offset to read from." : "Enter the time to read from (ISO 8601).");
-  if (mode === "offset") {
-    if (!/^\d+$/.test(at)) throw new Error(`offset: ${at} is not a whole number`);
-    for (const p of parts) pos[p] = Math.min(Math.max(Number(at), bounds[p].start), bounds[p].end);
-  } else {
-    const q = (p) => `/v1/console/offset?topic=${encodeURIComponent(browseTopic)}&partition=${p}&time=${encodeURIComponent(at)}`;
-    const found = await Promise.all(parts.map((p) => api(q(p))));
-    parts.forEach((p, i) => { pos[p] = found[i].offset; });
-  }
-  return pageForward(pos);
+  const pg = await fetchPage(body);
+  drawPage(pg.messages, pg.start, pg.next);
 }
 async function browseAction(fn) {
   $("topic-error").textContent = "";
   try { await fn(); } catch (e) { $("topic-error").textContent = e.message; }
 }
 $("browse-form").addEventListener("submit", (ev) => { ev.preventDefault(); stopTail(); browseAction(browse); });
-$("browse-next").addEventListener("click", () => browseAction(async () => { await readBounds(); await pageForward(pageNext); }));
-$("browse-prev").addEventListener("click", () => browseAction(async () => { await readBounds(); await pageBack(pageStart); }));
+$("browse-next").addEventListener("click", () => browseAction(() => pageForward(pageNext)));
+$("browse-prev").addEventListener("click", () => browseAction(() => pageBack(pageStart)));
 
 // -- live tail: from the end of the chosen partitions, every new message as it is stored
 async function tailOnce() {
-  const parts = Object.keys(pageNext).map(Number);
-  const got = (await Promise.all(parts.map((p) => fetchFrom(p, pageNext[p], 100)))).flat().sort(byTime);
+  const got = (await fetchPage({ after: pageNext, n: TAIL_BATCH })).messages;  // oldest first, one request
   for (const m of got) {
     pageNext[m.partition] = Math.max(pageNext[m.partition], m.offset + 1);
     addBrowseRow(m, true);

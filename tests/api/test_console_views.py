@@ -229,6 +229,58 @@ def test_message_browser_pages_by_offset_time_and_newest_and_tails_new_messages(
     page.context.close()
 
 
+def test_paging_all_partitions_is_one_request_a_page_and_shows_each_message_once(
+        server: KafkaServerProcess, browser: Browser, artifacts_dir: Path) -> None:
+    """Next and previous over every partition of a 6-partition topic, and "from a time": each click is one POST
+    /v1/console/page (no read per partition from the browser); next pages until the last show every message once,
+    oldest first, and previous comes back to the first page."""
+    api(server, "POST", "/v1/topics", json={"name": "console-paged", "partitions": 6})
+    for i in range(3):  # 3 requests of 9 messages, over the partitions unevenly
+        produce(server, "console-paged", [{"key": f"b{i}m{j}", "value": f"v{i}-{j}", "partition": (i + j * j) % 6}
+                                          for j in range(9)])
+    stored = []
+    for p in range(6):
+        stored += [(m["timestamp"], p, m["offset"]) for m in
+                   api(server, "GET", f"/v1/topics/console-paged/partitions/{p}/messages?offset=0&max=100")["messages"]]
+    page = open_page(browser, server.url, "page=topic&topic=console-paged", ADMIN_TOKEN, "topic")
+    expect(page.locator("#topic-partitions tbody tr")).to_have_count(6)
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(f"{r.method} {r.url}"))
+    page.select_option("#browse-from", "offset")
+    page.fill("#browse-at", "0")
+    page.fill("#browse-n", "5")
+    page.click("#browse")
+    expect(page.locator("#browse-status")).to_contain_text("5 message(s)")
+    seen = [shown_offsets(page)]
+    status = page.locator("#browse-status")
+    while not page.locator("#browse-next").is_disabled():
+        before = status.inner_text()  # each page names its own offsets
+        page.click("#browse-next")
+        expect(status).not_to_have_text(before)
+        seen.append(shown_offsets(page))
+        assert len(seen) <= 10, "the next button stays enabled"
+    pages = len(seen)
+    assert [po for s in seen for po in s] == [(p, o) for _, p, o in sorted(stored)]  # each once, by store time
+    for _ in range(pages - 1):
+        before = status.inner_text()
+        page.click("#browse-prev")
+        expect(status).not_to_have_text(before)
+    expect(page.locator("#browse-prev")).to_be_disabled()
+    assert shown_offsets(page) == seen[0]
+    page.select_option("#browse-from", "time")
+    t = sorted(stored)[10][0]
+    page.fill("#browse-at", str(t))
+    page.fill("#browse-n", "100")
+    page.click("#browse")
+    expect(page.locator("#browse-status")).to_contain_text(f"{sum(1 for k in stored if k[0] >= t)} message(s)")
+    paging = [r for r in requests if "/v1/console/page" in r]
+    assert len(paging) == 1 + (pages - 1) + (pages - 1) + 1, requests  # one a click
+    assert all(r.startswith("POST ") for r in paging)
+    assert not [r for r in requests if "/partitions/" in r and "/messages" in r], requests  # no read per partition
+    page.screenshot(path=str(artifacts_dir / "console-browser-pages.png"), full_page=True)
+    page.context.close()
+
+
 def test_produce_form_round_trip(server: KafkaServerProcess, browser: Browser, artifacts_dir: Path) -> None:
     api(server, "POST", "/v1/topics", json={"name": "console-produce", "partitions": 3})
     page = open_page(browser, server.url, "page=topic&topic=console-produce", PRODUCER_TOKEN, "topic")

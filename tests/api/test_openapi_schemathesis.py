@@ -55,6 +55,10 @@ def conditional(case: schemathesis.Case) -> bool:
     if isinstance(rules, list) and any(isinstance(r, dict) and r.get("pattern_type") == "prefixed"
                                        and r.get("resource_name") == "*" for r in rules):
         return True  # a prefixed rule cannot name '*' (Kafka's rule; a literal '*' means every name)
+    starts = [k for k in ("after", "before", "offset", "time") if body.get(k) is not None]
+    if case.path == "/v1/console/page" and (len(starts) > 1 or (body.get("partitions") is not None
+                                                                and {"after", "before"} & set(starts))):
+        return True  # a page starts from one place (after, before, offset or time), the positions name the partitions
     msgs = body.get("messages")
     return isinstance(msgs, list) and any(isinstance(m, dict) and m.get("encoding") == "base64" for m in msgs)
 
