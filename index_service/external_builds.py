@@ -18,6 +18,18 @@ maintenance cycle of a running service (`maintain()`, or the background thread).
    the map, queries de-duplicate hits by (queue, offset), so answers do not change;
 4. removes the build document.
 
+A build that indexed everything the broker indexes online over a range (its document's `info.covers`: a topic,
+a store-time window [from_ms, to_ms) and per partition the [start, end) offset runs it read; jobs/spark_build
+writes it when the build took every key kind) supersedes the service's own uploaded files whose every entry lies
+in that range (every offset range of the file inside a run of its partition, its oldest and newest store time
+inside the window), as a merge replaces its inputs (merging.py): the `replaces` list (with `committed_ms`) is
+written into the build's first file's manifest after every other manifest of the build (that write is the
+commit; recovery then drops the superseded files), the file map swaps the superseded files for the build's in
+one step, their manifests, filters and ranges go, and their objects are deleted `merge_grace_ms` later. So a
+`spark-build --merged` backfill over hours the service already indexed leaves each entry in one served file:
+a key is read once and answered once. A file only partly inside the range stays (a lookup reads both; its
+answer still has each entry once, hits being de-duplicated by (queue, offset)).
+
 Every step is idempotent, so a crash anywhere is finished by the next open or cycle. A failed build
 never calls `register_build`, so it leaves nothing for the service to find.
 
@@ -39,6 +51,7 @@ from index_service.file_map import FileMap
 from index_service.key_filters import adopt_filter
 from index_service.lifecycle import Lifecycle, uploaded_reader
 from index_service.managed_file import ManagedFile
+from index_service.merging import unlist_input
 from index_service.model import FileState
 from index_service.state_folders import (
     MANIFEST_EXT,
@@ -162,6 +175,7 @@ class AdoptReport:
     builds: list[str] = field(default_factory=list)
     files_added: int = 0
     files_replaced: int = 0
+    files_superseded: int = 0  # the service's own files the build covers, no longer served
     failed: list[str] = field(default_factory=list)
 
 
@@ -201,7 +215,28 @@ def adopt_builds(folders: StateFolders, files: FileMap, lifecycle: Lifecycle) ->
                 mf.remote_key = str(fb["key"])
                 mf.size_bytes = int(fb["size"])
                 new.append(mf)
-            files.add_many(new)
+            superseded = covered_files(files, body.get("info") or {})
+            if superseded:
+                first = str(bodies[0]["stem"])
+                committed = lifecycle.config.clock()
+                replaces = [(m.stem, m.remote_key or "") for m in superseded]
+                manifest = folders.manifest(first)
+                fb = folders.read_document(manifest)
+                fb.update({"replaces": [list(r) for r in replaces], "committed_ms": committed})
+                folders.write_document(manifest, fb)  # the commit: recovery drops the superseded files
+                for mf in new:
+                    if mf.stem == first:
+                        mf.replaces, mf.committed_ms = replaces, committed
+                files.swap(superseded, new)
+                for m in superseded:
+                    unlist_input(folders, m.stem)
+                    if lifecycle.filters is not None:
+                        lifecycle.filters.forget(m.stem)
+                rep.files_superseded += len(superseded)
+                log.info("build supersedes files it covers", extra={
+                    "build": name, "attempt": attempt, "files": [m.stem for m in superseded], "by": first})
+            else:
+                files.add_many(new)
             rep.files_added += len(new)
             for mf in files.by_state(FileState.UPLOADED):
                 parsed = parse_build_stem(mf.stem)
@@ -217,6 +252,25 @@ def adopt_builds(folders: StateFolders, files: FileMap, lifecycle: Lifecycle) ->
                         extra={"build": name, "error": f"{type(exc).__name__}: {exc}"})
             rep.failed.append(name)
     return rep
+
+
+def covered_files(files: FileMap, info: dict[str, Any]) -> list[ManagedFile]:
+    """The service's own uploaded files every entry of which lies in what a build covers (`info["covers"]`)."""
+    covers = info.get("covers")
+    if not covers:
+        return []
+    topic, lo_ms, hi_ms = str(covers["topic"]), int(covers["from_ms"]), int(covers["to_ms"])
+    runs = {int(p): [(int(a), int(b)) for a, b in rs] for p, rs in covers["offsets"].items()}
+
+    def inside(mf: ManagedFile) -> bool:
+        bounds = mf.time_bounds()
+        if not mf.ranges or bounds is None or bounds[0] < lo_ms or bounds[1] >= hi_ms:
+            return False
+        return all(t == topic and any(a <= lo and hi < b for a, b in runs.get(q, ()))
+                   for (t, q), (lo, hi) in mf.ranges.items())
+
+    return [mf for mf in files.by_state(FileState.UPLOADED)
+            if parse_build_stem(mf.stem) is None and not mf.replaces and mf.exact and inside(mf)]
 
 
 def uploaded_manifests(index_dir: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:

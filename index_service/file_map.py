@@ -47,6 +47,21 @@ class FileMap:
                 del self._map[mf.map_key]
             self._map[new.map_key] = new
 
+    def swap(self, old: list[ManagedFile], new: list[ManagedFile]) -> None:
+        """Remove `old` and add `new` in one step: a query's snapshot holds all of `old` or all of `new`."""
+        with self._mutex:
+            missing = [mf.stem for mf in old if self._map.get(mf.map_key) is not mf]
+            if missing:
+                raise ValueError(f"index files to replace are no longer in the map: {missing}")
+            gone = {mf.map_key for mf in old}
+            keys = [mf.map_key for mf in new]
+            if len(set(keys)) != len(keys) or any(k in self._map and k not in gone for k in keys):
+                raise ValueError(f"index files collide in the map: {[mf.stem for mf in new]}")
+            for mf in old:
+                del self._map[mf.map_key]
+            for mf in new:
+                self._map[mf.map_key] = mf
+
     def remove(self, mf: ManagedFile) -> None:
         with self._mutex:
             if self._map.get(mf.map_key) is mf:

@@ -111,9 +111,27 @@ class BuildPlan:
     uncommitted_note: str = ""
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "attempt": self.attempt, "topic": self.topic, "partitions": self.partitions,
-                "from_ms": self.from_ms, "to_ms": self.to_ms, "kinds": list(self.kinds), "objects": self.objects,
-                "parts": len(self.tasks), "offsets": self.offsets, "pruned_objects": self.pruned}
+        out = {"name": self.name, "attempt": self.attempt, "topic": self.topic, "partitions": self.partitions,
+               "from_ms": self.from_ms, "to_ms": self.to_ms, "kinds": list(self.kinds), "objects": self.objects,
+               "parts": len(self.tasks), "offsets": self.offsets, "pruned_objects": self.pruned}
+        if set(self.kinds) == set(ALL_KINDS):
+            out["covers"] = self.covers()
+        return out
+
+    def covers(self) -> dict[str, Any]:
+        """What the build indexes whole (every key kind the broker indexes online): each record of `topic` stored
+        in [from_ms, to_ms) at the offsets of the object parts read, per partition as [start, end) runs. A
+        service adopting the build no longer serves its own files whose every entry lies in it
+        (index_service/external_builds.py), so each entry is answered from one file."""
+        runs: dict[int, list[list[int]]] = {}
+        for t in sorted(self.tasks, key=lambda t: (t.partition, t.start)):
+            rs = runs.setdefault(t.partition, [])
+            if rs and t.start <= rs[-1][1]:
+                rs[-1][1] = max(rs[-1][1], t.end)
+            else:
+                rs.append([t.start, t.end])
+        return {"topic": self.topic, "from_ms": self.from_ms, "to_ms": self.to_ms,
+                "offsets": {str(p): rs for p, rs in sorted(runs.items())}}
 
 
 @dataclass
