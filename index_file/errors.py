@@ -27,6 +27,17 @@ class FormatError(IndexFileError, ValueError):
         super().__init__(msg + (f": {detail}" if detail else ""))
 
 
+class NewerFormat(FormatError):
+    """An index file of a version newer than this version of mqindex reads: not damage. Recovery lets it through
+    (the service does not open; the file is not quarantined) instead of moving it aside as it does damaged ones."""
+
+    def __init__(self, path: str, version: int, reads: int) -> None:
+        super().__init__(path, "version", f"version {version}, newer than this version of mqindex reads ({reads}): "
+                                          "written by a newer version? Upgrade this node (docs/OPERATIONS.md, "
+                                          "Upgrading a cluster)")
+        self.version = version
+
+
 class IndexStateError(IndexFileError, RuntimeError):
     """An operation the file's state does not allow (writing a sealed or closed file, compacting
     an unsealed one)."""

@@ -28,7 +28,7 @@ import crc32c
 import numpy as np
 import xxhash
 
-from index_file.errors import FormatError
+from index_file.errors import FormatError, NewerFormat
 from index_file.model import IndexHit, check_range, finish_hits
 from index_file.source import ByteSource, open_source
 
@@ -91,6 +91,8 @@ class CompactedHeader:
             raise FormatError(name, "magic", f"{bytes(magic)!r} is not the native compacted magic {MAGIC!r}")
         if crc32c.crc32c(bytes(data[:60])) != crc:
             raise FormatError(name, "header crc32c", "the header's checksum does not match its bytes")
+        if version > VERSION:
+            raise NewerFormat(name, version, VERSION)
         if version != VERSION or isize != ITEM_SIZE:
             raise FormatError(name, "version", f"version {version}, item size {isize} not supported")
         h = cls(ipb, blocks, count, begin, mn, mx)

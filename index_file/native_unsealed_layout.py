@@ -11,7 +11,7 @@ import crc32c
 import numpy as np
 import xxhash
 
-from index_file.errors import FormatError
+from index_file.errors import FormatError, NewerFormat
 from index_file.model import IndexHit
 
 MAGIC = b"MQXU"
@@ -97,6 +97,8 @@ class NativeHeader:
             raise FormatError(name, "magic", f"{bytes(magic)!r} is not the native unsealed magic {MAGIC!r}")
         if crc32c.crc32c(bytes(data[:60])) != crc:
             raise FormatError(name, "header crc32c", "the header's checksum does not match its bytes")
+        if version > VERSION:
+            raise NewerFormat(name, version, VERSION)
         if version != VERSION or hsize != HEADER_SIZE or isize != ITEM_SIZE:
             raise FormatError(name, "version", f"version {version}, header {hsize} B, item {isize} B not supported")
         if slots <= 0 or max_items <= 0:

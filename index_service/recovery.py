@@ -17,7 +17,9 @@ Order:
 5. imported/: RocketMQ registrations (see rocketmq_import.py);
 6. the tail of the WRITING file beyond the checkpoint (read before 4: the dedup set for re-dispatch).
 
-A file failing a check is moved to quarantine/ with an error log line naming it and the check.
+A file failing a check is moved to quarantine/ with an error log line naming it and the check; a file (or
+document) of a version newer than this version reads is not damage: it is left in place and recovery stops
+with `NewerFormat` (`NewerDocument`) naming it and both versions.
 Interrupted compactions and uploads resume on the background thread (SEALED and COMPACTED files
 are simply picked up again). Progress is logged per folder.
 """
@@ -30,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from index_file import CompactedIndexReader, FormatError, NativeIndexWriter
+from index_file.errors import NewerFormat
 from index_file.key_filter import FILTER_SUFFIX
 from index_service import ranges
 from index_service.checkpoint import CheckpointStore
@@ -133,6 +136,8 @@ def recover(folders: StateFolders, files: FileMap, config: ServiceConfig, store:
             files.add(mf)
             uploaded.add(stem)
             rep.uploaded += 1
+        except NewerFormat:
+            raise  # not damage: the file stays where it is and the service does not open
         except (DocumentError, FormatError, KeyError, ValueError, TypeError) as exc:
             if store is None and isinstance(exc, DocumentError) and "no store" in str(exc):
                 raise RuntimeError(f"{p} describes an uploaded index file; open the service with its store") from exc
@@ -156,6 +161,8 @@ def recover(folders: StateFolders, files: FileMap, config: ServiceConfig, store:
             files.add(mf)
             compacted.add(stem)
             rep.compacted += 1
+        except NewerFormat:
+            raise
         except (FormatError, OSError, ValueError) as exc:
             quarantine(p, str(exc), "COMPACTED")
         _progress(COMPACTED, i, len(paths))
@@ -176,6 +183,8 @@ def recover(folders: StateFolders, files: FileMap, config: ServiceConfig, store:
             continue
         try:
             w = NativeIndexWriter.open(p, synced_items=_synced_items(stem, ck.writing, ck.items, named_begin))
+        except NewerFormat:
+            raise
         except (FormatError, OSError, ValueError) as exc:
             quarantine(p, str(exc), "WRITING")
             continue
