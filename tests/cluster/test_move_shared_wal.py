@@ -54,12 +54,12 @@ def _leaders(c: Cluster) -> dict[int, int]:
             for p in n["partitions"]}
 
 
-def _fill(c: Cluster, node: int, partition: int, mib: float, key: str) -> list[dict[str, Any]]:
-    """`mib` MiB of VALUE-byte values produced to the partition through its leader; the acknowledgements."""
+def _fill(c: Cluster, node: int, partition: int, mib: float, key: str, size: int = VALUE) -> list[dict[str, Any]]:
+    """`mib` MiB of `size`-byte values produced to the partition through its leader; the acknowledgements."""
     acked = []
-    value = "x" * (VALUE - 16)
+    value = "x" * (size - 16)
     with httpx.Client(timeout=60) as http:
-        for i in range(max(1, int(mib * (1 << 20)) // (16 * VALUE))):
+        for i in range(max(1, int(mib * (1 << 20)) // (16 * size))):
             msgs = [{"key": key, "value": f"{key}-{i}-{j:02d}-{value}", "partition": partition} for j in range(16)]
             r = http.post(f"{c.url(node)}/v1/topics/{TOPIC}/messages", json={"messages": msgs})
             assert r.status_code == 200, r.text
@@ -108,6 +108,32 @@ def test_moves_of_unuploaded_partitions_under_a_producer_keep_every_record_once(
         check_everything_found(c, producer.acked, [0, 1, 2])
         for key in ("big-1m", "big-32m"):
             _check_big(c, big, key, [0, 1, 2])
+    finally:
+        producer.stop_flag.set()
+
+
+@pytest.mark.slow
+def test_a_move_of_256_mib_unuploaded_under_a_producer_keeps_every_record_once(held: Cluster) -> None:
+    """The issue's size: the source holds 256 MiB in its WAL alone; the target serves at once and reads them in
+    the background while the producer goes on."""
+    c = held
+    producer = Producer(c)
+    producer.start()
+    try:
+        p = next(q for q, n in sorted(_leaders(c).items()) if n == 0)
+        big = _fill(c, 0, p, 256, "big-256m", size=256 << 10)
+        assert len(big) == 1024
+        producer.wait_acked(len(producer.acked) + 20, 60)
+        answer = _move(c, p, 1, via=2)
+        assert answer["from"] == 0 and answer["to"] == 1 and answer["seconds"] < 30
+        producer.wait_acked(len(producer.acked) + 50, 60)
+        producer.stop_flag.set()
+        producer.join(60)
+        assert set(producer.statuses) <= {200, 421, 503}, producer.statuses
+        assert _lent(c, 0) == 1  # no upload first
+        check_offsets(c, producer.acked + big)
+        check_everything_found(c, producer.acked, [0, 1, 2])
+        _check_big(c, big, "big-256m", [0, 1, 2])
     finally:
         producer.stop_flag.set()
 
@@ -165,5 +191,54 @@ def test_the_target_killed_after_it_serves_and_restarted_loses_nothing(held: Clu
         check_offsets(c, producer.acked + big)
         check_everything_found(c, producer.acked, [0, 1, 2], producer.in_doubt)
         _check_big(c, big, "big-target", [0, 1, 2])
+    finally:
+        producer.stop_flag.set()
+
+
+@pytest.fixture
+def long_lease(tmp_path: Path, seaweedfs: SeaweedFS, pg_url: Callable[[], str]) -> Iterator[Cluster]:
+    """Three nodes as `held`, with leases of a minute: a node killed and started again comes back before anyone
+    fails it over."""
+    prefix = f"move-{uuid.uuid4().hex[:8]}"
+    c = Cluster(tmp_path, seaweedfs.store_url("mqindex", prefix), pg_url(),
+                "--wal", seaweedfs.store_url("mqindex", prefix + "-wal"), "--upload-interval-s", "600",
+                "--upload-threshold", str(1 << 30), "--max-cache-bytes", str(2 << 30), "--lease-ms", "60000")
+    try:
+        for i in range(3):
+            c.start(i)
+        r = httpx.post(f"{c.url(0)}/v1/topics", json={"name": TOPIC, "partitions": 6}, timeout=60)
+        assert r.status_code == 201, r.text
+        yield c
+    finally:
+        c.stop_all()
+
+
+def test_the_source_restarted_in_the_middle_of_a_move_loses_nothing(long_lease: Cluster) -> None:
+    """The source killed -9 as it hands the partition off and started again before its lease expires (no
+    failover): the restarted source reads its WAL, hands the partition to the target, which serves everything
+    the source acknowledged; the source serves its other partitions again."""
+    c = long_lease
+    producer = Producer(c)
+    producer.start()
+    try:
+        p = next(q for q, n in sorted(_leaders(c).items()) if n == 1)
+        big = _fill(c, 1, p, 8, "big-restarted")
+        producer.wait_acked(len(producer.acked) + 20, 60)
+        mover = threading.Thread(target=lambda: httpx.post(
+            f"{c.url(0)}/v1/admin/reassignments", json={"topic": TOPIC, "partition": p, "to": 2}, timeout=120))
+        mover.start()
+        wait_until(lambda: _leaders(c).get(p) == 2, 30, "the move recorded")
+        assert c.nodes[1].stop(signal.SIGKILL) == -signal.SIGKILL
+        c.start(1)
+        mover.join(130)
+        wait_until(lambda: len(_leaders(c)) == 6 and _leaders(c).get(p) == 2, 60, "every partition led again")
+        producer.wait_acked(len(producer.acked) + 20, 60)
+        producer.stop_flag.set()
+        producer.join(60)
+        assert httpx.get(f"{c.url(0)}/v1/cluster/failovers", timeout=10).json()["failovers"] == []  # none
+        assert set(producer.statuses) <= {0, 200, 421, 503}, producer.statuses
+        check_offsets(c, producer.acked + big)
+        check_everything_found(c, producer.acked, [0, 1, 2], producer.in_doubt)
+        _check_big(c, big, "big-restarted", [0, 1, 2])
     finally:
         producer.stop_flag.set()
