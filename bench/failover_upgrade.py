@@ -93,7 +93,7 @@ def _wait(cond: Any, timeout_s: float, what: str) -> None:
 
 def _longest_gap(times: list[float], start: float, end: float) -> float:
     """The longest time without an acknowledgement within [start, end] (its edges count as acknowledgements)."""
-    inside = [start] + [t for t in times if start < t < end] + [end]
+    inside = [start, *sorted(t for t in times if start < t < end), end]
     return max(b - a for a, b in zip(inside, inside[1:], strict=False))
 
 
