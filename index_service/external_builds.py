@@ -224,10 +224,10 @@ def adopt_builds(folders: StateFolders, files: FileMap, lifecycle: Lifecycle) ->
                 fb = folders.read_document(manifest)
                 fb.update({"replaces": [list(r) for r in replaces], "committed_ms": committed})
                 folders.write_document(manifest, fb)  # the commit: recovery drops the superseded files
-                for mf in new:
+                files.swap(superseded, new)
+                for mf in files.by_state(FileState.UPLOADED):  # (already served if an earlier adoption stopped)
                     if mf.stem == first:
                         mf.replaces, mf.committed_ms = replaces, committed
-                files.swap(superseded, new)
                 for m in superseded:
                     unlist_input(folders, m.stem)
                     if lifecycle.filters is not None:
