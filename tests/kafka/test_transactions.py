@@ -13,6 +13,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from api.kafka import errors
+from tests.api.server import wait_for
 from tests.kafka.conftest import KafkaServerProcess
 from tests.kafka.wire import Wire
 
@@ -83,8 +84,13 @@ def test_commit_and_abort_across_two_topics_with_offsets(server: KafkaServerProc
     for i in range(5):
         src.produce("tx-in", key=f"in-{i}".encode(), value=b"x", partition=0)
     assert src.flush(30) == 0
-    consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "tx-group",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    # read_uncommitted: librdkafka's default (read_committed) would wait for the open transaction's offsets
+    consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "tx-group", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False, "isolation.level": "read_uncommitted"})
+    # read_committed asks OffsetFetch with require_stable: it gets a transaction's offsets once the commit has
+    # moved them (EndTxn is answered when the decision is stored; markers and offsets follow)
+    stable = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "tx-group",
+                       "isolation.level": "read_committed", "enable.auto.commit": False})
     try:
         p = producer(server, "tx-main")
         p.begin_transaction()
@@ -95,7 +101,7 @@ def test_commit_and_abort_across_two_topics_with_offsets(server: KafkaServerProc
         # the group does not see the offsets before the commit
         assert consumer.committed([TopicPartition("tx-in", 0)], 30)[0].offset < 0
         p.commit_transaction(30)
-        assert consumer.committed([TopicPartition("tx-in", 0)], 30)[0].offset == 5
+        assert stable.committed([TopicPartition("tx-in", 0)], 30)[0].offset == 5
 
         p.begin_transaction()
         for part, topic in ((0, "tx-a"), (1, "tx-a"), (0, "tx-b")):
@@ -105,9 +111,11 @@ def test_commit_and_abort_across_two_topics_with_offsets(server: KafkaServerProc
         p.flush(30)
         p.abort_transaction(30)
         # the aborted transaction's offsets are dropped
+        assert stable.committed([TopicPartition("tx-in", 0)], 30)[0].offset == 5
         assert consumer.committed([TopicPartition("tx-in", 0)], 30)[0].offset == 5
     finally:
         consumer.close()
+        stable.close()
 
     committed = read_all(server, ["tx-a", "tx-b"], "read_committed", 9)
     assert sorted(k.decode() for _, _, k, _ in committed) == sorted(
@@ -138,10 +146,10 @@ def test_a_zombie_producer_is_fenced_and_its_transaction_aborted(server: KafkaSe
     successor.begin_transaction()
     successor.produce("tx-b", key=b"successor-0", value=b"s", partition=0)
     successor.commit_transaction(30)
+    keys = {k for _, _, k, _ in read_all(server, ["tx-b"], "read_committed", 4)}  # read once the marker is in
+    assert b"successor-0" in keys and b"zombie-0" not in keys
     assert lookup(server, "tx-b", "zombie-0") == []
     assert [m["key"] for m in lookup(server, "tx-b", "successor-0")] == ["successor-0"]
-    keys = {k for _, _, k, _ in read_all(server, ["tx-b"], "read_committed", 4)}
-    assert b"successor-0" in keys and b"zombie-0" not in keys
 
 
 def test_an_open_transaction_holds_read_committed_back(server: KafkaServerProcess) -> None:
@@ -158,7 +166,8 @@ def test_an_open_transaction_holds_read_committed_back(server: KafkaServerProces
         assert (latest(0), latest(1)) == (1, 0)
         assert lookup(server, "tx-open", "open-0") == []  # an open transaction's records are not shown
         p.commit_transaction(30)
-        assert (latest(0), latest(1)) == (2, 2)  # the record and its commit marker
+        # the record and its commit marker (written once EndTxn is answered)
+        wait_for("the commit marker", lambda: (latest(0), latest(1)) == (2, 2), timeout=30)
     assert [m["key"] for m in lookup(server, "tx-open", "open-0")] == ["open-0"]
 
 
@@ -242,7 +251,9 @@ def test_http_fetch_read_committed_stops_at_an_open_transaction_and_skips_aborte
     assert committed == ["committed-0", "committed-1", "plain-0"] and next_offset == 6
     assert http_page(server, "tx-http", 6, isolation="read_committed") == ([], 6)  # ask again later
     assert http_page(server, "tx-http", 4, max=1, isolation="read_committed") == ([], 5)  # an aborted page moves on
-    p.commit_transaction(30)  # marker 8
+    p.commit_transaction(30)  # marker 8, written once EndTxn is answered
+    wait_for("the commit marker", lambda: http_page(server, "tx-http", 6, isolation="read_committed")[1] == 9,
+             timeout=30)
     assert http_page(server, "tx-http", 6, isolation="read_committed") == (["open-0", "plain-1"], 9)
     r = httpx.get(f"{server.url}/v1/topics/tx-http/partitions/0/messages", params={"isolation": "committed"},
                   timeout=30)

@@ -133,7 +133,10 @@ def test_markers_reach_partitions_led_by_other_nodes(nodes: list[KafkaServerProc
     tid = coordinated_by(0, "txc-cross")
     p = Producer({"bootstrap.servers": bootstrap(nodes), "transactional.id": tid})
     p.init_transactions(30)
-    group = Consumer({"bootstrap.servers": bootstrap(nodes), "group.id": "txc-group"})
+    # read_committed: its OffsetFetch asks require_stable, so it gets the offsets once the commit has moved them
+    # (EndTxn is answered when the decision is stored; the markers and the offsets follow)
+    group = Consumer({"bootstrap.servers": bootstrap(nodes), "group.id": "txc-group",
+                      "isolation.level": "read_committed"})
     try:
         p.begin_transaction()
         for part in range(PARTS):
@@ -153,9 +156,9 @@ def test_markers_reach_partitions_led_by_other_nodes(nodes: list[KafkaServerProc
         assert group.committed([TopicPartition(INPUT, 0)], 30)[0].offset == 7
     finally:
         group.close()
-    # every partition, on every node, has both markers: stable up to its end
-    for part in range(PARTS):
-        assert latest(nodes, part, 1) == latest(nodes, part, 0) == 3 + 1 + 2 + 1
+    # every partition, on every node, gets both markers (written after EndTxn is answered): stable up to its end
+    wait_for("both markers on every partition", lambda: stable(nodes, {q: 3 + 1 + 2 + 1 for q in range(PARTS)}),
+             timeout=30)
     got = read_all(nodes, "read_committed", 9)
     assert sorted(got) == sorted(f"commit-{q}-{i}".encode() for q in range(PARTS) for i in range(3))
     assert len(read_all(nodes, "read_uncommitted", 15)) == 15
@@ -208,7 +211,8 @@ def test_a_partition_moved_in_the_middle_of_a_transaction_keeps_it_open_and_gets
     for part in range(PARTS):  # the same transaction goes on, to the new leader
         p.produce(TOPIC, key=f"move-{part}-1".encode(), value=b"m", partition=part)
     p.commit_transaction(60)
-    assert stable(nodes, {q: starts[q] + 3 for q in range(PARTS)})  # two records and the marker each
+    # two records and the marker each (the markers are written after EndTxn is answered)
+    wait_for("the commit markers", lambda: stable(nodes, {q: starts[q] + 3 for q in range(PARTS)}), timeout=30)
     got = [k for k in read_all(nodes, "read_committed", 6) if k.startswith(b"move-")]
     assert sorted(got) == sorted(f"move-{q}-{i}".encode() for q in range(PARTS) for i in range(2))
 

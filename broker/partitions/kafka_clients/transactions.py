@@ -19,6 +19,14 @@ Ongoing transaction of the previous incarnation is aborted first): a request car
 PRODUCER_FENCED. Offsets of TxnOffsetCommit wait under the producer id and become the group's committed offsets
 only when the transaction commits. Answers are Kafka's error names; api/kafka maps them to codes.
 
+EndTxn is answered once the decision (Prepare*) is stored, as Kafka answers after PREPARE_COMMIT is in its
+transaction log: the markers, the group offsets and Complete* follow on a background thread, and the next request
+of that transactional id (AddPartitionsToTxn of its next transaction, InitProducerId, EndTxn again) waits for
+them first. A completion with no group offsets to move is not stored on its own: it is kept in memory and stored
+by the next write of that transactional id (the next transaction's Ongoing), or by `tick` when none comes. If the
+coordinator stops before that, the stored Prepare* is completed again by whoever coordinates the id next
+(writing a marker twice changes nothing a reader sees).
+
 Every method blocks (metadata calls, markers waited for): run them off an event loop. Requests for one
 transactional id are serialized by a lock per id.
 """
@@ -29,6 +37,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 from broker.metadata import MetadataClient
@@ -48,6 +57,8 @@ BAD_MAPPING = "INVALID_PRODUCER_ID_MAPPING"
 BAD_STATE = "INVALID_TXN_STATE"
 BAD_TIMEOUT = "INVALID_TRANSACTION_TIMEOUT"
 NOT_AVAILABLE = "COORDINATOR_NOT_AVAILABLE"
+SETTLE_S = 60.0  # how long a request waits for its transactional id's previous transaction to complete
+UNSTORED_MS = 1_000  # how long a completion may stay in memory only before `tick` stores it
 
 #: writes the marker on each partition, wherever it is led, and waits until they are durable:
 #: (partitions, producer id, epoch, commit) -> the partitions not written, with why
@@ -80,6 +91,20 @@ class TxnState:
         return TxnState(**d)
 
 
+def pending_offsets(meta: MetadataClient, group: str) -> set[tuple[str, int]]:
+    """The (topic, partition)s for which the group has offsets in a transaction not completed yet (TxnOffsetCommit
+    of an open transaction, or of one decided whose completion has not moved them yet): OffsetFetch with
+    require_stable answers UNSTABLE_OFFSET_COMMIT for them."""
+    out: set[tuple[str, int]] = set()
+    for key, raw in meta.kv_items(OFFSETS_PREFIX).items():
+        _pid, _, g = key[len(OFFSETS_PREFIX):].partition("/")
+        if g == group:
+            for tp in json.loads(raw):
+                t, _, p = tp.rpartition("/")
+                out.add((t, int(p)))
+    return out
+
+
 class TxnError(Exception):
     """A marker could not be written now (its partition is moving, led by no live node, its leader did not
     answer): the transaction stays prepared and its remaining markers are written later."""
@@ -94,23 +119,57 @@ class TransactionCoordinator:
         self.clock = clock
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
+        self._completing: dict[str, Future[None]] = {}  # EndTxn's markers and completion, under way
+        self._unstored: dict[str, tuple[TxnState, int]] = {}  # completed, stored still as Prepare*: (state, since)
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="txn-complete")
 
     def _lock(self, tid: str) -> threading.Lock:
         with self._guard:
             return self._locks.setdefault(tid, threading.Lock())
 
     def load(self, tid: str) -> TxnState | None:
+        """The stored state, or the completion of it kept in memory (see the module)."""
         raw = self.meta.kv_get(PREFIX + tid)
-        return TxnState.decode(raw) if raw is not None else None
+        if raw is None:
+            return None
+        st = TxnState.decode(raw)
+        with self._guard:
+            done = self._unstored.get(tid)
+        if done is not None:
+            d = done[0]
+            if (st.state in (PREPARE_COMMIT, PREPARE_ABORT) and (d.producer_id, d.epoch) == (st.producer_id, st.epoch)
+                    and d.state == (COMPLETE_COMMIT if st.state == PREPARE_COMMIT else COMPLETE_ABORT)):
+                return TxnState.decode(d.encode())
+            with self._guard:  # stored past it (another coordinator wrote since): the stored state wins
+                if self._unstored.get(tid) is done:
+                    del self._unstored[tid]
+        return st
 
-    def _save(self, st: TxnState) -> None:
-        self.meta.kv_put(PREFIX + st.transactional_id, st.encode())
+    def _save(self, st: TxnState, put: dict[str, str] | None = None, delete: list[str] | None = None) -> None:
+        """Store the state (with other keys, in one metadata write); a completion kept in memory is stored by it."""
+        if put or delete:
+            self.meta.kv_update({**(put or {}), PREFIX + st.transactional_id: st.encode()}, delete or [])
+        else:
+            self.meta.kv_put(PREFIX + st.transactional_id, st.encode())
+        with self._guard:
+            self._unstored.pop(st.transactional_id, None)
+
+    def _settle(self, tid: str) -> None:
+        """Wait for the background completion of the id's last transaction (its next request comes after)."""
+        with self._guard:
+            f = self._completing.get(tid)
+        if f is not None:
+            try:
+                f.result(SETTLE_S)
+            except Exception:  # noqa: BLE001 - logged by the completion; the request completes it itself
+                pass
 
     # -- the producer's requests ------------------------------------------------------------------------
     def init_producer_id(self, tid: str, timeout_ms: int) -> tuple[str, int, int]:
         """(error, producer id, epoch) for a (re)starting transactional producer."""
         if not 0 < timeout_ms <= MAX_TIMEOUT_MS:
             return BAD_TIMEOUT, -1, -1
+        self._settle(tid)
         with self._lock(tid):
             st = self.load(tid)
             if st is None:
@@ -150,6 +209,7 @@ class TransactionCoordinator:
 
     def _add(self, tid: str, pid: int, epoch: int, add: Callable[[TxnState], None]) -> str:
         """Begin the transaction if none is ongoing and add to it (partitions or a group)."""
+        self._settle(tid)
         with self._lock(tid):
             st, code = self._current(tid, pid, epoch)
             if st is None:
@@ -188,13 +248,18 @@ class TransactionCoordinator:
             return NONE
 
     def end_txn(self, tid: str, pid: int, epoch: int, commit: bool) -> str:
+        """Store the decision and answer; the markers and the completion follow (see the module)."""
+        self._settle(tid)
         with self._lock(tid):
             st, code = self._current(tid, pid, epoch)
             if st is None:
                 return code
             self._finish_prepared(st)
             if st.state == ONGOING:
-                self._end(st, commit)
+                st.state, st.marked = PREPARE_COMMIT if commit else PREPARE_ABORT, []
+                self._save(st)
+                with self._guard:
+                    self._completing[tid] = self._pool.submit(self._complete_later, tid, st.producer_id, st.epoch)
                 return NONE
             if st.state == (COMPLETE_COMMIT if commit else COMPLETE_ABORT):
                 return NONE  # a retry of the EndTxn that completed it
@@ -212,11 +277,25 @@ class TransactionCoordinator:
         self._save(st)
         self._complete(st)
 
-    def _finish_prepared(self, st: TxnState) -> None:
-        if st.state in (PREPARE_COMMIT, PREPARE_ABORT):
-            self._complete(st)
+    def _complete_later(self, tid: str, pid: int, epoch: int) -> None:
+        """EndTxn's markers and completion, on the pool; a failure leaves the transaction prepared for the next
+        request of the id or `tick`."""
+        try:
+            with self._lock(tid):
+                st = self.load(tid)
+                if st is not None and (st.producer_id, st.epoch) == (pid, epoch):
+                    self._finish_prepared(st, store=False)
+        except Exception as exc:  # noqa: BLE001 - completed again by the next request or tick
+            log.warning("transaction not completed yet", extra={"transactional_id": tid, "error": str(exc)})
+        finally:
+            with self._guard:
+                self._completing.pop(tid, None)
 
-    def _complete(self, st: TxnState) -> None:
+    def _finish_prepared(self, st: TxnState, store: bool = True) -> None:
+        if st.state in (PREPARE_COMMIT, PREPARE_ABORT):
+            self._complete(st, store)
+
+    def _complete(self, st: TxnState, store: bool = True) -> None:
         """Markers on every partition (wherever each is led), the group offsets moved (commit) or dropped
         (abort), then Complete*. The partitions whose marker is durable are kept with the state, so a later try
         writes only the others. Every step may be done again after a crash: a second marker for a closed
@@ -234,18 +313,23 @@ class TransactionCoordinator:
                 (t, p), why = next(iter(failed.items()))
                 raise TxnError(f"transaction {st.transactional_id}: {len(failed)} of {len(st.partitions)} markers "
                                f"not written yet, {t}-{p}: {why}")
+        put: dict[str, str] = {}
+        delete: list[str] = []
         for group in st.groups:
             key = f"{OFFSETS_PREFIX}{st.producer_id}/{group}"
             raw = self.meta.kv_get(key)
             if raw is not None and commit:
                 offsets = {(tp.rsplit("/", 1)[0], int(tp.rsplit("/", 1)[1])): (int(o), str(m))
                            for tp, (o, m) in json.loads(raw).items()}
-                if offsets:
-                    group_offsets.commit(self.meta, group, offsets)
+                put.update(group_offsets.entries(group, offsets))
             if raw is not None:
-                self.meta.kv_delete(key)
+                delete.append(key)
         st.state = COMPLETE_COMMIT if commit else COMPLETE_ABORT
-        self._save(st)
+        if store or put or delete:  # the group offsets move in the same write as the completion
+            self._save(st, put, delete)
+        else:
+            with self._guard:
+                self._unstored[st.transactional_id] = (TxnState.decode(st.encode()), self.clock())
         log.info("transaction ended", extra={"transactional_id": st.transactional_id, "committed": commit,
                                              "partitions": len(st.partitions), "groups": len(st.groups)})
 
@@ -254,6 +338,13 @@ class TransactionCoordinator:
         were ended. A transaction whose markers cannot be written now is left for the next tick."""
         ended = 0
         now = self.clock()
+        with self._guard:
+            idle = [tid for tid, (_st, since) in self._unstored.items() if now - since >= UNSTORED_MS]
+        for tid in idle:  # completions no later write of their id has stored
+            with self._lock(tid):
+                st = self.load(tid)
+                if st is not None and st.state in (COMPLETE_COMMIT, COMPLETE_ABORT):
+                    self._save(st)
         for key, raw in self.meta.kv_items(PREFIX).items():
             tid = key[len(PREFIX):]
             if not mine(tid):
