@@ -7,7 +7,7 @@ from typing import Any
 from api.kafka import errors
 from api.kafka.context import Context
 from api.kafka.schemas import APIS, build
-from broker.partitions.kafka_clients import group_offsets
+from broker.partitions.kafka_clients import group_offsets, transactions
 from broker.partitions.kafka_clients.client_reads import offset_for_time, offset_of_max_timestamp
 from broker.partitions.topics import is_topic_name
 
@@ -80,6 +80,9 @@ async def offset_fetch(ctx: Context, req: Any, version: int) -> Any:
                  error_code=errors.NOT_COORDINATOR) for i in t.partition_indexes]) for t in req.topics or []]
         return build(APIS[9].response, version, throttle_time_ms=0, topics=topics, error_code=errors.NOT_COORDINATOR)
     committed = await ctx.run(group_offsets.fetch, ctx.node.meta, req.group_id)
+    # v7+ require_stable (read_committed consumers): offsets a transaction has not completed yet are unstable
+    unstable = (await ctx.run(transactions.pending_offsets, ctx.node.meta, req.group_id)
+                if version >= 7 and getattr(req, "require_stable", False) else set())
     if req.topics is None:
         wanted: dict[str, list[int]] = {}
         for t, p in sorted(committed):
@@ -91,7 +94,9 @@ async def offset_fetch(ctx: Context, req: Any, version: int) -> Any:
         out = []
         for i in indexes:
             off, meta = committed.get((name, i), (-1, ""))
+            if (name, i) in unstable:
+                off, meta = -1, ""
             out.append(dict(partition_index=i, committed_offset=off, committed_leader_epoch=-1, metadata=meta,
-                            error_code=errors.NONE))
+                            error_code=errors.UNSTABLE_OFFSET_COMMIT if (name, i) in unstable else errors.NONE))
         topics.append(dict(name=name, partitions=out))
     return build(APIS[9].response, version, throttle_time_ms=0, topics=topics, error_code=errors.NONE)
