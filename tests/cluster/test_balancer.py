@@ -42,18 +42,19 @@ def balancing(tmp_path: Path, seaweedfs: SeaweedFS, pg_url: Callable[[], str]) -
 class SkewedProducer(threading.Thread):
     """Rounds of one request per partition to its leader (following 421s): ten messages to HOT, one to each other."""
 
-    def __init__(self, c: Cluster) -> None:
+    def __init__(self, c: Cluster, partitions: int = 6) -> None:
         super().__init__(daemon=True)
         self.c = c
+        self.partitions = partitions
         self.stop_flag = threading.Event()
         self.acked = 0
         self.statuses: dict[int, int] = {}
 
     def run(self) -> None:
-        where = {p: self.c.url(0) for p in range(6)}
+        where = {p: self.c.url(0) for p in range(self.partitions)}
         with httpx.Client(timeout=30) as http:
             while not self.stop_flag.is_set():
-                for p in range(6):
+                for p in range(self.partitions):
                     msgs = [{"key": f"k{p}-{i}", "value": VALUE, "partition": p} for i in range(10 if p == HOT else 1)]
                     for _ in range(20):
                         r = http.post(f"{where[p]}/v1/topics/{TOPIC}/messages", json={"messages": msgs})
@@ -76,9 +77,9 @@ def _auto_moves(c: Cluster) -> list[dict[str, Any]]:
     return [m for m in httpx.get(f"{c.url(1)}/v1/cluster/moves", timeout=10).json()["moves"] if m["kind"] == "auto"]
 
 
-def _balanced(c: Cluster) -> bool:
+def _balanced(c: Cluster, partitions: int = 6) -> bool:
     lead = _leads(c)
-    return len(lead) == 6 and sum(1 for n in lead.values() if n == lead[HOT]) == 1
+    return len(lead) == partitions and sum(1 for n in lead.values() if n == lead[HOT]) == 1
 
 
 def test_a_skewed_load_is_rebalanced_then_the_balancer_stays_quiet(balancing: Cluster) -> None:
