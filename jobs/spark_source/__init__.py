@@ -1,10 +1,11 @@
-"""Spark reads mqindex topics straight from the object store: `spark.read.format("mqindex")`.
+"""Spark reads mqindex topics straight from the object store: `spark.read.format("mqindex")`; the same source
+writes rows to a topic through the cluster: `df.write.format("mqindex")` (jobs/spark_write.py).
 
 One line registers the source (and turns on Python filter pushdown, which it uses):
 
     from jobs.spark_source import register; register(spark)
 
-See docs/SPARK.md ("Reading topics with Spark") for the options.
+See docs/SPARK.md ("Reading topics with Spark", "Writing to a topic with Spark") for the options.
 """
 
 from __future__ import annotations

@@ -13,7 +13,14 @@ import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, Filter, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceWriter,
+    Filter,
+    InputPartition,
+)
 from pyspark.sql.types import StructType
 
 from jobs.spark_source.index_lookup import key_hits, usable
@@ -94,7 +101,8 @@ class MqindexReader(DataSourceReader):
 
 
 class MqindexSource(DataSource):
-    """`spark.read.format("mqindex")`: topics read straight from mqindex's object store (see docs/SPARK.md)."""
+    """`spark.read.format("mqindex")`: topics read straight from mqindex's object store; `df.write.format("mqindex")`:
+    rows produced through the cluster (jobs/spark_write.py). See docs/SPARK.md."""
 
     @classmethod
     def name(cls) -> str:
@@ -102,7 +110,20 @@ class MqindexSource(DataSource):
 
     def __init__(self, options: Any) -> None:
         super().__init__(options)
-        self.opts = parse_options(dict(options))
+        self.raw = dict(options)
+        self._opts: SourceOptions | None = None
+
+    @property
+    def opts(self) -> SourceOptions:
+        """The read options, checked when a read is planned (a write takes other options)."""
+        if self._opts is None:
+            self._opts = parse_options(self.raw)
+        return self._opts
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from jobs.spark_write import writer
+
+        return writer(self.raw, schema, overwrite)
 
     def schema(self) -> StructType:
         return SCHEMA
