@@ -85,7 +85,7 @@ def _rows(rbs: list[Any]) -> list[tuple[Any, ...]]:
     return out
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches=st.lists(batch, min_size=1, max_size=6), data=st.data())
 def test_columnar_rows_are_the_per_record_rows(batches: list[Any], data: st.DataObject) -> None:
     total = sum(len(b[0]) for b in batches)
