@@ -3,7 +3,7 @@
 // the token's scopes and the access control rules), the rules (GET /v1/admin/acls: the admin scope and DESCRIBE on
 // the cluster), adding and removing rules (POST / DELETE /v1/admin/acls: ALTER on the cluster). A caller that may
 // list the rules but not change them sees them read-only; one that may not list them sees only its own access.
-// The topic page's Produce button follows the caller's WRITE on the topic.
+// The topic page's Produce button follows the caller's WRITE on the topic, the Groups page's offset reset its READ on the group.
 // Uses the page's helpers (api, post, fillTable, loaders, action, can, markScope, markRight, myRights, rights).
 function accessCard(label, value, note) {
   const c = document.createElement("div"); c.className = "card"; c.textContent = label;
@@ -74,4 +74,14 @@ loaders.topic = async function () {
     markScope(b, "produce");
     if (!b.disabled) markRight(b, !!(r && r.topics[browseTopic] && r.topics[browseTopic].produce), "WRITE on the topic");
   }
+};
+
+// the Groups page: an offset reset's Preview only with READ on the group (and the admin scope)
+const showGroupPlain = showGroup;
+showGroup = async function (name, keepPlan = false) {
+  const mine = myRights([], [name]).catch(() => null);
+  await showGroupPlain(name, keepPlan);
+  const r = await mine, b = $("reset-preview");
+  markAdmin(b);
+  if (!b.disabled) markRight(b, !!(r && r.groups[name] && r.groups[name].reset_offsets), "READ on the group");
 };

@@ -19,6 +19,7 @@ from api.security.tokens import fingerprint
 from tests.api import test_web_page as web
 from tests.api.server import ServerProcess
 from tests.api.test_console import open_page
+from tests.kafka.conftest import KafkaServerProcess
 
 browser = web.browser  # the module-scoped headless Chromium fixture
 ROOT, OPS, READER = "root-token-0123456789", "ops-token-0123456789", "reader-token-0123456789"
@@ -36,8 +37,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     d = tmp_path_factory.mktemp("console-acls")
     config = d / "mqindex.toml"
     config.write_text(f'superusers = ["token-{fingerprint(ROOT)}"]\n')
-    s = ServerProcess(d / "node", "--config", str(config), "--kafka-listener", "",
-                      env={"MQINDEX_TOKENS": f"{ROOT}=admin;{OPS}=read,produce,admin;{READER}=read,produce"}).start()
+    tokens = f"{ROOT}=admin;{OPS}=read,produce,admin;{READER}=read,produce"
+    s = KafkaServerProcess(d / "node", "--config", str(config),  # a Kafka listener: consumer groups
+                           env={"MQINDEX_TOKENS": tokens}).start()
     try:
         root = {"Authorization": f"Bearer {ROOT}"}
         for t in TOPICS:
@@ -147,4 +149,29 @@ def test_console_follows_the_rules(server: ServerProcess, browser: Browser, arti
     expect(page.locator("#produce")).to_be_disabled()
     expect(page.locator("#produce")).to_have_attribute("title", "not allowed: needs WRITE on the topic")
     page.screenshot(path=str(artifacts_dir / "console-acls-reader-topic.png"), full_page=True)
+    page.close()
+
+
+def test_group_offset_reset_follows_the_group_rules(server: ServerProcess, browser: Browser,
+                                                     artifacts_dir: Path) -> None:
+    root = {"Authorization": f"Bearer {ROOT}"}
+    for group, topic in (("team-a-app", "team-a.orders"), ("team-b-app", "team-b.orders")):
+        r = httpx.post(f"{server.url}/v1/groups/{group}/offsets", headers=root, json={"to": "earliest",
+                                                                                       "topics": [topic]})
+        assert r.status_code == 200, r.text
+    r = httpx.post(f"{server.url}/v1/admin/acls", headers=root, json={"rules": [
+        rule(OPS_USER, "group", "team-", "describe", "prefixed"), rule(OPS_USER, "group", "team-a-app", "read")]})
+    assert r.status_code == 201, r.text
+    assert rights(server, OPS, group=["team-a-app", "team-b-app"])["groups"] == {
+        "team-a-app": {"describe": True, "reset_offsets": True, "delete": False},
+        "team-b-app": {"describe": True, "reset_offsets": False, "delete": False}}
+    page = open_page(browser, server.url, "groups", OPS)
+    page.locator("#groups-table tbody tr", has_text="team-a-app").locator("a").click()
+    expect(page.locator("#group-name")).to_have_text("team-a-app")
+    expect(page.locator("#reset-preview")).to_be_enabled()
+    page.locator("#groups-table tbody tr", has_text="team-b-app").locator("a").click()
+    expect(page.locator("#group-name")).to_have_text("team-b-app")
+    expect(page.locator("#reset-preview")).to_be_disabled()
+    expect(page.locator("#reset-preview")).to_have_attribute("title", "not allowed: needs READ on the group")
+    page.screenshot(path=str(artifacts_dir / "console-acls-group-reset.png"), full_page=True)
     page.close()
