@@ -108,6 +108,10 @@ class Authorizer:
         self._lengths = {t: sorted(ls) for t, ls in self._prefix_lengths.items()}
         self._types = frozenset(r.resource_type for r in self.rules)
         self._by = {k: _Patterns(rs) for k, rs in by_principal.items()}
+        self._by_type: dict[str, dict[str, _Patterns]] = defaultdict(dict)
+        for (rtype, who), patterns in self._by.items():
+            self._by_type[rtype][who] = patterns
+        self._by_type = dict(self._by_type)
         self._cache: dict[tuple[str, str, str, str, str], bool] = {}
         self._any_cache: dict[tuple[str, str, str, str], bool] = {}
 
@@ -142,25 +146,42 @@ class Authorizer:
         if principal in self.superusers or not self.rules:
             return True
         allowed = False
-        by = self._by
+        by_principal = self._by_type.get(resource_type)
+        if by_principal is None:
+            return self.allow_everyone_if_no_acl_found
         for who in (principal, ANYONE) if principal != ANYONE else (ANYONE,):
-            patterns = by.get((resource_type, who))
+            patterns = by_principal.get(who)
             if patterns is None:
                 continue
             literal = patterns.literal
-            found: tuple[Grant, ...] = literal.get(name, ())
+            grants = literal.get(name)
+            if grants is not None:
+                for h, denied, allows in grants:
+                    if h in (WILDCARD, host):
+                        if operation in denied:
+                            return False
+                        if operation in allows:
+                            allowed = True
             if patterns.wildcard and name != WILDCARD:
-                found += literal[WILDCARD]
-            for n in patterns.lengths:
-                if n > len(name):
-                    break
-                found += patterns.prefixed.get(name[:n], ())
-            for h, denied, allows in found:
-                if h in (WILDCARD, host):
-                    if operation in denied:
-                        return False
-                    if operation in allows:
-                        allowed = True
+                for h, denied, allows in literal[WILDCARD]:
+                    if h in (WILDCARD, host):
+                        if operation in denied:
+                            return False
+                        if operation in allows:
+                            allowed = True
+            if patterns.lengths:
+                prefixed = patterns.prefixed
+                for n in patterns.lengths:
+                    if n > len(name):
+                        break
+                    grants = prefixed.get(name[:n])
+                    if grants is not None:
+                        for h, denied, allows in grants:
+                            if h in (WILDCARD, host):
+                                if operation in denied:
+                                    return False
+                                if operation in allows:
+                                    allowed = True
         if allowed:
             return True
         return self.allow_everyone_if_no_acl_found and not self.applying(resource_type, name)
