@@ -73,7 +73,8 @@ def _batch_records(payload: bytes) -> list:
     damage)."""
     out: list = []
     for pos, h, raw in batch_slices(payload):
-        out += batch_records(raw, h, pos)
+        if not h.is_control:  # a transaction marker (control batch): never indexed, as the broker indexes live
+            out += batch_records(raw, h, pos)
     return out
 
 

@@ -160,7 +160,10 @@ def index_entries(parts: PartitionMap, topic: str, partition: int, start: int, e
 
     def take(h: BatchHeader, raw: bytes, pos: int, append_ms: int | None) -> list[IndexEntry]:
         # the entries read in C from the batch's record bytes (as the dispatcher reads a produced batch); a
-        # stored append time read as a LogAppendTime batch's, so every record takes it
+        # stored append time read as a LogAppendTime batch's, so every record takes it; a transaction marker
+        # (control batch) is never indexed
+        if h.is_control:
+            return []
         if append_ms is not None:
             return walk_records(_record_entries.catch_up_entries, raw, h, pos, topic, partition,  # type: ignore[no-any-return]
                                 h.base_offset, append_ms, append_ms, True, start, end, append_ms)
@@ -176,6 +179,8 @@ def _decoded_entries(parts: PartitionMap, p: Partition, topic: str, partition: i
     """`index_entries` from the records decoded in Python (where the C reader is not built)."""
 
     def take(h: BatchHeader, raw: bytes, pos: int, append_ms: int | None) -> list[IndexEntry]:
+        if h.is_control:
+            return []
         return [IndexEntry(topic, partition, r.offset, record_size(r), entry_time(append_ms, r.timestamp_ms, clock),
                            keys)
                 for r in decode_records(raw, h, pos, check_crc=False)

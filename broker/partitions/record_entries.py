@@ -77,6 +77,8 @@ def object_entries(store: RangeSource, key: str, size: int | None, stream_id: in
     reader = ObjectReader(store, key, size=size)
     for sr in reader.read(stream_id, start, end):
         for batch in parse_batches(sr.payload):
+            if batch.header.is_control:
+                continue  # a transaction marker (control batch): never indexed, as the broker indexes live
             for r in batch.records:
                 if not start <= r.offset < end:
                     continue
