@@ -10,7 +10,12 @@ the same group commit made durable are taken at once, without a task, a coroutin
 No thread per request: queueing only checks, copies and hands the batches to the WAL writer, so it runs on the
 event loop unless it could wait (topic metadata not cached, log-cache back-pressure, a producer-state rebuild:
 then on a worker thread); the wait for the fsync awaits the WAL's futures on the loop. A thread hop costs a
-wake-up and a turn at the GIL (up to the 5 ms switch interval when another thread runs Python), per request."""
+wake-up and a turn at the GIL (up to the 5 ms switch interval when another thread runs Python), per request.
+
+Before it acknowledges, an answer waits for a catch-up of the metadata begun after its batches were durable
+(broker/partitions/kafka_clients/fresh_answers.py, one catch-up shared by every answer waiting then) and answers
+UNKNOWN_TOPIC_OR_PARTITION for a topic deleted meanwhile, on another node too: the deletion drops those records,
+so they are never acknowledged and then dropped (the HTTP path does the same, broker/partitions/produce.py)."""
 
 from __future__ import annotations
 
@@ -29,6 +34,7 @@ from api.kafka.framing import frame
 from api.kafka.schemas import APIS, build
 from broker.errors import RecordFormatError
 from broker.partitions.kafka_clients.client_batches import BatchTooLarge, Queued, SequenceError
+from broker.partitions.kafka_clients.fresh_answers import FreshAnswers
 
 log = logging.getLogger("mqindex.kafka.produce")
 
@@ -51,13 +57,21 @@ class ProduceAnswer:
     while the node could acknowledge is acknowledged, even when the answer goes out later (behind a
     long-polling fetch on the same connection, or to a slow reader)."""
 
-    __slots__ = ("_outcomes", "_waits", "_acks", "_version", "_correlation_id", "_check", "_verdict")
+    __slots__ = ("_outcomes", "_waits", "_acks", "_version", "_correlation_id", "_check", "_verdict", "_fresh",
+                 "_topic_ids", "_topic_id_of", "_gone", "_decided")
 
-    def __init__(self, outcomes: Outcomes, waits: Waits, acks: int, version: int, correlation_id: int) -> None:
+    def __init__(self, outcomes: Outcomes, waits: Waits, acks: int, version: int, correlation_id: int,
+                 fresh: FreshAnswers | None = None, topic_ids: dict[str, int] | None = None,
+                 topic_id_of: Any = None) -> None:
         self._outcomes, self._waits, self._acks = outcomes, waits, acks
         self._version, self._correlation_id = version, correlation_id
         self._check = waits[0][1].check if waits else None  # the node's: every partition's is the same
         self._verdict: str | None = _UNDECIDED  # why the node could not acknowledge then (None: it could)
+        # with `fresh`: the verdict waits for a metadata catch-up begun once the batches are durable
+        self._fresh = fresh if waits else None
+        self._topic_ids, self._topic_id_of = topic_ids or {}, topic_id_of
+        self._gone: set[str] = set()  # topics deleted before that catch-up: their partitions are not acknowledged
+        self._decided: Future[None] | None = Future() if self._fresh is not None else None
         # the WAL completes its appends in order: once the last this request queued is done, all of them are, and
         # so are the first appends of its retried batches (queued by earlier requests)
         last = next((q.appended for _, q in reversed(waits) if q.appended is not None), None)
@@ -85,11 +99,32 @@ class ProduceAnswer:
         try:
             if self._check is not None:
                 self._check()
-            self._verdict = None
+            verdict = None
         except Exception as exc:  # noqa: BLE001 - the partitions are answered with a storage error
-            self._verdict = str(exc)
+            verdict = str(exc)
+        if self._fresh is None:
+            self._verdict = verdict
+            return
+        fresh, self._fresh = self._fresh, None  # decided once (result() may decide an undecided answer)
+        fresh.after(lambda error: self._after_catch_up(verdict, error))
+
+    def _after_catch_up(self, verdict: str | None, error: BaseException | None) -> None:
+        """On the catch-up's thread: the topics deleted meanwhile, then the verdict; the answer is ready."""
+        try:
+            if error is not None:  # the records are stored: an error answer would have them sent twice
+                log.warning("metadata not read before a produce's answer: a deletion of its topic on another node "
+                            "in the last moments is not seen",
+                            extra={"topics": sorted(self._topic_ids), "error": f"{type(error).__name__}: {error}"})
+            if self._topic_id_of is not None:
+                self._gone = {t for t, tid in self._topic_ids.items() if self._topic_id_of(t) != tid}
+            self._verdict = verdict
+        finally:
+            if self._decided is not None:
+                self._decided.set_result(None)
 
     def done(self) -> bool:
+        if self._decided is not None and not self._decided.done():
+            return False
         return all(f.done() for _, q in self._waits for f in q.futures)
 
     async def wait(self) -> Any | None:
@@ -103,6 +138,8 @@ class ProduceAnswer:
                         await asyncio.shield(asyncio.wrap_future(f))
                     except Exception:  # noqa: BLE001, S110 - result() reports that partition's failure
                         pass
+        if self._decided is not None and not self._decided.done():
+            await asyncio.shield(asyncio.wrap_future(self._decided))
         return self.result()
 
     def result(self) -> Any | None:
@@ -111,9 +148,14 @@ class ProduceAnswer:
         for key, q in self._waits:  # acknowledged once the WAL has fsynced every batch
             why = q.failure()
             if why is None:
-                if self._verdict is _UNDECIDED:  # completed, its callback not run yet: decided now
+                if self._verdict is _UNDECIDED and self._decided is None:  # its callback not run yet: decided now
                     self._decide(None)
                 why = self._verdict
+                if key[0] in self._gone:
+                    log.warning("produce not acknowledged: its topic was deleted meanwhile",
+                                extra={"topic": key[0], "partition": key[1]})
+                    done[key] = (errors.UNKNOWN_TOPIC_OR_PARTITION, -1, f"topic {key[0]} was deleted")
+                    continue
             if why is not None:
                 log.error("produce not durable", extra={"topic": key[0], "partition": key[1], "error": why})
                 done[key] = (errors.KAFKA_STORAGE_ERROR, -1, why)
@@ -133,6 +175,8 @@ async def append(ctx: Context, req: Any, version: int, refused: frozenset[str] =
     parts = ctx.node.partitions
     batches = ctx.node.client_batches
 
+    ids: dict[str, int] = {}
+
     def queue() -> tuple[Outcomes, Waits]:
         out: Outcomes = {}
         waits: Waits = []
@@ -150,6 +194,7 @@ async def append(ctx: Context, req: Any, version: int, refused: frozenset[str] =
                     info = parts.topic(t.name)
                     p = parts.partition(info, pd.index)
                     results, queued = batches.append(p, bytes(pd.records or b""))
+                    ids[t.name] = info.topic_id
                     waits.append((key, queued))
                     out[key] = (errors.NONE, results[0].base_offset, None)
                 except SequenceError as exc:
@@ -183,7 +228,23 @@ async def append(ctx: Context, req: Any, version: int, refused: frozenset[str] =
         return True
 
     queued, waits = queue() if in_line() else await ctx.run(queue)
-    return ProduceAnswer(queued, waits, req.acks, version, req.header.correlation_id)
+    return ProduceAnswer(queued, waits, req.acks, version, req.header.correlation_id, fresh_answers(ctx), ids,
+                         parts.registry.topic_id_of)
+
+
+def fresh_answers(ctx: Context) -> FreshAnswers:
+    """This node's FreshAnswers (one catch-up thread a node, made on the first produce)."""
+    node = ctx.node
+    fresh = getattr(node, "_fresh_answers", None)
+    if fresh is None:
+        with _FRESH_LOCK:
+            fresh = getattr(node, "_fresh_answers", None)
+            if fresh is None:
+                fresh = node._fresh_answers = FreshAnswers(node.meta.catch_up)
+    return fresh
+
+
+_FRESH_LOCK = threading.Lock()
 
 
 class _Templates(threading.local):
