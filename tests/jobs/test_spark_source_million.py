@@ -55,6 +55,7 @@ def million(seaweedfs: Any, pg_url: Callable[[], str], tmp_path_factory: pytest.
             if i % 100_000 == 0:
                 p.poll(0)
         assert p.flush(120) == 0
+        del p, admin  # closed now, not after the server stopped (their reconnects would log errors)
         opts = {"metadata": meta_url, "store": store_url, "topic": TOPIC}
         c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "wm"})
         try:
