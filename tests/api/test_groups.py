@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 
 from tests.kafka.conftest import KafkaServerProcess
+from tests.kafka.wire import Wire
 
 TOPIC = "http-groups"
 PER_PARTITION = 6  # messages in each of the 2 partitions
@@ -286,38 +290,98 @@ def test_metrics_export_each_partition_lag_in_seconds(server: KafkaServerProcess
     assert now - (T0 + 4 * 1000) / 1000 - 2 <= moved <= now - (T0 + 4 * 1000) / 1000 + 1
 
 
-def test_a_reset_racing_a_joining_consumer_is_refused_or_seen_by_it(server: KafkaServerProcess) -> None:
-    """The member check and the reset are one step at the coordinator (a JoinGroup waits while a reset of the
-    empty group is stored): a reset sent as a consumer joins either answers 409 (the consumer was a member
-    first: it starts at the old offsets) or 200 (the consumer joined after: it starts at the new ones), never
-    200 with the consumer reading from the old offsets. The two are sent together several times; which one
-    wins each round is up to the scheduling."""
-    outcomes = []
-    for round_ in range(4):
-        group = f"racer-{round_}"
-        assert reset(server, group, to="earliest", topics=[TOPIC]).status_code == 200
-        answer: list[httpx.Response] = []
-        sender = threading.Thread(
-            target=lambda g=group, out=answer: out.append(reset(server, g, to="offset", offset=4)))
-        if round_ % 2:  # the reset sent first in odd rounds, the consumer started first in even ones
-            sender.start()
-        c = confluent(server, group, "racer")
-        try:
-            if not round_ % 2:
-                sender.start()
-            first: dict[int, int] = {}
-            deadline = time.monotonic() + 30
-            while len(first) < 2:
-                assert time.monotonic() < deadline, f"round {round_}: consumed only {first}"
-                m = c.poll(0.2)
-                if m is not None and m.error() is None:
-                    first.setdefault(m.partition(), m.offset())
-            sender.join(30)
-        finally:
-            c.close()
-        [r] = answer
+RACES = 16  # attempts a kind
+RACE_TOPIC, RACE_PARTITIONS = "race-wide", 300  # a change of 300 offsets: a window of milliseconds to land in
+BATCHES = 20
+LATER = "2100-01-01T00:00:00Z"  # a reset to this time: every partition's end, found partition by partition
+
+
+@pytest.fixture(scope="module")
+def race_topic(server: KafkaServerProcess) -> str:
+    """A topic of RACE_PARTITIONS partitions: 6 messages in partitions 0 and 1, and BATCHES batches of one message
+    in every partition (a reset to a time reads each partition's batches: the change takes a while)."""
+    r = httpx.post(f"{server.url}/v1/topics", json={"name": RACE_TOPIC, "partitions": RACE_PARTITIONS}, timeout=120)
+    assert r.status_code == 201, r.text
+    r = httpx.post(f"{server.url}/v1/topics/{RACE_TOPIC}/messages", timeout=30,
+                   json={"messages": [{"value": f"m{i}", "partition": i % 2} for i in range(12)]})
+    assert r.status_code == 200, r.text
+    for _ in range(BATCHES):
+        r = httpx.post(f"{server.url}/v1/topics/{RACE_TOPIC}/messages", timeout=30,
+                       json={"messages": [{"value": "x", "partition": p} for p in range(RACE_PARTITIONS)]})
+        assert r.status_code == 200, r.text
+    return RACE_TOPIC
+
+
+def join_and_read(server: KafkaServerProcess, group: str, start: threading.Barrier, delay: float,
+                  done: threading.Event) -> dict[int, int]:
+    """A member joins the group (raw JoinGroup and SyncGroup) `delay` after the barrier, reads the group's
+    committed offsets at once (the offsets it starts from), commits 2 on partitions 0 and 1, stays a member until
+    `done`, then leaves."""
+    with Wire(server.kafka_port) as w:
+        start.wait(10)
+        time.sleep(delay)
+        joined = w.join(group, session_timeout_ms=10_000)
+        assert joined.error_code == 0, joined
+        assert w.sync(group, joined.generation_id, joined.member_id, {joined.member_id: b""}).error_code == 0
+        answer = w.committed(group, RACE_TOPIC, [0, 1])
+        assert w.commit(group, joined.generation_id, joined.member_id, {(RACE_TOPIC, 0): 2, (RACE_TOPIC, 1): 2}) == [
+            0, 0]
+        done.wait(30)
+        w.leave(group, joined.member_id)
+    return {p.partition_index: p.committed_offset for t in answer.topics for p in t.partitions}
+
+
+def change(server: KafkaServerProcess, kind: str, group: str, start: threading.Barrier,
+           done: threading.Event) -> tuple[int, float]:
+    """Right after the barrier, a reset of the group to a later time or its deletion: (status, seconds it took)."""
+    start.wait(10)
+    t0 = time.monotonic()
+    try:
+        r = (reset(server, group, to="datetime", datetime=LATER) if kind == "reset"
+             else httpx.delete(f"{server.url}/v1/groups/{group}", timeout=30))
         assert r.status_code in (200, 409), r.text
-        want = 4 if r.status_code == 200 else 0
-        assert first == {0: want, 1: want}, f"round {round_}: reset answered {r.status_code}, consumer at {first}"
-        outcomes.append(r.status_code)
-    print("reset outcomes while a consumer joined:", outcomes)
+        return r.status_code, time.monotonic() - t0
+    finally:
+        done.set()
+
+
+def race(server: KafkaServerProcess, kind: str, seed: int) -> list[tuple[int, dict[int, int], dict[int, int]]]:
+    """RACES attempts, one after another, each a fresh group at offset 0 of every partition of RACE_TOPIC where a
+    member joins while `kind` (a reset to a later time, or a delete) is sent: both wait on one barrier, then the
+    member waits a random delay up to 1.2 times what the change before took (on this machine, now), so across the
+    attempts its join lands before the change's member check, between the check and the stored change, and
+    after. Each outcome: (the change's status, the offsets the member read, the group's offsets after both)."""
+    rng = random.Random(seed)
+    out = []
+    took = 0.0
+    for i in range(RACES):
+        group = f"race-{kind}-{seed}-{i}"
+        t0 = time.monotonic()
+        assert reset(server, group, to="earliest", topics=[RACE_TOPIC]).status_code == 200
+        took = took or time.monotonic() - t0
+        start, done = threading.Barrier(2), threading.Event()
+        with ThreadPoolExecutor(2) as pool:
+            changed = pool.submit(change, server, kind, group, start, done)
+            member = pool.submit(join_and_read, server, group, start, rng.uniform(0, 1.2 * took), done)
+            (status, took), read = changed.result(60), member.result(60)
+        with Wire(server.kafka_port) as w:
+            answer = w.committed(group, RACE_TOPIC, [0, 1])
+        out.append((status, read, {p.partition_index: p.committed_offset for t in answer.topics for p in t.partitions}))
+    return out
+
+
+@pytest.mark.parametrize("kind", ["reset", "delete"])
+def test_a_change_racing_a_joining_member_is_refused_or_seen_by_it(server: KafkaServerProcess, race_topic: str,
+                                                                   kind: str) -> None:
+    """The member check and the change are one step at the coordinator (a JoinGroup waits while a reset or delete
+    of the empty group is planned and stored): on every attempt, either the change answers 409 (the member joined
+    first: it read the old offsets) or 200 (the member joined after it: its first read shows the change), and the
+    member's own commit, made after its read, is what stays. Never a member that read the old offsets, or whose
+    commit was overwritten, while the change went on (the window of a check made apart from the change)."""
+    outcomes = race(server, kind, seed=41)
+    new = {0: 6 + BATCHES, 1: 6 + BATCHES} if kind == "reset" else {0: -1, 1: -1}
+    for i, (status, read, after) in enumerate(outcomes):
+        want = {0: 0, 1: 0} if status == 409 else new
+        assert (read, after) == (want, {0: 2, 1: 2}), (
+            f"attempt {i}: {kind} answered {status}; the member read {read}, the group ends at {after}")
+    print(f"{kind} outcomes while a member joined:", sorted(Counter(s for s, _, _ in outcomes).items()))
