@@ -227,8 +227,9 @@ class Caller:
         self._rules: object = None
         self._who = kafka_principal(principal.name)  # as the rules name it
 
-    def allowed(self, rtype: str, name: str, op: str) -> bool:
-        """The decision; a denial is written to the audit log (each time) and counted."""
+    def allowed(self, rtype: str, name: str, op: str, quiet: bool = False) -> bool:
+        """The decision; a denial is written to the audit log (each time, unless `quiet`: a first look at a
+        request's items, audited when they are answered) and counted."""
         rules = self.access.authorizer
         if rules is not self._rules:
             self._memo, self._rules = {}, rules
@@ -236,7 +237,7 @@ class Caller:
         found = self._memo.get(key)
         if found is None:
             found = self._memo[key] = rules.authorize(self._who, self.host, op, rtype, name)
-        if not found:
+        if not found and not quiet:
             self.access.check(self.principal.name, self.host, op, rtype, name, "kafka")  # the audit line
         return found
 
@@ -260,8 +261,10 @@ def _denied_code(api_key: int, req: Any, caller: Caller) -> int | None:
         if txn and not caller.allowed("transactional_id", txn, "write"):
             return TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         for t in req.topic_data:
-            if caller.allowed("topic", t.name, "write"):
-                return None  # some topic allowed: the refused ones are answered per topic (refused_topics)
+            if caller.allowed("topic", t.name, "write", quiet=True):
+                return None  # some topic allowed: the refused ones are answered (and audited) per topic
+        for t in req.topic_data:
+            caller.allowed("topic", t.name, "write")  # each one's audit line
         return TOPIC_AUTHORIZATION_FAILED if req.topic_data else None
     if api_key == INIT_PRODUCER_ID and not req.transactional_id:  # an idempotent producer (Kafka's rule)
         if caller.allowed_quietly("cluster", CLUSTER_NAME, "idempotent_write") or caller.allowed_any("topic", "write"):
@@ -275,16 +278,16 @@ def _denied_code(api_key: int, req: Any, caller: Caller) -> int | None:
     return None
 
 
-def _refused(api_key: int, req: Any, caller: Caller) -> dict[int, int]:
+def _refused(api_key: int, req: Any, caller: Caller, quiet: bool = False) -> dict[int, int]:
     """The items (by position in the request's list) of a request listing several resources that the rules
-    refuse, with each one's code."""
+    refuse, with each one's code (audited unless `quiet`)."""
     attr, resource, _, _ = ITEMS[api_key]
     if api_key == CREATE_TOPICS and caller.allowed_quietly("cluster", CLUSTER_NAME, "create"):
         return {}  # CREATE on the cluster: any topic
     out: dict[int, int] = {}
     for i, item in enumerate(getattr(req, attr) or ()):
         r = resource(item)
-        if r is not None and not caller.allowed(*r):
+        if r is not None and not caller.allowed(*r, quiet=quiet):
             out[i] = CODES[r[0]]
     return out
 
@@ -366,9 +369,10 @@ def refusal(api_key: int, req: Any, version: int, principal: Principal, caller: 
             return _add_partitions_refusal(req, version, refused) if refused else None
         if code is None and api_key in ITEMS and api_key != PRODUCE:
             items = getattr(req, ITEMS[api_key][0]) or []
-            refused_items = _refused(api_key, req, caller) if items else {}
+            refused_items = _refused(api_key, req, caller, quiet=True) if items else {}
             if items and len(refused_items) == len(items):  # every one refused: nothing for the handler
-                return _items_refusal(api_key, req, version, refused_items)
+                return _items_refusal(api_key, req, version, _refused(api_key, req, caller))
+            # else the handler gets the allowed items, the refused ones audited then (split, refused_topics)
     if code is None:
         return None
     return build(api.response, version, **REFUSALS[api_key](req, version, code))

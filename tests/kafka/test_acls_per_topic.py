@@ -76,6 +76,12 @@ def conf(s: KafkaServerProcess, user: str) -> dict[str, str]:
             "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": user, "sasl.password": USERS[user][0]}
 
 
+def denials(s: KafkaServerProcess, topic: str) -> int:
+    """The audit log's denial lines for `topic`."""
+    lines = [json.loads(x) for x in (s.data_dir.parent / "audit.log").read_text().splitlines()]
+    return sum(a["event"] == "denied" and a["resource_name"] == topic for a in lines)
+
+
 def allow(principal: str, resource: ResourceType, name: str, op: AclOperation,
           pattern: ResourcePatternType = ResourcePatternType.LITERAL) -> AclBinding:
     return AclBinding(resource, name, pattern, principal, "*", op, AclPermissionType.ALLOW)
@@ -132,11 +138,13 @@ def test_a_request_naming_an_allowed_and_a_refused_topic_is_answered_per_topic(s
                                                              partition_index=0, timestamp=-1)]) for t in (A, C)]))
         assert [(t.name, [(p.error_code, p.offset) for p in t.partitions]) for t in listed.topics] == [
             (A, [(0, 3)]), (C, [(TOPIC_AUTHORIZATION_FAILED, -1)])]
+        assert denials(server, C) == 1  # one audit line for the one refusal
         fetched = send(py, build(APIS[9].request, 7, group_id="g-mix", require_stable=False,
                                                           topics=[dict(name=t, partition_indexes=[0]) for t in (A, C)]))
         assert fetched.error_code == 0
         assert [(t.name, [(p.error_code, p.committed_offset) for p in t.partitions]) for t in fetched.topics] == [
             (A, [(0, 2)]), (C, [(TOPIC_AUTHORIZATION_FAILED, -1)])]
+        assert denials(server, C) == 2
     finally:
         py.close()
     # root sees that nothing was committed for B
