@@ -76,25 +76,16 @@ def _classes(key: np.ndarray, prefixes: list[bytes]) -> list[tuple[int, list[byt
     return [(first, ordered[a:b]) for first, a, b in zip(firsts, bounds, bounds[1:], strict=False)]
 
 
-def _interleave(prefixes: list[bytes], values: list[bytes]) -> list[bytes]:
-    out: list[bytes] = [b""] * (2 * len(prefixes))
-    out[0::2] = prefixes
-    out[1::2] = values
-    return out
-
-
 def _lines(classes: list[tuple[int, list[bytes]]] | None, prefixes: list[bytes], values: list[int]) -> list[bytes]:
-    """The lines `prefix value` of the rows with a value >= 0, as pieces for the body's one join (no copy of the
-    lines here): a class's value is formatted once; without classes (mostly distinct values), a value each."""
+    """The lines `prefix value` of the rows with a value >= 0, in pieces: a class's lines are one `bytes.join` of
+    its prefixes with its value as the separator; without classes (mostly distinct values), a line each."""
     if classes is None:
-        text = [b"%d\n" % v for v in values]
-        if min(values, default=0) >= 0:
-            return _interleave(prefixes, text)
-        keep = [i for i, v in enumerate(values) if v >= 0]
-        return _interleave([prefixes[i] for i in keep], [text[i] for i in keep])
+        return [b"".join([b"%s%d\n" % (p, v) for p, v in zip(prefixes, values, strict=True) if v >= 0])]
     out: list[bytes] = []
     for first, members in classes:
-        out += _interleave(members, [b"%d\n" % values[first]] * len(members))
+        sep = b"%d\n" % values[first]
+        out.append(sep.join(members))
+        out.append(sep)
     return out
 
 
