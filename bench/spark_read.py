@@ -12,7 +12,8 @@ against its peers, in one run on the same topic:
 CPU seconds of every process (this one, Spark's JVM, its Python workers, the broker, SeaweedFS) per MB are
 printed for the Spark full read with the ceiling the machine's cores allow: cores / (CPU s per MB).
 Goals (issue 43): full read >= 0.6x raw GETs; key predicate >= 100x fewer bytes than a scan at 10^6 messages.
-Run: `mqindex bench spark_read [--mb 256] [--store URL]` (SeaweedFS is started otherwise).
+Run: `mqindex bench spark_read [--mb 256 | --messages 1000000 --value-bytes 160] [--store URL]` (SeaweedFS is
+started otherwise).
 """
 
 from __future__ import annotations
@@ -49,8 +50,10 @@ def _role(cmd: str) -> str:
     return "other"
 
 
-def produce(bootstrap: str, mb: int) -> tuple[int, int, int, int]:
-    """(records, payload bytes, window start ms, window end ms): the middle fifth of the run is the window."""
+def produce(bootstrap: str, mb: int, messages: int | None = None, value_bytes: int = VALUE_BYTES
+            ) -> tuple[int, int, int, int]:
+    """(records, payload bytes, window start ms, window end ms): the middle fifth of the run is the window.
+    `messages` records of `value_bytes` (hex text), or as many as make `mb` MiB."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -58,8 +61,7 @@ def produce(bootstrap: str, mb: int) -> tuple[int, int, int, int]:
     admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20, "batch.size": 512 << 10,
                   "queue.buffering.max.kbytes": 262144})
-    total = mb << 20
-    n = total // (VALUE_BYTES + 12)
+    n = messages if messages else (mb << 20) // (value_bytes + 12)
     payload = 0
     lo = hi = 0
     started = time.monotonic()
@@ -68,7 +70,7 @@ def produce(bootstrap: str, mb: int) -> tuple[int, int, int, int]:
             lo = int(time.time() * 1000)
         if i == 3 * n // 5:
             hi = int(time.time() * 1000)
-        value = os.urandom(VALUE_BYTES // 2).hex()
+        value = os.urandom(value_bytes // 2).hex()
         if i % NEEDLE_EVERY == 0:
             value = "needle" + value[6:]
         key = f"k-{i // KEY_RUN:08d}"
@@ -164,6 +166,9 @@ def offsets_at(bootstrap: str, ms: int) -> dict[int, int]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="mqindex bench spark_read", description=__doc__.split("\n")[0])
     ap.add_argument("--mb", type=int, default=256, help="topic size in MiB of record payload (issue: 1024)")
+    ap.add_argument("--messages", type=int, default=None,
+                    help="number of records instead of --mb (e.g. 1000000 for the key predicate goal at 10^6)")
+    ap.add_argument("--value-bytes", type=int, default=VALUE_BYTES, help="bytes of each record's value (hex text)")
     ap.add_argument("--store", default=None, help="object store URL (default: a SeaweedFS started for the run)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     args = ap.parse_args(argv)
@@ -186,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                           work / "serve.log", kafka=True)
     spark = None
     try:
-        n, payload, lo, hi = produce(server.bootstrap, args.mb)
+        n, payload, lo, hi = produce(server.bootstrap, args.mb, args.messages, args.value_bytes)
         marks = watermarks(server.bootstrap)
         deadline = time.monotonic() + 300
         while committed_ends(meta, store_url) != marks:
