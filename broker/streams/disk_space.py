@@ -162,6 +162,19 @@ class DiskSpace:
         finally:
             self._reserved.names = names
 
+    def short_of_room(self, name: str, nbytes: int) -> PathSpace | None:
+        """The watched path `name` (its free bytes and floor, now) when writing `nbytes` there would leave less
+        than its floor free; None when it would not, or `name` is not watched. Unlike `check_write`, another
+        path's episode does not count: an upload into a local object store asks about that store only."""
+        entry = self._paths.get(name)
+        if entry is None:
+            return None
+        try:
+            free = free_bytes(entry[0])
+        except OSError:
+            free = 0
+        return PathSpace(name, str(entry[0]), free, entry[1]) if free - nbytes < entry[1] else None
+
     def below_floor(self, name: str) -> bool:
         """Whether the watched path `name` has less than its floor free now (False when not watched)."""
         entry = self._paths.get(name)

@@ -47,6 +47,7 @@ from broker.errors import Fenced, MetadataError, OutOfDisk, StreamNotFound, WalE
 from broker.metadata import MetadataClient
 from broker.metadata.image import OPENED
 from broker.objects.format import (
+    RECORD_HEADER_SIZE,
     RECORD_MAGIC,
     TIMED_RECORD_MAGIC,
     UNTIMED_RECORD_HEADER_SIZE,
@@ -379,12 +380,15 @@ class StreamStorage:
                                             if self._is_open(sid) and sid not in self._borrowed})
                 if not snap:
                     break
-                if self.disk.below_floor("objects"):
-                    # the local object store shares a filesystem under its floor: uploading would eat the room
-                    # kept for a clean stop and a restart; the WAL keeps the records meanwhile
-                    space = next(s for s in self.disk.spaces() if s.name == "objects")
-                    ep = self.disk.enter("objects", space.path, f"{space.free} bytes free, below the free-space "
-                                                                f"floor of {space.floor} bytes")
+                size = sum(len(r.payload) + RECORD_HEADER_SIZE for recs in snap.values() for r in recs)
+                space = self.disk.short_of_room("objects", size)
+                if space is not None:
+                    # the local object store's filesystem would go under its floor: uploading would eat the room
+                    # kept for a clean stop and a restart (also at the final upload of a clean stop, where the
+                    # free space was just above the floor); the WAL keeps the records meanwhile
+                    ep = self.disk.enter("objects", space.path, f"{space.free} bytes free, an upload of {size} "
+                                                                f"bytes would cross the free-space floor of "
+                                                                f"{space.floor} bytes", needed=size)
                     raise OutOfDisk(space.path, f"upload refused: {ep.detail}")
                 try:
                     res = upload_batch(snap, self.store, self.meta, so_threshold=self.so_threshold)
