@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 READ_BUDGET_S = 0.01  # record reads (for the lag in time) per scrape; the rest waits for the next scrape
 HEADER = (b"# HELP mqindex_group_lag Messages a consumer group has not consumed: the partition's end offset minus "
           b"the group's committed offset\n# TYPE mqindex_group_lag gauge\n")
+HEADER_CPU = (b"# HELP mqindex_group_lag_render_cpu_seconds CPU time this scrape's consumer group lag lines took "
+              b"to compute, on the thread that wrote them\n# TYPE mqindex_group_lag_render_cpu_seconds gauge\n")
 HEADER_S = (b"# HELP mqindex_group_lag_seconds Age of the oldest message a consumer group has not consumed (now "
             b"minus the timestamp of the record at its committed offset; 0 when caught up)\n"
             b"# TYPE mqindex_group_lag_seconds gauge\n")
@@ -260,24 +262,31 @@ class GroupLagExposition:
     # -- a scrape ---------------------------------------------------------------------------------
     def render(self) -> list[bytes]:
         """The two families' exposition text (HELP, TYPE and one line per series), in pieces to join (the body's
-        single copy is made by /metrics)."""
+        single copy is made by /metrics), and the CPU this render took on its thread (its own cost, apart from the
+        rest of the process)."""
         with self._lock:
-            rows = self._watch()
-            v = self._view = rows.copy(self._view)
-            if not len(v.offset):
-                return [HEADER, HEADER_S]
-            start, end, known = self._bounds(v.tps)
-            shown, end_r, start_r = known[v.where], end[v.where], start[v.where]
-            lag = np.maximum(end_r - v.offset, 0)
-            at = np.maximum(v.offset, start_r)
-            behind = end_r > at
-            stale = np.isnan(v.ts) | (v.ts_at != at)
-            self._read_times(rows, v, np.flatnonzero(shown & behind & stale), at)
-            age = np.where(behind, np.maximum((time.time() * 1000 - v.ts) / 1000, 0.0), 0.0)
-            age[behind & (v.ts_at != at)] = np.nan  # not read yet: no line this scrape
-            if not shown.all():
-                age[~shown] = np.nan
-            return [HEADER, *self._lag_lines(v, np.where(shown, lag, -1)), HEADER_S, *self._age_lines(v, age, behind)]
+            t0 = time.thread_time()
+            pieces = self._render()
+            cost = time.thread_time() - t0
+            return [*pieces, HEADER_CPU, b"mqindex_group_lag_render_cpu_seconds %.6f\n" % cost]
+
+    def _render(self) -> list[bytes]:
+        rows = self._watch()
+        v = self._view = rows.copy(self._view)
+        if not len(v.offset):
+            return [HEADER, HEADER_S]
+        start, end, known = self._bounds(v.tps)
+        shown, end_r, start_r = known[v.where], end[v.where], start[v.where]
+        lag = np.maximum(end_r - v.offset, 0)
+        at = np.maximum(v.offset, start_r)
+        behind = end_r > at
+        stale = np.isnan(v.ts) | (v.ts_at != at)
+        self._read_times(rows, v, np.flatnonzero(shown & behind & stale), at)
+        age = np.where(behind, np.maximum((time.time() * 1000 - v.ts) / 1000, 0.0), 0.0)
+        age[behind & (v.ts_at != at)] = np.nan  # not read yet: no line this scrape
+        if not shown.all():
+            age[~shown] = np.nan
+        return [HEADER, *self._lag_lines(v, np.where(shown, lag, -1)), HEADER_S, *self._age_lines(v, age, behind)]
 
     def _lag_lines(self, v: _View, lag: np.ndarray) -> list[bytes]:
         """The lag lines (-1: no line), the last scrape's while no lag changed."""

@@ -261,6 +261,9 @@ def test_metrics_export_each_partition_lag(server: KafkaServerProcess) -> None:
            for line in text.splitlines() if line.startswith("mqindex_group_lag{") and 'group="metered"' in line}
     assert lag == {f'group="metered",partition="0",topic="{TOPIC}"': PER_PARTITION - 1,
                    f'group="metered",partition="1",topic="{TOPIC}"': 0}
+    [cost] = [float(line.split()[1]) for line in text.splitlines()
+              if line.startswith("mqindex_group_lag_render_cpu_seconds ")]  # the lines' own cost, on their thread
+    assert 0 < cost < 5
 
 
 def test_metrics_export_each_partition_lag_in_seconds(server: KafkaServerProcess) -> None:
