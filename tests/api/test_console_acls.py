@@ -3,7 +3,8 @@ lists, adds and removes rules for an admin allowed to change them, shows them re
 list them, and to a caller allowed neither only its own access; the Topics page lists only the topics the caller
 may describe, and its Create, Delete, Reassign and compaction buttons and the topic page's Produce follow the
 caller's rights as GET /v1/admin/acls/my-rights answers them (the server decides, the page does not guess). The
-throughput history lists only topics the caller may describe. Screenshots go to the test artifacts."""
+throughput history and the nodes' partitions name only topics the caller may describe. Screenshots go to the
+test artifacts."""
 
 from __future__ import annotations
 
@@ -83,6 +84,8 @@ def test_my_rights_answer_the_scopes_and_rules(server: ServerProcess) -> None:
     # the throughput history names only what the caller may describe
     seen = httpx.get(f"{server.url}/v1/console/throughput", headers={"Authorization": f"Bearer {READER}"}).json()
     assert set(seen["topics"]) == {"team-a.orders", "team-a.audit"}
+    nodes = httpx.get(f"{server.url}/v1/cluster/nodes", headers={"Authorization": f"Bearer {READER}"}).json()
+    assert {p for n in nodes["nodes"] for p in n["partitions"]} == {"team-a.orders-0", "team-a.audit-0"}
 
 
 def test_console_follows_the_rules(server: ServerProcess, browser: Browser, artifacts_dir: Path) -> None:
