@@ -137,7 +137,10 @@ class TransactionCoordinator:
             done = self._unstored.get(tid)
         if done is not None:
             d = done[0]
-            if (st.state in (PREPARE_COMMIT, PREPARE_ABORT) and (d.producer_id, d.epoch) == (st.producer_id, st.epoch)
+            # the same transaction (not a later one of the same epoch, prepared by another coordinator since)
+            if (st.state in (PREPARE_COMMIT, PREPARE_ABORT)
+                    and (d.producer_id, d.epoch, d.started_ms, d.partitions) == (st.producer_id, st.epoch,
+                                                                                 st.started_ms, st.partitions)
                     and d.state == (COMPLETE_COMMIT if st.state == PREPARE_COMMIT else COMPLETE_ABORT)):
                 return TxnState.decode(d.encode())
             with self._guard:  # stored past it (another coordinator wrote since): the stored state wins
