@@ -11,9 +11,10 @@ partition state record with the index checkpoint to the meta stream, then
 
 Target (`take_over`): when both streams are closed, open them at a higher epoch (`PartitionMap.claim`);
 with a hand-off doc, the streams continue at the source's acknowledged end: the meta stream's moved records
-are read from the source's WAL now (they hold the state record), the data stream's in the background while
-the partition is served (reads of that range wait for them, StreamStorage.borrow). Load the state record,
-resume index dispatch after the index checkpoint the source recorded (so nothing is indexed twice or
+are read from the source's WAL now (they hold the state record), the data stream's in the background once
+the partition is served and its first new records are acknowledged (at most a second later: the reading of a
+large range does not slow the move down; reads of that range wait for them, StreamStorage.borrow). Load the
+state record, resume index dispatch after the index checkpoint the source recorded (so nothing is indexed twice or
 skipped), write a state record, serve. The higher epoch fences the source at once: a commit or close of its
 streams at the old epoch is refused.
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 
@@ -112,8 +114,9 @@ def take_over(parts: PartitionMap, p: Partition, catch_up: Callable[[CatchUp], N
     parts.claim([p], serve=False)  # served after the catch-up is queued (a live entry first would skip it)
     if p.data is None or p.meta is None:
         return False
+    served = threading.Event()  # the data range is read from the source's WAL once the take-over is done
     try:
-        borrowed = handoff_wal.borrow(parts, wal.store, p, entries) if wal is not None else []
+        borrowed = handoff_wal.borrow(parts, wal.store, p, entries, served) if wal is not None else []
         parts.load_states([p], served=False)
     except Exception as exc:  # noqa: BLE001 - closed again (nothing committed changed): the next look retries
         log.error("partition take-over failed reading the source's WAL; retried", extra={
@@ -122,7 +125,16 @@ def take_over(parts: PartitionMap, p: Partition, catch_up: Callable[[CatchUp], N
             parts.storage.close_streams(p.streams)
         p.meta = p.data = None
         p.why_not_owned = "not opened"
+        served.set()
         return False
+    try:
+        return _serve(parts, p, catch_up, started, bool(borrowed))
+    finally:
+        served.set()
+
+
+def _serve(parts: PartitionMap, p: Partition, catch_up: Callable[[CatchUp], None], started: float,
+           borrowed: bool) -> bool:
     own = parts.index_checkpoint(p)
     moved = p.state.index_checkpoint
     start = max(-1 if own is None else own, -1 if moved is None else moved) + 1
@@ -134,6 +146,6 @@ def take_over(parts: PartitionMap, p: Partition, catch_up: Callable[[CatchUp], N
     parts.write_states([p], clean=False)
     log.info("partition taken over", extra={"topic": p.topic.name, "partition": p.index, "epoch": p.epoch,
                                             "end_offset": p.acked_end, "index_from": start,
-                                            "moved_range_from_wal": bool(borrowed),
+                                            "moved_range_from_wal": borrowed,
                                             "seconds": round(time.monotonic() - started, 3)})
     return True

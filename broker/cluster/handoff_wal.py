@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from typing import Any
 
@@ -116,10 +117,12 @@ def load(store: BlobStore, entry: dict[str, Any], stream_id: int, above: int,
     return out
 
 
-def borrow(parts: PartitionMap, store: BlobStore, p: Partition, entries: dict[int, dict[str, Any]]) -> list[int]:
+def borrow(parts: PartitionMap, store: BlobStore, p: Partition, entries: dict[int, dict[str, Any]],
+           served: threading.Event | None = None) -> list[int]:
     """Target side, right after the claim: the streams of `p` continue at the source's acknowledged end; the
     meta stream's moved records are read now (the state record is among them), the data stream's in the
-    background. Returns the stream ids that borrowed a range."""
+    background once `served` is set and the first record appended here is acknowledged (`after_first_acks`).
+    Returns the stream ids that borrowed a range."""
     out = []
     for s, background in ((p.meta, False), (p.data, True)):
         assert s is not None
@@ -127,10 +130,30 @@ def borrow(parts: PartitionMap, store: BlobStore, p: Partition, entries: dict[in
         if entry is None or entry["end"] <= s.next_offset:
             continue
         sid = s.stream_id
-        parts.storage.borrow(s, entry["end"], lambda above, e=entry, i=sid: load(store, e, i, above),  # type: ignore[misc]
-                             background=background)
+
+        def read(above: int, e: dict[str, Any] = entry, i: int = sid, later: bool = background) -> list[StreamRecord]:
+            if later and served is not None:
+                after_first_acks(p, e["end"], served)
+            return load(store, e, i, above)
+
+        parts.storage.borrow(s, entry["end"], read, background=background)
         out.append(sid)
     return out
+
+
+#: at most this long the background read of a moved range waits for the take-over and the first new acks
+READ_AFTER_S = 1.0
+
+
+def after_first_acks(p: Partition, end: int, served: threading.Event, bound_s: float | None = None) -> None:
+    """Wait until the take-over of `p` is done (`served`) and a record appended after the moved range (which ends
+    at `end`) is acknowledged, at most READ_AFTER_S: reading a large range (a gigabyte is seconds of GETs that
+    keep the WAL store busy) does not compete with the take-over's own writes and the first produces the new
+    owner acknowledges, so the time of a move does not grow with the range. Reads of the range wait meanwhile."""
+    deadline = time.monotonic() + (READ_AFTER_S if bound_s is None else bound_s)
+    served.wait(max(0.0, deadline - time.monotonic()))
+    while p.acked_end <= end and p.owned and time.monotonic() < deadline:
+        time.sleep(0.005)
 
 
 def borrowed_records(meta: MetadataClient, store: BlobStore, streams: dict[int, Stream]) -> list[StreamRecord]:
