@@ -73,7 +73,7 @@ def _fill(node: ServeProcess, mb: int) -> None:
 
 
 class _Profiles:
-    """py-spy recordings (raw collapsed stacks, idle threads too) of the source and the target during each move,
+    """py-spy recordings (speedscope, idle threads too) of the source and the target during each move,
     when the run asks for them (`--profile DIR`): where the time from the request to the first acknowledged
     produce goes on each node."""
 
@@ -87,9 +87,9 @@ class _Profiles:
         self.out.mkdir(parents=True, exist_ok=True)
         spy = str(Path(sys.executable).parent / "py-spy")
         for role, node in nodes.items():
-            path = self.out / f"{name}-{role}.txt"
-            self.procs.append(subprocess.Popen([spy, "record", "--pid", str(node.proc.pid), "--rate", "250",
-                                                "--idle", "--threads", "--format", "raw", "--output", str(path)],
+            path = self.out / f"{name}-{role}.speedscope.json"  # per thread, the samples in time order
+            self.procs.append(subprocess.Popen([spy, "record", "--pid", str(node.proc.pid), "--rate", "200",
+                                                "--idle", "--threads", "--format", "speedscope", "--output", str(path)],
                                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         time.sleep(1.0)  # py-spy attaches before the move starts
 
@@ -107,21 +107,25 @@ class _Profiles:
 
 def _move(source: ServeProcess, target: ServeProcess, to: int) -> dict[str, float]:
     first_ack: list[float] = []
+    ack_request: list[float] = []  # how long the produce that was acknowledged first took
     errors = [0]
     stop = threading.Event()
 
     def produce() -> None:
         with httpx.Client(timeout=60) as http:
             while not stop.is_set():
+                sent = time.perf_counter()
                 r = http.post(f"{target.url}/v1/topics/moves/messages",
                               json={"messages": [{"key": "after", "value": "v", "partition": 0}]})
                 if r.status_code == 200:
                     first_ack.append(time.perf_counter())
+                    ack_request.append(first_ack[0] - sent)
                     return
                 errors[0] += 1
                 time.sleep(0.002)
 
     cpu0 = process_cpu_s(source.proc.pid), process_cpu_s(target.proc.pid)
+    started_wall = time.time()  # beside the nodes' log times
     started = time.perf_counter()
     t = threading.Thread(target=produce)
     t.start()
@@ -135,7 +139,8 @@ def _move(source: ServeProcess, target: ServeProcess, to: int) -> dict[str, floa
     if not first_ack:
         raise RuntimeError("no acknowledged produce on the target")
     return {"to_first_ack_s": first_ack[0] - started, "request_s": answered - started, "producer_errors": errors[0],
-            "source_cpu_s": cpu1[0] - cpu0[0], "target_cpu_s": cpu1[1] - cpu0[1]}
+            "source_cpu_s": cpu1[0] - cpu0[0], "target_cpu_s": cpu1[1] - cpu0[1], "started_wall": started_wall,
+            "ack_request_s": ack_request[0]}
 
 
 def _skewed_producer(nodes: list[ServeProcess], stop: threading.Event, partitions: int, hot: int) -> None:
