@@ -238,6 +238,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--filter-cache-bytes", type=int, default=None,
                     help="with --scale: also look up with the filter cache bounded to this many bytes, filters read "
                          "into memory and filters memory-mapped (default: only the service's default bound)")
+    ap.add_argument("--filter-files", type=int, default=0,
+                    help="only the key filters: this many filter files (bench/history_filters.py)")
+    ap.add_argument("--filter-keys", type=int, default=1_087_000,
+                    help="with --filter-files: distinct keys a filter (default: %(default)s, 10^8 over 1 day)")
     args = ap.parse_args(argv)
 
     if args.from_results:
@@ -245,6 +249,13 @@ def main(argv: list[str] | None = None) -> int:
 
         return report_saved(args.from_results, args.plots)
     work = Path(tempfile.mkdtemp(prefix="mqindex-bench-history-"))
+    if args.filter_files:
+        from bench.history_filters import run
+
+        try:
+            return run(work, args.filter_files, args.filter_keys, args.filter_cache_bytes or 64 << 20, args.lookups)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
     weed = None
     try:
         store_url, weed = store_or_seaweedfs(args.store, work, f"bench-history-{int(time.time())}")

@@ -38,3 +38,15 @@ def test_history_scales_prints_every_peer_and_draws_its_plots(capsys: pytest.Cap
     # the saved runs give the same table again without running
     assert history.main(["--from-results", str(tmp_path / "out" / "history-scales.json")]) == 0
     assert "| 20,000 | 0.25 |" in capsys.readouterr().out
+
+
+def test_history_filters_alone_compares_read_and_mapped(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--filter-files", "4", "--filter-keys", "200000", "--filter-cache-bytes", "500000", "--lookups", "6"]
+    assert history.main(argv) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith(("  read", "  mapped"))]
+    assert [(r[0], r[1]) for r in rows] == [("read", "present"), ("read", "absent"), ("mapped", "present"),
+                                            ("mapped", "absent")]
+    for r in rows:
+        held_mb, maybe = float(r[5]), int(r[7])
+        assert held_mb <= 0.5  # the bound holds (each 450 KB filter fits; two do not)
+        assert maybe >= 6 if r[1] == "present" else maybe <= 1  # every present key found, absent ones ruled out
