@@ -67,7 +67,7 @@ def test_the_topic_holds_what_was_produced(server: ServerProcess) -> None:
     assert len(everything(server)) == sum(COUNTS)
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @example(n=1, subset=None)
 @given(n=st.integers(3, 12), subset=st.none() | st.sets(st.integers(0, PARTITIONS - 1), min_size=1))
 def test_next_pages_show_every_message_once_and_previous_returns_the_page_before(
@@ -94,7 +94,7 @@ def test_next_pages_show_every_message_once_and_previous_returns_the_page_before
     assert [k for p in reversed(back) for k in keys(p)] == want
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(n=st.integers(1, 15), positions=st.dictionaries(st.integers(0, PARTITIONS - 1), st.integers(0, 20),
                                                         min_size=1))
 def test_paging_on_from_any_positions_shows_each_later_message_once(
