@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
                          "into memory and filters memory-mapped (default: only the service's default bound)")
     ap.add_argument("--filter-files", type=int, default=0,
                     help="only the key filters: this many filter files (bench/history_filters.py)")
-    ap.add_argument("--filter-keys", type=int, default=1_087_000,
+    ap.add_argument("--filter-keys", type=int, default=980_000,
                     help="with --filter-files: distinct keys a filter (default: %(default)s, 10^8 over 1 day)")
     args = ap.parse_args(argv)
 

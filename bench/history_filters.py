@@ -1,5 +1,5 @@
 """`mqindex bench history --filter-files F --filter-keys K --filter-cache-bytes B`: the key filters of a history
-alone, at a geometry too large to write quickly (10^8 messages over 1 day: 92 files of about 1.1 million distinct
+alone, at a geometry too large to write quickly (10^8 messages over 1 day: 92 files of about 980,000 distinct
 keys each, 203 MB of filters), asked as a lookup asks them.
 
 F filter files of K distinct random fingerprints each are built (index_file.key_filter.encode_filter) into an
