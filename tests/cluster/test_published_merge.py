@@ -55,7 +55,7 @@ class History:
     entries of two days ago. Node 0 looks keys up."""
 
     def __init__(self, tmp_path: Path, seaweedfs: SeaweedFS, meta_url: str, closing: list[Any]) -> None:
-        self.tmp_path, self.closing = tmp_path, closing
+        self.tmp_path, self.closing, self.meta_url = tmp_path, closing, meta_url
         self.store_url = seaweedfs.store_url("mqindex", f"pmerge-{uuid.uuid4().hex[:8]}")
         self.clock = clock = ManualClock(1_700_000_000_000 - 1_700_000_000_000 % DAY_MS + 12 * HOUR_MS)
         self.old = old = clock.now - 2 * DAY_MS
@@ -196,4 +196,30 @@ def test_a_merge_stopped_before_its_commit_or_raced_by_a_returning_node_leaves_n
     assert all(h.store.exists(k) for k in h.dead_old)  # node 7 serves them
     assert not any(h.store.exists(k) for k in h.rescued)  # the rescue's merge was released
     assert f"{MERGED_LIST_PREFIX}files.7" not in h.listed() and h.meta0.kv_items(MERGES_PREFIX) == {}
+    assert h.answers() == before
+
+
+def test_a_leader_killed_mid_merge_leaves_the_answers_and_nothing_after_the_undo(history: History) -> None:
+    import subprocess
+    import sys
+
+    h = history
+    before = h.answers()
+    lists = h.listed()
+    child = subprocess.run([sys.executable, "-m", "tests.cluster.published_merge_child", h.meta_url, h.store_url,
+                            str(h.clock.now), "merge:prepared"], timeout=120, capture_output=True)
+    assert child.returncode == -9, child.stderr.decode()[-2000:]  # killed after its upload, before the commit
+    assert h.listed() == lists and h.answers() == before
+    prepared = sorted(json.loads(v)["key"] for v in h.meta0.kv_items(MERGES_PREFIX).values())
+    assert len(prepared) == 1 and h.store.exists(prepared[0])
+    h.clock.advance(HOUR_MS)
+    merger = PublishedMerger(h.meta0, h.store, h.clock, CONFIG)
+    rep = merger.run_once(alive={0})  # the next leader: the dead one's merge undone, then the merges made
+    assert rep.undone == prepared and not h.store.exists(prepared[0])
+    assert len(rep.merged) == 2 and h.answers() == before
+    h.clock.advance(GRACE_MS)
+    merger.run_once(alive={0})
+    merged = {k for k in h.store.list("index-merged/") if not k.endswith(FILTER_SUFFIX)}
+    listed = {r for k, v in h.listed().items() if k.startswith(MERGED_LIST_PREFIX) for r in v}
+    assert merged == listed and h.meta0.kv_items(MERGES_PREFIX) == {}  # no orphan left
     assert h.answers() == before
