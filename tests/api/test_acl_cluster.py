@@ -1,9 +1,11 @@
 """The access control rules across a 3-node cluster (PostgreSQL metadata, SeaweedFS): a rule added through one
 node is enforced by the others within a second, and a key lookup through any node (which asks the other nodes
-with the cluster token) returns the messages of a topic the caller may read and answers 403 for one it may not."""
+with the cluster token) returns the messages of a topic the caller may read and answers 403 for one it may not;
+the recorded moves and failovers name only the topics the caller may describe."""
 
 from __future__ import annotations
 
+import signal
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -87,3 +89,50 @@ def test_rules_and_lookups_across_three_nodes(cluster: Cluster) -> None:
         assert (r.status_code, r.json()) == (403, {"error": "not authorized", "field": "authorization"})
         names = [t["name"] for t in httpx.get(f"{cluster.url(node)}/v1/topics", headers=as_(READER)).json()]
         assert names == ["team-a.orders"]
+
+
+def test_moves_and_failovers_name_only_topics_the_caller_may_describe(cluster: Cluster) -> None:
+    for topic in ("team-a.orders", "team-b.orders"):
+        r = httpx.post(f"{cluster.url(0)}/v1/topics", json={"name": topic, "partitions": 3}, headers=as_(ADMIN),
+                       timeout=60)
+        assert r.status_code == 201, r.text
+    r = httpx.post(f"{cluster.url(0)}/v1/admin/acls", headers=as_(ADMIN), timeout=30, json={"rules": [
+        {"principal": READER_PRINCIPAL, "resource_type": "topic", "resource_name": "team-a.",
+         "pattern_type": "prefixed", "operation": "read"}]})
+    assert r.status_code == 201, r.text
+
+    def leaders() -> dict[str, int]:
+        nodes = httpx.get(f"{cluster.url(0)}/v1/cluster/nodes", headers=as_(ADMIN), timeout=30).json()["nodes"]
+        return {p: n["node_id"] for n in nodes if n["state"] == "alive" for p in n["partitions"]}
+
+    deadline = time.monotonic() + 30
+    while len(leaders()) < 6:
+        assert time.monotonic() < deadline, f"not every partition led: {leaders()}"
+        time.sleep(0.1)
+    for topic in ("team-a.orders", "team-b.orders"):  # partition 0 of each moves to another node
+        to = (leaders()[f"{topic}-0"] + 1) % 3
+        r = httpx.post(f"{cluster.url(0)}/v1/admin/reassignments", headers=as_(ADMIN), timeout=120,
+                       json={"topic": topic, "partition": 0, "to": to})
+        assert r.status_code == 200, r.text
+    # node 2 dies: a survivor fails it over, taking the partitions it led (of both topics)
+    led_by_2 = sorted(p for p, n in leaders().items() if n == 2)
+    assert {p.rsplit("-", 1)[0] for p in led_by_2} == {"team-a.orders", "team-b.orders"}, led_by_2
+    cluster.nodes[2].stop(signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while True:
+        reports = httpx.get(f"{cluster.url(0)}/v1/cluster/failovers", headers=as_(ADMIN), timeout=30).json()
+        if any(f["node"] == 2 for f in reports["failovers"]):
+            break
+        assert time.monotonic() < deadline, "node 2 was never failed over"
+        time.sleep(0.2)
+    admin_taken = next(f for f in reports["failovers"] if f["node"] == 2)["partitions"]
+    assert sorted(admin_taken) == led_by_2
+
+    for node in (0, 1):
+        moves = httpx.get(f"{cluster.url(node)}/v1/cluster/moves", headers=as_(READER), timeout=30).json()["moves"]
+        assert moves and {m["topic"] for m in moves} == {"team-a.orders"}, moves
+        every = httpx.get(f"{cluster.url(node)}/v1/cluster/moves", headers=as_(ADMIN), timeout=30).json()["moves"]
+        assert {m["topic"] for m in every} == {"team-a.orders", "team-b.orders"}
+        seen = httpx.get(f"{cluster.url(node)}/v1/cluster/failovers", headers=as_(READER), timeout=30).json()
+        taken = next(f for f in seen["failovers"] if f["node"] == 2)["partitions"]
+        assert sorted(taken) == [p for p in led_by_2 if p.startswith("team-a.")]
