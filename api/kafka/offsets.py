@@ -79,10 +79,13 @@ async def offset_fetch(ctx: Context, req: Any, version: int) -> Any:
             dict(partition_index=i, committed_offset=-1, committed_leader_epoch=-1, metadata="",
                  error_code=errors.NOT_COORDINATOR) for i in t.partition_indexes]) for t in req.topics or []]
         return build(APIS[9].response, version, throttle_time_ms=0, topics=topics, error_code=errors.NOT_COORDINATOR)
-    committed = await ctx.run(group_offsets.fetch, ctx.node.meta, req.group_id)
-    # v7+ require_stable (read_committed consumers): offsets a transaction has not completed yet are unstable
+    # v7+ require_stable (read_committed consumers): offsets a transaction has not completed yet are unstable.
+    # Read before the committed offsets: a completion moves a transaction's offsets in one metadata write, so
+    # read in this order an offset is either still pending or already committed; read the other way round, a
+    # completion landing between the two reads answered neither (no offset and no error)
     unstable = (await ctx.run(transactions.pending_offsets, ctx.node.meta, req.group_id)
                 if version >= 7 and getattr(req, "require_stable", False) else set())
+    committed = await ctx.run(group_offsets.fetch, ctx.node.meta, req.group_id)
     if req.topics is None:
         wanted: dict[str, list[int]] = {}
         for t, p in sorted(committed):
