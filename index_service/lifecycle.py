@@ -36,6 +36,7 @@ from index_service.managed_file import ManagedFile
 from index_service.model import FileState
 from index_service.remote_source import CachedSummarySource
 from index_service.state_folders import StateFolders
+from storage_tier.file_upload import put_file, stored_crc
 
 log = logging.getLogger("mqindex.index_service.lifecycle")
 
@@ -158,28 +159,7 @@ class Lifecycle:
         """Put a local file at `key` (in parts above upload_part_bytes); its (size, CRC32C)."""
         store = self.store
         assert store is not None
-        size = os.stat(path).st_size
-        part = self.config.upload_part_bytes
-        crc = 0
-        with open(path, "rb") as f:
-            if size <= part:
-                data = f.read()
-                crc = crc32c.crc32c(data)
-                store.put(key, data)  # type: ignore[attr-defined]
-            else:
-                w = store.multipart(key)  # type: ignore[attr-defined]
-                try:
-                    while True:
-                        data = f.read(part)
-                        if not data:
-                            break
-                        crc = crc32c.crc32c(data, crc)
-                        w.write_part(data)
-                    w.complete()
-                except BaseException:
-                    w.abort()
-                    raise
-        return size, crc
+        return put_file(store, path, key, self.config.upload_part_bytes)  # type: ignore[arg-type]
 
     def _filter_of_compacted(self, mf: ManagedFile) -> bytes:
         """The key filter kept beside the compacted file; built again from the file when it is missing or
@@ -206,9 +186,7 @@ class Lifecycle:
         if remote_size != size:
             raise UploadVerifyError(f"{key}: stored {remote_size} bytes, local file has {size}")
         part = self.config.upload_part_bytes
-        got = 0
-        for start in range(0, size, part):
-            got = crc32c.crc32c(store.get(key, start, min(size, start + part)), got)  # type: ignore[union-attr]
+        got = stored_crc(store, key, size, part)  # type: ignore[arg-type]
         if got != crc:
             raise UploadVerifyError(f"{key}: CRC32C {got:#x} read back, local file has {crc:#x}")
 

@@ -43,8 +43,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import crc32c
-
 from broker.cluster.cluster_index import FILES_PREFIX, MERGED_LIST_PREFIX
 from broker.partitions.index_claims import CLAIMS_PREFIX
 from broker.partitions.index_rescue import RESCUED_PREFIX
@@ -52,6 +50,7 @@ from index_file import RemoteCompactedIndexReader
 from index_file.key_filter import FILTER_SUFFIX, encode_filter
 from index_file.merge import merge_compacted
 from index_service.merging import MERGED_AWAY_SUFFIX
+from storage_tier.file_upload import put_file, stored_crc
 
 log = logging.getLogger("mqindex.broker.cluster")
 
@@ -325,28 +324,10 @@ class PublishedMerger:
 def put_verified(store: Any, path: Path, key: str, part: int = 16 << 20) -> int:
     """Put a local file at `key` (in parts above `part` bytes), then check the object's size and CRC32C read back
     in parts; its size."""
-    size = path.stat().st_size
-    crc = 0
-    with open(path, "rb") as f:
-        if size <= part:
-            data = f.read()
-            crc = crc32c.crc32c(data)
-            store.put(key, data)
-        else:
-            w = store.multipart(key)
-            try:
-                while data := f.read(part):
-                    crc = crc32c.crc32c(data, crc)
-                    w.write_part(data)
-                w.complete()
-            except BaseException:
-                w.abort()
-                raise
+    size, crc = put_file(store, path, key, part)
     if store.size(key) != size:
         raise OSError(f"{key}: stored {store.size(key)} bytes, the merged file has {size}")
-    got = 0
-    for start in range(0, size, part):
-        got = crc32c.crc32c(store.get(key, start, min(size, start + part)), got)
+    got = stored_crc(store, key, size, part)
     if got != crc:
         raise OSError(f"{key}: CRC32C {got:#x} read back, the merged file has {crc:#x}")
     return size

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import crc32c
 import numpy as np
 
 from index_file import NativeIndexWriter, compact
@@ -21,6 +20,7 @@ from jobs import index_items
 from jobs.spark_build.extract import ExecutorParams, _store
 from jobs.spark_build.options import BUILD_PREFIX, build_key, build_stem
 from storage_tier import BlobStore
+from storage_tier.file_upload import put_file, stored_crc
 
 
 def _manifest(path: Path, key: str, stem: str, crc: int, size: int, items: int, begin_ms: int) -> dict[str, Any]:
@@ -51,32 +51,14 @@ def _upload(store: BlobStore, path: Path, key: str, part: int, marker: str) -> t
     If the driver aborted the attempt meanwhile (marker present), delete the object and stop."""
     if store.exists(marker):
         raise AttemptAborted(f"build attempt aborted; {key} not uploaded")
-    size = path.stat().st_size
-    crc = 0
-    with open(path, "rb") as f:
-        if size <= part:
-            data = f.read()
-            crc = crc32c.crc32c(data)
-            store.put(key, data)
-        else:
-            w = store.multipart(key)
-            try:
-                while data := f.read(part):
-                    crc = crc32c.crc32c(data, crc)
-                    w.write_part(data)
-                w.complete()
-            except BaseException:
-                w.abort()
-                raise
+    size, crc = put_file(store, path, key, part)
     if store.exists(marker):  # the driver may have listed the attempt before this put: clean up ourselves
         store.delete(key)
         raise AttemptAborted(f"build attempt aborted; {key} deleted")
     remote = store.size(key)
     if remote != size:
         raise OSError(f"{key}: stored {remote} bytes, built {size}")
-    got = 0
-    for start in range(0, size, part):
-        got = crc32c.crc32c(store.get(key, start, min(size, start + part)), got)
+    got = stored_crc(store, key, size, part)
     if got != crc:
         raise OSError(f"{key}: CRC32C {got:#x} read back, built {crc:#x}")
     return size, crc
