@@ -9,6 +9,7 @@ import contextlib
 import errno
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,3 +51,26 @@ def fill(path: Path, leave: int = 0, chunk: int = 1 << 20) -> int:
 def free(path: Path) -> int:
     st = os.statvfs(path)
     return st.f_bavail * st.f_frsize
+
+
+def run_child_once_full(child: str, args: list[str], mount: Path, max_free: int,
+                        leave: int = 0) -> tuple[int, str, str]:
+    """Run `child` (Python source) with `args`; once it prints READY, fill `mount` to `leave` bytes free (checked:
+    under `max_free`) and tell it to go on (a line on its stdin). Returns (exit code, its stdout after READY,
+    stderr). A child in a separate process: a SIGBUS kills it, not the test run; it is killed if it outlives its
+    120 s."""
+    proc = subprocess.Popen([sys.executable, "-c", child, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        assert proc.stdout.readline().strip() == "READY", proc.stderr.read() if proc.stderr else ""
+        fill(mount / "ballast", leave=leave)
+        assert free(mount) < max_free
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+    return proc.returncode, out, err

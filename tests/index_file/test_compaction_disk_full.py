@@ -4,12 +4,10 @@ SIGBUS from a store into an unallocated page of the output mapping, no temp file
 from __future__ import annotations
 
 import errno
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
-from tests.disk_fs import fill, free, small_tmpfs
+from tests.disk_fs import run_child_once_full, small_tmpfs
 
 # Runs in a child process: a regression to a sparse output file would kill it with SIGBUS, which the
 # test reports as such instead of losing the test run.
@@ -37,21 +35,9 @@ def test_compaction_on_a_full_filesystem_is_an_enospc_error(tmp_path: Path) -> N
     src = tmp_path / "src.idx"  # on the roomy disk
     with small_tmpfs(tmp_path / "fs", 8) as mnt:
         dst = mnt / "dst.cidx"
-        proc = subprocess.Popen([sys.executable, "-c", CHILD, str(src), str(dst)], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            assert proc.stdout is not None and proc.stdin is not None
-            assert proc.stdout.readline().strip() == "READY", proc.stderr.read() if proc.stderr else ""
-            fill(mnt / "ballast", leave=64 << 10)  # room for far less than the compacted file (~2.4 MB)
-            assert free(mnt) < 1 << 20
-            proc.stdin.write("go\n")
-            proc.stdin.flush()
-            out, err = proc.communicate(timeout=120)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(30)
-        assert proc.returncode == 0, f"compaction child died (rc={proc.returncode}): {err}"
+        # room for far less than the compacted file (~2.4 MB)
+        rc, out, err = run_child_once_full(CHILD, [str(src), str(dst)], mnt, max_free=1 << 20, leave=64 << 10)
+        assert rc == 0, f"compaction child died (rc={rc}): {err}"
         assert out.split() == ["OSERROR", str(errno.ENOSPC)], (out, err)
         assert sorted(p.name for p in mnt.iterdir()) == ["ballast"]  # no temp file, no half-written output
     # the source is untouched: it still compacts once there is room

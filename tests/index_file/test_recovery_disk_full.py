@@ -5,12 +5,10 @@ mapping (on tmpfs a fault on a hole allocates a page, and on a full one that is 
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
-from tests.disk_fs import fill, free, small_tmpfs
+from tests.disk_fs import run_child_once_full, small_tmpfs
 
 # Runs in a child process: a SIGBUS kills it, which the test reports as such instead of losing the test run.
 CHILD = textwrap.dedent("""
@@ -34,19 +32,6 @@ CHILD = textwrap.dedent("""
 def test_a_writing_file_recovers_on_a_full_filesystem(tmp_path: Path) -> None:
     with small_tmpfs(tmp_path / "fs", 8) as mnt:
         path = mnt / "w.idx"  # 200,000 items of room (sparse), 5,000 written
-        proc = subprocess.Popen([sys.executable, "-c", CHILD, str(path)], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            assert proc.stdout is not None and proc.stdin is not None
-            assert proc.stdout.readline().strip() == "READY", proc.stderr.read() if proc.stderr else ""
-            fill(mnt / "ballast")
-            assert free(mnt) < 64 << 10
-            proc.stdin.write("go\n")
-            proc.stdin.flush()
-            out, err = proc.communicate(timeout=120)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(30)
-        assert proc.returncode == 0, f"recovery child died (rc={proc.returncode}): {err}"
+        rc, out, err = run_child_once_full(CHILD, [str(path)], mnt, max_free=64 << 10)
+        assert rc == 0, f"recovery child died (rc={rc}): {err}"
         assert out.split() == ["OPENED", "5000", "0", "HITS", "1", "4321"], (out, err)
