@@ -42,6 +42,26 @@ def _first_chunk(n: int, partitions: int) -> int:
     return max(2, min(n, -(-2 * n // max(1, partitions))))
 
 
+def _merge(buffers: dict[int, deque[Any]], refill: Callable[[int], None], key: Callable[[Any], Any],
+           n: int) -> list[Any]:
+    """Up to `n` messages taken from the partitions' buffers, always the head with the smallest `key`; a buffer
+    taken empty is refilled (`refill`) before its partition competes again."""
+    heap: list[tuple[Any, int]] = []
+    for p in buffers:
+        refill(p)
+        if buffers[p]:
+            heap.append((key(buffers[p][0]), p))
+    heapq.heapify(heap)
+    taken: list[Any] = []
+    while heap and len(taken) < n:
+        _, p = heapq.heappop(heap)
+        taken.append(buffers[p].popleft())
+        refill(p)
+        if buffers[p]:
+            heapq.heappush(heap, (key(buffers[p][0]), p))
+    return taken
+
+
 def forward(read: Read, positions: dict[int, int], bounds: dict[int, tuple[int, int]], n: int) -> Page:
     """The first `n` messages at or after `positions` (clamped to each partition's `bounds`: start, end)."""
     pos = {p: min(max(o, bounds[p][0]), bounds[p][1]) for p, o in positions.items()}
@@ -59,22 +79,10 @@ def forward(read: Read, positions: dict[int, int], bounds: dict[int, tuple[int, 
                 at[p] = nxt
             size[p] = min(2 * size[p], MAX_CHUNK)
 
-    heap: list[tuple[tuple[int, int, int], int]] = []
-    for p in pos:
-        refill(p)
-        if buffers[p]:
-            heap.append((_key(buffers[p][0]), p))
-    heapq.heapify(heap)
-    shown: list[Any] = []
+    shown = _merge(buffers, refill, _key, n)
     nxt = dict(pos)
-    while heap and len(shown) < n:
-        _, p = heapq.heappop(heap)
-        m = buffers[p].popleft()
-        shown.append(m)
-        nxt[p] = m.offset + 1
-        refill(p)
-        if buffers[p]:
-            heapq.heappush(heap, (_key(buffers[p][0]), p))
+    for m in shown:
+        nxt[m.partition] = m.offset + 1
     start = dict(pos)
     for m in reversed(shown):
         start[m.partition] = m.offset
@@ -96,23 +104,9 @@ def backward(read: Read, positions: dict[int, int], bounds: dict[int, tuple[int,
             below[p] = lo
             size[p] = min(2 * size[p], MAX_CHUNK)
 
-    heap: list[tuple[tuple[int, int, int], int]] = []
-    for p in pos:
-        refill(p)
-        if buffers[p]:
-            m = buffers[p][0]
-            heap.append(((-m.timestamp, -m.partition, -m.offset), p))
-    heapq.heapify(heap)
-    taken: list[Any] = []
+    taken = _merge(buffers, refill, lambda m: (-m.timestamp, -m.partition, -m.offset), n)
     start = dict(pos)
-    while heap and len(taken) < n:
-        _, p = heapq.heappop(heap)
-        m = buffers[p].popleft()
-        taken.append(m)
-        start[p] = m.offset
-        refill(p)
-        if buffers[p]:
-            h = buffers[p][0]
-            heapq.heappush(heap, ((-h.timestamp, -h.partition, -h.offset), p))
+    for m in taken:
+        start[m.partition] = m.offset
     taken.reverse()
     return Page(taken, start, dict(pos))
