@@ -3,8 +3,11 @@ file (found through the index directory's manifests) and verify every checksum, 
 
 Broker objects: footer, index block, every data block against its index entry, and the CRC of every Kafka
 record batch of a data stream. Index files: header, footer, summary and every block CRC32C, and the size the
-manifest recorded. Reads are ranged and memory-bounded: the footer and index in one tail read, then one data
-block (about 1 MiB) or one index-file block at a time; nothing holds a whole object.
+manifest recorded. The cluster's merged index files (`index-merged/` in the index store, written by the published
+merge, broker/cluster/published_merge.py, and listed in the metadata under `index_merged/<source>`): the same
+checks (with no manifest size to compare) and their key filters, which such a file always has. Reads are ranged
+and memory-bounded: the footer and index in one tail read, then one data block (about 1 MiB) or one index-file
+block at a time; nothing holds a whole object.
 
 A damaged broker object is reported with the streams it holds, as partitions (topic-partition, data or
 meta stream) and offset ranges, taken from the metadata (which stays right when the object's own index is
@@ -13,12 +16,14 @@ the damaged part). It sits in jobs/ because it spans broker and index_service.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker.cluster.cluster_index import MERGED_LIST_PREFIX
 from broker.errors import ObjectFormatError, RecordFormatError
 from broker.metadata import MetadataClient
 from broker.metadata.image import COMMITTED
@@ -60,6 +65,7 @@ class Damaged:
 class ScrubReport:
     objects_checked: int = 0
     index_files_checked: int = 0
+    merged_files_checked: int = 0  # the cluster's merged files (index-merged/), found through index_merged/ lists
     filters_checked: int = 0
     # uploaded index files with no key filter beside them (uploaded before filters existed): not damage, every
     # lookup reads them
@@ -157,14 +163,15 @@ def scrub_objects(store: BlobStore, meta: MetadataClient, report: ScrubReport, p
         report.objects_checked += 1
 
 
-def check_index_file(store: _Counting, body: dict[str, Any]) -> None:
-    """Raise FormatError naming the failed check: size, header, footer, summary and every block CRC32C."""
+def check_index_file(store: _Counting, body: dict[str, Any], named_by: str = "the manifest") -> None:
+    """Raise FormatError naming the failed check: size (when `body` has one), header, footer, summary and every
+    block CRC32C."""
     key = str(body["key"])
     try:
         actual = store.size(key)
     except BlobNotFound:
-        raise FormatError(key, "missing object", "the manifest names it, the store has no such key") from None
-    if actual != int(body["size"]):
+        raise FormatError(key, "missing object", f"{named_by} names it, the store has no such key") from None
+    if "size" in body and actual != int(body["size"]):
         raise FormatError(key, "file size", f"{actual} bytes in the store, the manifest says {body['size']}")
     try:
         CompactedIndexReader(BlobSource(store, key), verify_blocks=True).close()
@@ -189,23 +196,61 @@ def scrub_index_files(store: BlobStore, index_dir: Path, report: ScrubReport, pr
             report.damaged.append(Damaged("index", key, exc.check, str(exc)))
             log.error("damaged index file", extra={"object": key, "check": exc.check, "error": str(exc)})
         report.index_files_checked += 1
-        problem = check_filter_object(counting, key)
-        if problem == "missing":
-            report.filters_missing.append(key)
-        elif problem is not None:
-            report.damaged.append(Damaged("index", f"{key}.filter", problem, f"key filter of {key}: {problem}"))
-            log.error("damaged key filter", extra={"object": f"{key}.filter", "check": problem})
-        else:
-            report.filters_checked += 1
+        _check_filter(counting, key, report, missing_is_damage=False)
+
+
+def _check_filter(store: _Counting, key: str, report: ScrubReport, missing_is_damage: bool) -> None:
+    problem = check_filter_object(store, key)
+    if problem == "missing" and not missing_is_damage:
+        report.filters_missing.append(key)
+    elif problem is not None:
+        check = "missing key filter" if problem == "missing" else problem
+        report.damaged.append(Damaged("index", f"{key}.filter", check, f"key filter of {key}: {check}"))
+        log.error("damaged key filter", extra={"object": f"{key}.filter", "check": check})
+    else:
+        report.filters_checked += 1
+
+
+def merged_file_keys(meta: MetadataClient) -> list[tuple[str, str]]:
+    """(list, store key) of every file of the cluster's merged lists (`index_merged/<source>`), as published."""
+    out = []
+    for list_key, body in sorted(meta.kv_items(MERGED_LIST_PREFIX).items()):
+        try:
+            rows = json.loads(body)
+        except ValueError:
+            log.error("unreadable merged list", extra={"object": list_key})
+            continue
+        out += [(list_key, str(row[0])) for row in rows]
+    return out
+
+
+def scrub_merged_files(store: BlobStore, meta: MetadataClient, report: ScrubReport, progress: Progress) -> None:
+    """Every merged index file the cluster's lists name, and its key filter: each a merge wrote, so a missing
+    filter is damage here."""
+    counting = _Counting(store, report)
+    files = merged_file_keys(meta)
+    for n, (list_key, key) in enumerate(files, 1):
+        progress(f"merged index file {n}/{len(files)} {key}")
+        try:
+            check_index_file(counting, {"key": key}, named_by=f"the merged list {list_key}")
+        except FormatError as exc:
+            report.damaged.append(Damaged("index", key, exc.check, str(exc)))
+            log.error("damaged merged index file", extra={"object": key, "list": list_key, "check": exc.check,
+                                                           "error": str(exc)})
+        report.merged_files_checked += 1
+        _check_filter(counting, key, report, missing_is_damage=True)
 
 
 def scrub(store: BlobStore | None, meta: MetadataClient | None, index_store: BlobStore | None = None,
           index_dir: Path | None = None, progress: Progress | None = None) -> ScrubReport:
-    """Check what is given: broker objects (store + meta) and uploaded index files (index_store + index_dir)."""
+    """Check what is given: broker objects (store + meta), the cluster's merged index files (meta + index_store,
+    else store) and uploaded index files (index_store + index_dir)."""
     report = ScrubReport()
     say = progress or (lambda _msg: None)
     if store is not None and meta is not None:
         scrub_objects(store, meta, report, say)
+    if meta is not None and (index_store or store) is not None:
+        scrub_merged_files(index_store or store, meta, report, say)  # type: ignore[arg-type]
     if index_dir is not None:
         scrub_index_files(index_store or store, index_dir, report, say)  # type: ignore[arg-type]
     return report

@@ -1,6 +1,7 @@
 """`mqindex scrub [--data-dir D] [--store URL] [--metadata URL] [--index-dir DIR] [--index-store URL] [--json]`.
 
-Reads every committed broker object (through the controller metadata) and every uploaded index file (through
+Reads every committed broker object (through the controller metadata), every merged index file of the cluster
+(through the merged lists in the metadata; in the index store) and every uploaded index file (through
 the manifests in the index directory) with ranged, memory-bounded reads and verifies every checksum
 (jobs/scrub.py). Prints each damaged object with the failed check and the partitions and offset ranges it
 holds; progress goes to stderr. Exits 0 when nothing is damaged, 2 when anything is.
@@ -43,6 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def format_report(report: ScrubReport) -> list[str]:
     lines = [f"checked {report.objects_checked} objects, {report.index_files_checked} index files, "
+             f"{report.merged_files_checked} merged index files, "
              f"{report.filters_checked} key filters, {report.bytes_read} bytes read: {len(report.damaged)} damaged"]
     if report.filters_missing:
         lines.append(f"{len(report.filters_missing)} index files have no key filter (uploaded before filters "
@@ -74,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     from broker.metadata.image import COMMITTED
     from broker.partitions.topics import TopicRegistry
     from index_service.state_folders import MANIFEST_EXT, UPLOADED
-    from jobs.scrub import scrub
+    from jobs.scrub import merged_file_keys, scrub
     from storage_tier import open_store
 
     given_data = args.data_dir is not None
@@ -89,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         meta.catch_up()
         objects = sum(1 for o in meta.image.objects.values() if o.state == COMMITTED)
         manifests = any((index_dir / UPLOADED).glob(f"*{MANIFEST_EXT}"))
-        if not objects and not manifests and not TopicRegistry(meta).names():
+        if not objects and not manifests and not TopicRegistry(meta).names() and not merged_file_keys(meta):
             raise NothingToScrub(f"the metadata database {s.metadata} holds no topics and no objects: nothing to "
                                  f"scrub (is it the server's? give its --data-dir or --metadata)")
         report = scrub(store, meta, index_store, index_dir if index_dir.is_dir() else None,

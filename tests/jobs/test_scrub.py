@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -211,3 +211,57 @@ def test_scrub_checks_the_key_filters_of_uploaded_index_files(node_env: dict[str
     # the lookup still answers completely from the files themselves
     r = client.get("/v1/messages", params={"topic": "ix", "key": "ik", "max": 100})
     assert r.status_code == 200 and len(r.json()["messages"]) == 15, r.text
+
+
+@pytest.fixture
+def closing() -> Iterator[list[Any]]:
+    """Objects the test opens, closed at the end in reverse order whatever happens."""
+    opened: list[Any] = []
+    yield opened
+    for obj in reversed(opened):
+        obj.close()
+
+
+def _scrub_cli(h: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str]:
+    rc = cli_main(["scrub", "--store", h.store_url, "--metadata", h.meta_url, "--index-dir",
+                   str(tmp_path / "no-index-dir"), *extra])
+    return rc, capsys.readouterr().out
+
+
+def test_scrub_checks_the_clusters_merged_index_files_and_their_filters(
+        tmp_path: Path, seaweedfs: Any, pg_url: Callable[[], str], closing: list[Any],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The files the published merge wrote under index-merged/ (a departed node's day, a rescue's day) are read by
+    `mqindex scrub` through the cluster's merged lists: clean ones pass, a damaged file and a damaged or missing
+    filter are named."""
+    from broker.cluster.published_merge import MERGED_OBJECTS, PublishedMerger
+    from tests.cluster.test_published_merge import CONFIG, History
+
+    h = History(tmp_path, seaweedfs, pg_url(), closing)
+    merged = sorted(PublishedMerger(h.meta0, h.store, h.clock, CONFIG).run_once(alive={0}).merged)
+    assert len(merged) == 2 and all(k.startswith(MERGED_OBJECTS) for k in merged)
+    rc, out = _scrub_cli(h, tmp_path, capsys, "--json")
+    report = json.loads(out)
+    assert rc == 0, out
+    assert report["merged_files_checked"] == 2 and report["filters_checked"] == 2 and report["damaged"] == []
+    assert report["bytes_read"] > 0
+
+    data = bytearray(h.store.get(merged[0]))
+    data[64 + 3] ^= 0x01  # the first data block, past the 64-byte header
+    h.store.put(merged[0], bytes(data))
+    flt = bytearray(h.store.get(merged[1] + ".filter"))
+    flt[-1] ^= 0x40
+    h.store.put(merged[1] + ".filter", bytes(flt))
+    rc, out = _scrub_cli(h, tmp_path, capsys, "--json")
+    report = json.loads(out)
+    assert rc == 2, out
+    assert sorted((d["component"], d["object"], d["check"]) for d in report["damaged"]) == sorted([
+        ("index", merged[0], "block crc32c"), ("index", merged[1] + ".filter", "filter crc32c")])
+    assert report["merged_files_checked"] == 2 and report["filters_checked"] == 1
+
+    h.store.delete([merged[1] + ".filter"])  # a merge always writes one: a missing filter is damage here
+    rc, out = _scrub_cli(h, tmp_path, capsys)
+    assert rc == 2
+    assert f"DAMAGED index {merged[0]}: block crc32c" in out
+    assert f"DAMAGED index {merged[1]}.filter: missing key filter" in out
+    assert "2 merged index files" in out
