@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 
 from broker.cluster import handoff_wal
+from broker.cluster.failover import REPLAYS_PREFIX
 from broker.metadata.image import OPENED
 from broker.partitions.dispatcher import CatchUp
 from broker.partitions.partition import Partition
@@ -108,6 +109,8 @@ def take_over(parts: PartitionMap, p: Partition, catch_up: Callable[[CatchUp], N
     ds = parts.meta.get_stream(p.data_stream, refresh=False)
     if OPENED in (ms.state, ds.state) and parts.node_id not in (ms.owner, ds.owner):
         return False
+    if replay_pending(parts, {ms.owner, ds.owner}):
+        return False
     started = time.monotonic()
     wal = handoff_wal.shared_wal(parts)
     entries = handoff_wal.stream_entries(parts.meta) if wal is not None else {}  # the image the streams came from
@@ -131,6 +134,18 @@ def take_over(parts: PartitionMap, p: Partition, catch_up: Callable[[CatchUp], N
         return _serve(parts, p, catch_up, started, bool(borrowed))
     finally:
         served.set()
+
+
+def replay_pending(parts: PartitionMap, owners: set[int | None]) -> bool:
+    """Whether a failover is replaying the shared WAL of a node that held these streams last. Its fencing closed
+    them in the same transaction that recorded the replay (cluster/failover.py), and the survivor claims the
+    partition and puts that node's acknowledged records in it only after it has made itself the leader (a
+    transaction later): a target that opened the streams in between would open them at their committed end,
+    without the records the dead source acknowledged and had not uploaded, and the survivor, finding them open,
+    would leave them out of its replay and delete the WAL objects that held them. The target waits instead; the
+    survivor serves the partition and hands it on."""
+    others = {o for o in owners if o is not None and o != parts.node_id}
+    return any(parts.meta.kv_get(f"{REPLAYS_PREFIX}{o}", refresh=False) is not None for o in others)
 
 
 def _serve(parts: PartitionMap, p: Partition, catch_up: Callable[[CatchUp], None], started: float,
