@@ -293,13 +293,20 @@ class Writer:
     def _write(self, batch: list[Record], cols: Columns | None = None) -> None:
         accepted = self.accepted
         recs: list[Record] = []
-        extra: list[Record] = []  # taken but nothing to write: no keys, or already in the file (tail)
+        # taken but nothing to write (no keys, or every key already in the file: the recovered tail), each with
+        # how many records to write come before it: a roll part way through the batch notes in its checkpoint
+        # those before the roll point, and only those (the checkpoint naming the next file must cover every
+        # item of the sealed one, and nothing the batch has not written yet)
+        extra: list[Record] = []
+        extra_at: list[int] = []
+        dropped: list[Record] = []
         skipped = 0
         spans = None if self.tail else fresh_spans(batch, accepted, cols)
         if spans is not None:  # every record new and keyed: bookkeeping per queue, not per record
             accepted.update((k, hi) for k, (_lo, hi) in spans.items())
             recs = batch
         else:
+            tail = self.tail
             for r in batch:
                 k = (r[0], r[1])
                 last = accepted.get(k)
@@ -307,17 +314,26 @@ class Writer:
                     skipped += 1
                     continue
                 accepted[k] = r[2]
+                if r[5] and tail:
+                    kept = self._tail_missing(r)
+                    if kept is None:  # every key already written beyond the checkpoint
+                        dropped.append(r)
+                        extra.append(r)
+                        extra_at.append(len(recs))
+                        continue
+                    r = kept
                 if r[5]:
                     recs.append(r)
                 else:
                     extra.append(r)
-        if self.tail and recs:
-            recs, dropped = self._drop_tail(recs)
+                    extra_at.append(len(recs))
+        if dropped:
             skipped += len(dropped)
-            extra.extend(dropped)
             self._extend_tail_ranges(dropped)
         self.skipped += skipped
         i = 0
+        done = 0  # records of the batch written to files rolled before `recs`
+        noted = 0  # extras noted by a roll's checkpoint
         while i < len(recs):
             mf = self._ensure_file()
             w: NativeIndexWriter = mf.form
@@ -342,29 +358,28 @@ class Writer:
                     r = recs[i]
                     raise ValueError(f"record {r[0]}/{r[1]}@{r[2]} has more keys than a file holds "
                                      f"({self.config.max_items} items)")
-                self._roll("full", written=recs[:i], spans=part)
+                upto = noted
+                while upto < len(extra) and extra_at[upto] <= done + i:
+                    upto += 1
+                self._roll("full", written=recs[:i], spans=part, extra=extra[noted:upto])
+                noted = upto
                 if cols is not None:
                     cols = cols.slice(i)
-                recs, i = recs[i:], 0
-        self._commit(recs, extra, spans)
+                recs, i, done = recs[i:], 0, done + i
+        self._commit(recs, extra[noted:], spans)
 
-    def _drop_tail(self, recs: list[Record]) -> tuple[list[Record], list[Record]]:
-        """Recovery dedup: drop the keys of records already in the WRITING file beyond the checkpoint.
-        Returns (records to write, with only their missing keys; records fully present)."""
-        out: list[Record] = []
-        dropped: list[Record] = []
+    def _tail_missing(self, r: Record) -> Record | None:
+        """Recovery dedup: the record with only its keys not already in the WRITING file beyond the checkpoint
+        (the record itself when none is there); None when every key is there."""
+        topic, q, off = r[0], r[1], r[2]
+        keys = [r[5]] if isinstance(r[5], str) else list(r[5])
         tail = self.tail
-        for r in recs:
-            topic, q, off = r[0], r[1], r[2]
-            keys = [r[5]] if isinstance(r[5], str) else list(r[5])
-            missing = [k for k in keys if (_xxh3(f"{topic}#{k}".encode()), q, off) not in tail]
-            if len(missing) == len(keys):
-                out.append(r)
-            elif missing:
-                out.append((r[0], r[1], r[2], r[3], r[4], missing))
-            else:
-                dropped.append(r)
-        return out, dropped
+        missing = [k for k in keys if (_xxh3(f"{topic}#{k}".encode()), q, off) not in tail]
+        if len(missing) == len(keys):
+            return r
+        if missing:
+            return (r[0], r[1], r[2], r[3], r[4], missing)
+        return None
 
     def _extend_tail_ranges(self, dropped: list[Record]) -> None:
         """Re-dispatched records found already written beyond the checkpoint: which recovered file holds
@@ -437,17 +452,19 @@ class Writer:
         log.info("new writing file", extra={"file": stem, "state": "WRITING", "begin_ms": begin})
         return mf
 
-    def _roll(self, reason: str, written: list[Record] | None = None, spans: Spans | None = None) -> None:
+    def _roll(self, reason: str, written: list[Record] | None = None, spans: Spans | None = None,
+              extra: Sequence[Record] = ()) -> None:
         """Seal the WRITING file and start the next; `written`: the records of the batch being written that the
-        full file took (with `spans`, their spans when fresh), noted in the checkpoint saved before sealing.
+        full file took (with `spans`, their spans when fresh), and `extra`: the records before the roll point
+        with nothing to write (already in the file, or keyless), noted in the checkpoint saved before sealing.
 
         Every step may fail for lack of disk (the batch then goes back to the buffer and is tried again): a
         sealed `current` is a roll stopped after sealing, `_rolled` one stopped after taking the sealed file off
         `current`; calling this again (`_ensure_file` does before any write) carries on from there."""
         mf = self.current
         if mf is not None and (mf.form.item_count or mf.form.sealed):
-            if written:
-                self._commit(written, spans=spans)
+            if written or extra:
+                self._commit(written or [], extra, spans=spans)
             if not mf.form.sealed:
                 if self._dirty:
                     self._save()  # the file is whole in the checkpoint before it is sealed: a crash leaves no tail

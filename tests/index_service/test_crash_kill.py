@@ -121,3 +121,49 @@ def test_sigkill_rounds_lose_nothing(tmp_path: Path) -> None:
             assert [h.offset for h in svc.query(TOPIC, f"k{i}", 5)] == [i]
     finally:
         svc.close()
+
+
+def _batch_round(data: Path, url: str, t0: int, first: int, last: int, flush_below: int) -> int | None:
+    """One deterministic round of the child (`--batch`, see crash_child.py), killed once its batch is written;
+    returns the checkpoint it opened with."""
+    cmd = [sys.executable, "-m", "tests.index_service.crash_child", str(data), url, str(t0),
+           "--batch", str(first), str(last), str(flush_below)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = _read_line(proc, time.monotonic() + 60)
+        assert line.startswith("WRITTEN "), line
+        ck = line.split()[1]
+        return None if ck == "None" else int(ck)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+        if proc.stdout:
+            proc.stdout.close()
+        if proc.stderr:
+            proc.stderr.close()
+
+
+def test_redispatch_that_fills_the_file_then_kill_indexes_each_offset_once(tmp_path: Path) -> None:
+    """Records found beyond the checkpoint (written before a kill) and new records that overflow the file come in
+    one re-dispatched batch: the roll's checkpoint names the next file, so it must cover the records found in
+    the sealed one. Killed before the next checkpoint, the next recovery reads no tail from the sealed file, and
+    the broker's re-dispatch from the checkpoint must still index every offset exactly once."""
+    data = tmp_path / "idx"
+    url = f"file://{tmp_path}/blobs"
+    t0 = int(time.time() * 1000)
+    # 1. offsets 0..26 flushed; 27..29 written (the file is full: 30 items of one key) but not checkpointed
+    assert _batch_round(data, url, t0, 0, 29, 27) is None
+    # 2. the broker re-dispatches from 24 in one batch: 24..26 are below the checkpoint, 27..29 are found in
+    #    the full file, 30..33 roll into a new file; killed before a checkpoint covers them
+    assert _batch_round(data, url, t0, 24, 33, 24) == 26
+    # 3. it re-dispatches from its last acknowledged point again, and the index ends with each offset once
+    svc = IndexService.open(data, store=url, slots=16, max_items=30, maintain_interval_s=0)
+    try:
+        ck = svc.checkpoint(TOPIC, 0)
+        assert ck is not None and ck >= 26, ck
+        svc.put_batch([(TOPIC, 0, i, 100, t0 + i, [f"k{i}"]) for i in range(ck - 2, 34)])
+        svc.flush()
+        assert sum(f.items for f in svc.files()) == 34, svc.files()  # items == distinct offsets
+    finally:
+        svc.close()
+    assert _verify(data, url, 34) == 34
