@@ -348,6 +348,11 @@ class BrokerNode:
             return
         self._closed = True
         self.maintenance.stop()
+        # the Kafka listener's transaction completions and produce-answer catch-ups (made on first use by
+        # api/kafka): their threads stop, in a bounded time, while the partitions still take markers
+        for part in (getattr(self, "_txn_coordinator", None), getattr(self, "_fresh_answers", None)):
+            if part is not None:
+                part.close()
         self.compaction.stop()
         self.cluster.leave(self.dispatcher, self.index)  # partitions handed over, index files published
         self.cluster.stop_watching()  # the lease is kept alive until the streams are closed (below)

@@ -28,7 +28,8 @@ coordinator stops before that, the stored Prepare* is completed again by whoever
 (writing a marker twice changes nothing a reader sees).
 
 Every method blocks (metadata calls, markers waited for): run them off an event loop. Requests for one
-transactional id are serialized by a lock per id.
+transactional id are serialized by a lock per id. `close` (the node's close) stops the completion threads, waiting
+a bounded time for completions under way; one not finished is completed again from the stored decision.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -59,6 +61,7 @@ BAD_TIMEOUT = "INVALID_TRANSACTION_TIMEOUT"
 NOT_AVAILABLE = "COORDINATOR_NOT_AVAILABLE"
 SETTLE_S = 60.0  # how long a request waits for its transactional id's previous transaction to complete
 UNSTORED_MS = 1_000  # how long a completion may stay in memory only before `tick` stores it
+CLOSE_S = 10.0  # how long `close` waits for the completions under way
 
 #: writes the marker on each partition, wherever it is led, and waits until they are durable:
 #: (partitions, producer id, epoch, commit) -> the partitions not written, with why
@@ -122,6 +125,28 @@ class TransactionCoordinator:
         self._completing: dict[str, Future[None]] = {}  # EndTxn's markers and completion, under way
         self._unstored: dict[str, tuple[TxnState, int]] = {}  # completed, stored still as Prepare*: (state, since)
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="txn-complete")
+
+    def close(self, timeout_s: float = CLOSE_S) -> None:
+        """Stop the completion threads: a completion not started is dropped (the stored Prepare* is completed
+        again by the next coordinator of its id), the ones under way are waited for up to `timeout_s`, and the
+        completions kept in memory only are stored."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + timeout_s
+        for t in list(getattr(self._pool, "_threads", ())):  # the pool's workers (shutdown() has no bound)
+            t.join(max(0.0, deadline - time.monotonic()))
+            if t.is_alive():
+                log.warning("a transaction completion thread did not stop in time", extra={"thread": t.name})
+        with self._guard:
+            unstored = list(self._unstored)
+        for tid in unstored:
+            try:
+                with self._lock(tid):
+                    st = self.load(tid)
+                    if st is not None and st.state in (COMPLETE_COMMIT, COMPLETE_ABORT):
+                        self._save(st)
+            except Exception as exc:  # noqa: BLE001 - the stored decision is completed again later
+                log.warning("transaction completion not stored at close",
+                            extra={"transactional_id": tid, "error": str(exc)})
 
     def _lock(self, tid: str) -> threading.Lock:
         with self._guard:
