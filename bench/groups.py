@@ -38,6 +38,11 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CORES = os.cpu_count() or 1
 GOAL_SCRAPE_MS, GOAL_RENDER_MS = 50.0, 300.0
 RENDER_CPU = "\nmqindex_group_lag_render_cpu_seconds "  # the lag lines' own CPU, measured by the server on its thread
+APPLY_CPU, APPLIES = "\nmqindex_group_lag_apply_cpu_seconds_total ", "\nmqindex_group_lag_applies_total "
+
+
+def counter(text: str, name: str) -> float:
+    return float(text[text.rindex(name) + len(name):].split("\n", 1)[0]) if name in text else 0.0
 
 
 def scrape(s: ServeProcess, n: int) -> dict[str, float]:
@@ -50,13 +55,12 @@ def scrape(s: ServeProcess, n: int) -> dict[str, float]:
             t0 = time.perf_counter()
             text = client.get(s.url + "/metrics").text
             wall.append((time.perf_counter() - t0) * 1000)
-            render.append(1000 * float(text[text.rindex(RENDER_CPU) + len(RENDER_CPU):].split("\n", 1)[0])
-                          if RENDER_CPU in text else 0.0)
+            render.append(1000 * counter(text, RENDER_CPU))
         cpu = (process_cpu_s(s.proc.pid) - c0) * 1000 / n
     families = ("mqindex_group_lag{", "mqindex_group_lag_seconds{")
     series = sum(1 for line in text.splitlines() if line.startswith(families))
     return {"cpu_ms": cpu, "render_cpu_ms": max(render), "wall_ms": statistics.median(wall), "group_series": series,
-            "bytes": len(text)}
+            "bytes": len(text), "apply_cpu_s": counter(text, APPLY_CPU), "applies": counter(text, APPLIES)}
 
 
 def commit_all(s: ServeProcess, topic: str, partitions: int, groups: int, shift: int) -> None:
@@ -99,6 +103,19 @@ def lag_per_scrape(work: Path, groups: int, partitions: int, scrapes: int) -> di
         return out
     finally:
         s.stop()
+
+
+def per_commit_us(lag: dict[str, dict[str, float]]) -> list[list[Any]]:
+    """The CPU the server's lag rows took per commit applied (its counters, read from the scrapes' text around each
+    round of commits): the work done at commit time so that a scrape only renders."""
+    rounds = [("every group committed", "no groups (peer)", "first scrape after commits"),
+              ("every group moved", "steady", "first scrape after every group moved")]
+    out = []
+    for name, before, after in rounds:
+        n = lag[after]["applies"] - lag[before]["applies"]
+        cpu = lag[after]["apply_cpu_s"] - lag[before]["apply_cpu_s"]
+        out.append([name, int(n), 1e6 * cpu / max(n, 1), 1000 * cpu])
+    return out
 
 
 MARKS = """
@@ -181,6 +198,9 @@ def main(argv: list[str]) -> int:
                        [[k, v["cpu_ms"], v["render_cpu_ms"], v["wall_ms"], v["group_series"], v["bytes"],
                          v["cpu_ms"] / max(peer, 1e-3), CORES * 1000 / max(v["cpu_ms"], 1e-3)]
                         for k, v in lag.items()]))
+            emit(table("Work at commit time: the lag rows followed as commits are applied (server CPU on the "
+                       "metadata thread)", ["round", "commits applied", "CPU us a commit", "CPU ms in all"],
+                       per_commit_us(lag)))
         if a.skip != "page":
             page = page_loads(work, {"small": 1, "large": a.page_partitions}, a.loads)
             results["page"] = page

@@ -5,17 +5,24 @@ from one node):
 - `mqindex_group_lag_seconds{group,topic,partition}`: the age of the oldest message it has not consumed (now -
   the timestamp of the record at the committed offset, in whole seconds; 0 when caught up).
 
-Computed at each scrape from memory, without a scan and without reading the committed offsets again: the rows
-(one per committed offset of a coordinated group: its label text, already escaped, its committed offset and the
+Computed at each scrape from memory, without a scan and without reading the committed offsets again: the rows (one
+per committed offset of a coordinated group: its label text, already escaped, its committed offset and the
 timestamp of the record at that offset) are arrays kept up to date as the commits are applied (`_Rows.apply`,
 called by the metadata image for every put and delete of `group_offsets/`, MetadataClient.kv_watch): a commit
-changes its row's offset in place, a new key appends a row, a deleted key's row is replaced by the last one. A
-scrape copies the arrays, takes the end offsets of the partitions (a led partition's acknowledged end; another
-node's: the end in the metadata image, which trails the leader by up to an upload interval), computes every lag
-at once (numpy) and writes the lines: rows that show the same value are written as one `bytes.join` of their
-line prefixes with the value as the separator (`_classes`), and the text is used again while no value changed.
-The record timestamps are read once per (partition, committed offset), at most READ_BUDGET_S of reads a
-scrape: a row whose record is not read yet has no `_seconds` line in that scrape (the next one adds it).
+changes its row's offset in place, a new key appends a row, a deleted key's row is replaced by the last one. The
+rows are also kept by class, (partition, committed offset) (`_Class`: rows of a class show the same lag and the
+same age in every scrape), a commit moving its row from one class to another (a few dict operations; the CPU the
+applies take is exported, mqindex_group_lag_apply_cpu_seconds_total / mqindex_group_lag_applies_total). While the
+rows are in few classes (a class per 4 rows at most: many groups at the same offsets), a scrape works per class
+(`_render_classes`): the lag and age of each class, and one `bytes.join` of a class's line prefixes with its value
+as the separator, done again only when the class's members or value changed. Otherwise a scrape copies the arrays,
+takes the end offsets of the partitions (a led partition's acknowledged end; another node's: the end in the
+metadata image, which trails the leader by up to an upload interval), computes every lag at once (numpy) and writes
+the lines: rows that show the same value are written as one `bytes.join` of their line prefixes with the value as
+the separator (`_classes`), and the text is used again while no value changed. The record timestamps are read once
+per (partition, offset) and kept (`_times`: a record's time does not change; the rows are grouped by pair with
+numpy, Python works per pair), at most READ_BUDGET_S of reads a scrape: a row whose record is not read yet has no
+`_seconds` line in that scrape (the next one adds it).
 
 The rows are built again from the whole KV segment only when the set of Kafka listeners changes (which node
 coordinates which group) or the metadata image was reloaded from a snapshot.
@@ -36,7 +43,7 @@ import numpy as np
 
 from api.kafka.context import Context
 from broker.partitions.kafka_clients import group_offsets
-from broker.partitions.kafka_clients.group_admin import oldest_unconsumed_ms
+from broker.partitions.kafka_clients.group_admin import record_times
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +52,11 @@ HEADER = (b"# HELP mqindex_group_lag Messages a consumer group has not consumed:
           b"the group's committed offset\n# TYPE mqindex_group_lag gauge\n")
 HEADER_CPU = (b"# HELP mqindex_group_lag_render_cpu_seconds CPU time this scrape's consumer group lag lines took "
               b"to compute, on the thread that wrote them\n# TYPE mqindex_group_lag_render_cpu_seconds gauge\n")
+HEADER_APPLY = (b"# HELP mqindex_group_lag_apply_cpu_seconds_total CPU time spent keeping the consumer group lag rows "
+                b"up to date as committed offsets were stored or deleted\n"
+                b"# TYPE mqindex_group_lag_apply_cpu_seconds_total counter\n"
+                b"# HELP mqindex_group_lag_applies_total Committed offsets stored or deleted that the consumer group "
+                b"lag rows followed\n# TYPE mqindex_group_lag_applies_total counter\n")
 HEADER_S = (b"# HELP mqindex_group_lag_seconds Age of the oldest message a consumer group has not consumed (now "
             b"minus the timestamp of the record at its committed offset; 0 when caught up)\n"
             b"# TYPE mqindex_group_lag_seconds gauge\n")
@@ -91,11 +103,25 @@ def _lines(classes: list[tuple[int, list[bytes]]] | None, prefixes: list[bytes],
     return out
 
 
+class _Class:
+    """The rows at one (partition, committed offset): in every scrape they show the same lag and the same age, so
+    their lines are one `bytes.join` of their prefixes with the value as the separator. Kept by `_Rows.apply` as
+    commits land (a row that moves leaves its class for another); `version` moves with the members."""
+
+    __slots__ = ("where", "offset", "lag", "age", "version")
+
+    def __init__(self, where: int, offset: int) -> None:
+        self.where, self.offset, self.version = where, offset, 0
+        self.lag: dict[str, bytes] = {}  # KV key -> its lag line prefix
+        self.age: dict[str, bytes] = {}  # KV key -> its lag_seconds line prefix
+
+
 class _Rows:
     """The committed offsets of the groups this node coordinates (as `ids`, the listener node ids, assign them),
     as arrays kept up to date by `apply` (the metadata image's watch of group_offsets/, in the thread applying
     records, under the metadata client's lock). `layout` moves when a row comes or goes (the line prefixes'
-    order changed)."""
+    order changed). The rows are also kept by class (`_Class`, `classes`): what a scrape renders when the rows
+    are in few classes. `apply_ns` and `applied`: the CPU the applies took and their number (/metrics)."""
 
     def __init__(self, ids: list[int], node_id: int) -> None:
         self.ids, self.node_id = ids, node_id
@@ -113,9 +139,13 @@ class _Rows:
         self.offset = np.zeros(1024, np.int64)
         self.ts = np.full(1024, np.nan)  # the timestamp of the record at `ts_at` (NaN: not read yet)
         self.ts_at = np.full(1024, -1, np.int64)  # max(offset, the partition's start) when it was read
+        self.cls: list[_Class] = []  # each row's class
+        self.classes: dict[tuple[int, int], _Class] = {}  # (where, offset) -> its rows
+        self.apply_ns = self.applied = 0
 
     def apply(self, key: str, value: str | None) -> None:
         """A put (`value`) or delete (None) of a committed offset; never raises into the metadata apply."""
+        t0 = time.thread_time_ns()
         try:
             with self.lock:
                 self._apply(key, value)
@@ -125,6 +155,27 @@ class _Rows:
             with self.lock:
                 if key in self.index:
                     self._remove(self.index[key])
+        self.apply_ns += time.thread_time_ns() - t0
+        self.applied += 1
+
+    def _join(self, i: int, key: str, where: int, offset: int) -> None:
+        """Row i (KV key `key`) joins the class of (where, offset)."""
+        c = self.classes.get((where, offset))
+        if c is None:
+            c = self.classes[(where, offset)] = _Class(where, offset)
+        c.lag[key], c.age[key] = self.lag_prefix[i], self.age_prefix[i]
+        c.version += 1
+        if i == len(self.cls):
+            self.cls.append(c)
+        else:
+            self.cls[i] = c
+
+    def _leave(self, i: int, key: str) -> None:
+        c = self.cls[i]
+        del c.lag[key], c.age[key]
+        c.version += 1
+        if not c.lag:
+            del self.classes[(c.where, c.offset)]
 
     def _apply(self, key: str, value: str | None) -> None:
         i = self.index.get(key)
@@ -133,7 +184,11 @@ class _Rows:
                 self._remove(i)
             return
         if i is not None:
-            self.offset[i] = _offset(value)
+            offset = _offset(value)
+            if offset != self.cls[i].offset:
+                self._leave(i, key)
+                self.offset[i] = offset
+                self._join(i, key, self.cls[i].where, offset)
             return
         group, _, rest = key[len(group_offsets.PREFIX):].rpartition("/")
         group, _, topic = group.rpartition("/")
@@ -161,6 +216,7 @@ class _Rows:
         self.lag_prefix.append(f"mqindex_group_lag{labels} ".encode())
         self.age_prefix.append(f"mqindex_group_lag_seconds{labels} ".encode())
         self.where[i], self.offset[i], self.ts[i], self.ts_at[i] = where, offset, np.nan, -1
+        self._join(i, key, where, offset)
         self.layout += 1
 
     def _grow(self) -> None:
@@ -174,14 +230,16 @@ class _Rows:
     def _remove(self, i: int) -> None:
         """Row i goes; the last row takes its place."""
         last = self.n - 1
+        self._leave(i, self.keys[i])
         del self.index[self.keys[i]]
         if i != last:
-            self.keys[i], self.lag_prefix[i], self.age_prefix[i] = (
-                self.keys[last], self.lag_prefix[last], self.age_prefix[last])
+            self.keys[i], self.lag_prefix[i], self.age_prefix[i], self.cls[i] = (
+                self.keys[last], self.lag_prefix[last], self.age_prefix[last], self.cls[last])
             self.index[self.keys[i]] = i
             for a in (self.where, self.offset, self.ts, self.ts_at):
                 a[i] = a[last]
         self.keys.pop()
+        self.cls.pop()
         self.lag_prefix.pop()
         self.age_prefix.pop()
         self.n = last
@@ -203,6 +261,18 @@ class _Rows:
         with self.lock:
             if layout == self.layout:
                 self.ts[rows], self.ts_at[rows] = ts, ts_at
+
+
+class _Shown:
+    """A class as the last scrape rendered it: its members then (at `version`) and its lines for a value."""
+
+    __slots__ = ("version", "lag", "age", "lag_value", "lag_text", "age_value", "age_text")
+
+    def __init__(self, version: int, lag: tuple[bytes, ...], age: tuple[bytes, ...]) -> None:
+        self.version, self.lag, self.age = version, lag, age
+        self.lag_value = self.age_value = -1
+        self.lag_text: tuple[bytes, bytes] = (b"", b"")
+        self.age_text: tuple[bytes, bytes] = (b"", b"")
 
 
 class _View:
@@ -227,6 +297,9 @@ class GroupLagExposition:
         self._lag_text: list[bytes] = []
         self._age_key: tuple[int, np.ndarray] | None = None
         self._age_classes: list[tuple[int, list[bytes]]] = []
+        self._streams: list[int] = []  # the data stream of each partition of the last scrape's view (`_bounds`)
+        self._times: dict[tuple[int, int], float] = {}  # (data stream, offset) -> the record's time, as read
+        self._shown: dict[_Class, _Shown] = {}  # the classes the last scrape rendered by class
         try:
             self._watch()  # the rows are built now, not by the first scrape
         except Exception:  # noqa: BLE001 - the first scrape tries again
@@ -241,8 +314,10 @@ class GroupLagExposition:
         if self._rows is not None and hasattr(self._image, "kv"):
             self._image.kv.unwatch(group_offsets.PREFIX, self._rows.apply)  # type: ignore[attr-defined]
         rows = _Rows(sorted(listeners), self.ctx.node_id)
+        if self._rows is not None:  # the counters go on
+            rows.apply_ns, rows.applied = self._rows.apply_ns, self._rows.applied
         self._image = meta.kv_watch(group_offsets.PREFIX, rows.apply)
-        self._rows, self._listeners, self._view = rows, listeners, None
+        self._rows, self._listeners, self._view, self._shown = rows, listeners, None, {}
         self._lag_key = self._age_key = None
         return rows
 
@@ -250,12 +325,14 @@ class GroupLagExposition:
         """start, end and known (0/1) of each partition of `tps`, from memory."""
         parts = self.ctx.node.partitions
         start, end, known = np.zeros(len(tps), np.int64), np.zeros(len(tps), np.int64), np.zeros(len(tps), bool)
+        self._streams = streams = [-1] * len(tps)
         for i, (topic, partition) in enumerate(tps):
             try:
                 p = parts.get(topic, partition)
             except LookupError:
                 continue
             s = parts.meta.get_stream(p.data_stream, refresh=False)
+            streams[i] = p.data_stream
             start[i], end[i], known[i] = s.start_offset, p.acked_end if p.owned else s.end_offset, True
         return start, end, known
 
@@ -268,10 +345,17 @@ class GroupLagExposition:
             t0 = time.thread_time()
             pieces = self._render()
             cost = time.thread_time() - t0
-            return [*pieces, HEADER_CPU, b"mqindex_group_lag_render_cpu_seconds %.6f\n" % cost]
+            rows = self._rows
+            applied = (rows.apply_ns, rows.applied) if rows is not None else (0, 0)
+            return [*pieces, HEADER_CPU, b"mqindex_group_lag_render_cpu_seconds %.6f\n" % cost, HEADER_APPLY,
+                    b"mqindex_group_lag_apply_cpu_seconds_total %.9f\nmqindex_group_lag_applies_total %d\n"
+                    % (applied[0] / 1e9, applied[1])]
 
     def _render(self) -> list[bytes]:
         rows = self._watch()
+        by_class = self._render_classes(rows)
+        if by_class is not None:
+            return by_class
         v = self._view = rows.copy(self._view)
         if not len(v.offset):
             return [HEADER, HEADER_S]
@@ -287,6 +371,82 @@ class GroupLagExposition:
         if not shown.all():
             age[~shown] = np.nan
         return [HEADER, *self._lag_lines(v, np.where(shown, lag, -1)), HEADER_S, *self._age_lines(v, age, behind)]
+
+    def _render_classes(self, rows: _Rows) -> list[bytes] | None:
+        """The lines by class (`_Class`), when the rows are in few classes (a class per 4 rows at most; None
+        otherwise): a scrape works per class, not per row, and joins each class's prefixes again only when its
+        members or its value changed. A class's members are copied (under the rows' lock) only when they changed."""
+        with rows.lock:
+            if not rows.n or len(rows.classes) * 4 > rows.n:
+                return None
+            tps = rows.tps[:]
+            seen, now = self._shown, []
+            for c in rows.classes.values():
+                r = seen.get(c)
+                if r is None or r.version != c.version:
+                    r = _Shown(c.version, tuple(c.lag.values()), tuple(c.age.values()))
+                now.append((c, r))
+        self._shown = dict(now)
+        self._view = None
+        n = len(now)
+        where = np.fromiter((c.where for c, _ in now), np.int64, n)
+        offset = np.fromiter((c.offset for c, _ in now), np.int64, n)
+        start, end, known = self._bounds(tps)
+        shown, end_c = known[where], end[where]
+        lag = np.maximum(end_c - offset, 0)
+        at = np.maximum(offset, start[where])
+        behind = end_c > at
+        ts = self._class_times(tps, where, at, shown & behind)
+        age = np.where(behind, np.maximum((time.time() * 1000 - ts) / 1000, 0.0), 0.0)
+        ages = np.where(np.isnan(age) | ~shown, -1, age).astype(np.int64)  # whole seconds; -1: no line
+        lag_out, age_out = [HEADER], [HEADER_S]
+        for (_, r), show, lv, av in zip(now, shown.tolist(), lag.tolist(), ages.tolist(), strict=True):
+            if not show:
+                continue
+            if r.lag_value != lv:
+                sep = b"%d\n" % lv
+                r.lag_value, r.lag_text = lv, (sep.join(r.lag), sep)
+            lag_out += r.lag_text
+            if av >= 0:
+                if r.age_value != av:
+                    sep = b"%d\n" % av
+                    r.age_value, r.age_text = av, (sep.join(r.age), sep)
+                age_out += r.age_text
+        return lag_out + age_out
+
+    def _class_times(self, tps: list[tuple[str, int]], where: np.ndarray, at: np.ndarray,
+                     need: np.ndarray) -> np.ndarray:
+        """The record time at `at` of each class `need`s (NaN: not read yet, or not needed)."""
+        ts = np.full(len(where), np.nan)
+        idx = np.flatnonzero(need)
+        ts[idx] = self._times_of(tps, list(zip(where[idx].tolist(), at[idx].tolist(), strict=True)))
+        return ts
+
+    def _times_of(self, tps: list[tuple[str, int]], pairs: list[tuple[int, int]]) -> list[float]:
+        """The record time of each (partition, offset) of `pairs` (NaN: not read yet): from `_times` (the times
+        read by earlier scrapes: a record's time does not change), or read now a partition at a time
+        (`record_times`), within READ_BUDGET_S of reads; the partitions left wait for the next scrape."""
+        streams, times = self._streams, self._times
+        got = [times.get((streams[w], a), np.nan) for w, a in pairs]
+        missing: dict[int, list[int]] = {}
+        for k, (w, _a) in enumerate(pairs):
+            if got[k] != got[k]:  # NaN
+                missing.setdefault(w, []).append(k)
+        until = time.monotonic() + READ_BUDGET_S
+        for w, ks in missing.items():
+            if time.monotonic() >= until:
+                break
+            topic, partition = tps[w]
+            read = record_times(self.ctx.node.partitions, topic, partition, sorted({pairs[k][1] for k in ks}))
+            for a, t in read.items():
+                times[(streams[w], a)] = float(t)
+            for k in ks:
+                t = read.get(pairs[k][1])
+                if t is not None:
+                    got[k] = float(t)
+        if len(times) > 100_000 + 4 * len(pairs):  # offsets moved on: forget the old times
+            times.clear()
+        return got
 
     def _lag_lines(self, v: _View, lag: np.ndarray) -> list[bytes]:
         """The lag lines (-1: no line), the last scrape's while no lag changed."""
@@ -311,21 +471,22 @@ class GroupLagExposition:
         return _lines(classes, v.age_prefix, ages.tolist())
 
     def _read_times(self, rows: _Rows, v: _View, missing: np.ndarray, ats: np.ndarray) -> None:
-        """Read the record at `ats` of rows `missing`, within the budget (rows at the same partition and offset
-        share one read); kept in the view and the rows."""
-        until = time.monotonic() + READ_BUDGET_S
-        done: dict[tuple[str, int, int], float] = {}
-        read: list[int] = []
-        for i in missing.tolist():
-            topic, partition = v.tps[v.where[i]]
-            at = (topic, partition, int(ats[i]))
-            if at not in done:
-                if time.monotonic() >= until:
-                    continue
-                got = oldest_unconsumed_ms(self.ctx.node.partitions, topic, partition, at[2])
-                done[at] = np.nan if got is None else float(got)
-            v.ts[i], v.ts_at[i] = done[at], at[2]
-            read.append(i)
-        if read:
-            idx = np.array(read, np.int64)
+        """Fill in the record time at `ats` of rows `missing`, kept in the view and the rows. The rows are grouped
+        by (partition, offset) with numpy (many groups at the same offsets share one time), whose times
+        `_times_of` gives. Python work per pair, not per row."""
+        if not len(missing):
+            return
+        where, at = v.where[missing], ats[missing]
+        order = np.lexsort((at, where))
+        sw, sa = where[order], at[order]
+        first = np.ones(len(order), bool)
+        first[1:] = (sw[1:] != sw[:-1]) | (sa[1:] != sa[:-1])
+        pair_of = np.empty(len(order), np.int64)
+        pair_of[order] = np.cumsum(first) - 1  # each missing row's pair
+        got = self._times_of(v.tps, list(zip(sw[first].tolist(), sa[first].tolist(), strict=True)))
+        ts = np.array(got, np.float64)[pair_of]
+        known = ~np.isnan(ts)
+        idx = missing[known]
+        v.ts[idx], v.ts_at[idx] = ts[known], at[known]
+        if len(idx):
             rows.keep_times(v.layout, idx, v.ts[idx], v.ts_at[idx])

@@ -1,6 +1,7 @@
 """The lag metrics' rows follow the committed offsets as they are applied (puts, moves, deletes, in any order):
 after every step each committed offset of a coordinated group has exactly one row, with its offset and labels,
-and nothing else has one; a value that is not a commit is left out without stopping the metadata image."""
+in the class of its (partition, offset) and in no other, and nothing else has one;
+a value that is not a commit is left out without stopping the metadata image."""
 
 from __future__ import annotations
 
@@ -53,6 +54,21 @@ def test_rows_follow_every_put_and_delete(steps: list[tuple[str, str | None]]) -
             assert view.lag_prefix[i] == (f'mqindex_group_lag{{group="{escaped}",partition="{partition}",'
                                           f'topic="{topic}"}} ').encode()
             assert view.age_prefix[i] == b"mqindex_group_lag_seconds" + view.lag_prefix[i][len(b"mqindex_group_lag"):]
+        assert_classes(rows)
+
+
+def assert_classes(rows: _Rows) -> None:
+    """The rows by class: each row is in the class of its (partition, offset) with its two line prefixes, in no
+    other, and no class is empty."""
+    view = rows.copy()
+    members: dict[tuple[int, int], dict[str, tuple[bytes, bytes]]] = {}
+    for k, i in rows.index.items():
+        members.setdefault((int(view.where[i]), int(view.offset[i])), {})[k] = (view.lag_prefix[i], view.age_prefix[i])
+    assert set(rows.classes) == set(members)
+    for key, c in rows.classes.items():
+        assert (c.where, c.offset) == key
+        assert {k: (c.lag[k], c.age[k]) for k in c.lag} == members[key]
+        assert c.lag.keys() == c.age.keys()
 
 
 def test_rows_grow_past_their_first_arrays() -> None:
@@ -63,3 +79,4 @@ def test_rows_grow_past_their_first_arrays() -> None:
         rows.apply(f"{PREFIX}g{i}/t/0", None)
     view = rows.copy()
     assert sorted(view.offset.tolist()) == list(range(1, 5000, 2))
+    assert_classes(rows)

@@ -293,6 +293,56 @@ def test_metrics_export_each_partition_lag_in_seconds(server: KafkaServerProcess
     assert now - (T0 + 4 * 1000) / 1000 - 2 <= moved <= now - (T0 + 4 * 1000) / 1000 + 1
 
 
+
+def group_lines(server: KafkaServerProcess, prefix: str) -> tuple[dict[str, float], dict[str, float], float]:
+    """One scrape: the lag and lag_seconds of the groups named `prefix`N by 'group,partition', and when it was
+    taken."""
+    text = httpx.get(f"{server.url}/metrics", timeout=30).text
+    now = time.time()
+    lag: dict[str, float] = {}
+    age: dict[str, float] = {}
+    for line in text.splitlines():
+        if f'{{group="{prefix}' in line and f'topic="{TOPIC}"' in line:
+            labels, value = line.rsplit(" ", 1)
+            group = labels.split('group="')[1].split('"')[0]
+            partition = labels.split('partition="')[1].split('"')[0]
+            (age if labels.startswith("mqindex_group_lag_seconds{") else lag)[f"{group},{partition}"] = float(value)
+    return lag, age, now
+
+
+def test_metrics_of_many_groups_at_the_same_offsets(server: KafkaServerProcess) -> None:
+    """60 groups at two offsets (the rows in few classes: a scrape renders them a class at a time): every group's
+    lag and age as the test computes them from the messages; then half the groups move, one is deleted, and the
+    next scrape shows exactly that."""
+    groups = {f"shared-{i}": 1 + 2 * (i % 2) for i in range(60)}  # offset 1 or 3 on both partitions
+
+    def check(want: dict[str, int]) -> None:
+        expected = {f"{g},{p}": PER_PARTITION - k for g, k in want.items() for p in (0, 1)}
+        got: tuple[dict[str, float], dict[str, float], float] = ({}, {}, 0.0)
+
+        def complete() -> bool:  # every lag_seconds line is there once the records' times were read
+            nonlocal got
+            got = group_lines(server, "shared-")
+            return set(got[1]) == set(expected)
+
+        wait_for("a lag_seconds line for every group and partition", complete)
+        lag, age, now = got
+        assert lag == expected
+        for g, k in want.items():
+            for p in (0, 1):  # offset k of partition p is message 2k + p
+                oldest = (T0 + (2 * k + p) * 1000) / 1000
+                assert now - oldest - 2 <= age[f"{g},{p}"] <= now - oldest + 1, (g, p, age[f"{g},{p}"])
+
+    for g, k in groups.items():
+        assert reset(server, g, to="offset", offset=k, topics=[TOPIC]).status_code == 200
+    check(groups)
+    for g in list(groups)[::2]:
+        groups[g] = 4
+        assert reset(server, g, to="offset", offset=4, topics=[TOPIC]).status_code == 200
+    assert httpx.delete(f"{server.url}/v1/groups/shared-1", timeout=30).status_code == 200
+    del groups["shared-1"]
+    check(groups)
+
 RACES = 16  # attempts a kind
 RACE_TOPIC, RACE_PARTITIONS = "race-wide", 300  # a change of 300 offsets: a window of milliseconds to land in
 BATCHES = 20
