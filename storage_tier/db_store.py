@@ -4,6 +4,10 @@ A blob is a row in `mqindex_blobs` (key, size, chunk size) plus its bytes in fix
 `mqindex_blob_chunks`, so a ranged read selects only the chunks it overlaps. Multipart uploads stage
 their chunks in `mqindex_upload_chunks` and are moved under the key in one transaction on complete.
 Each thread gets its own connection.
+
+The three tables' schema version is recorded as `object_store` in `mqindex_schema` (storage_tier/schema_version.py)
+by the start-up DDL's transaction: a store whose tables are of a newer version than this build reads is refused
+with `NewerSchema` at open.
 """
 
 from __future__ import annotations
@@ -15,11 +19,15 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from storage_tier import schema_version
 from storage_tier.blob_store import BlobStore, MultipartWriter, resolve_range
 from storage_tier.errors import BlobNotFound
 from storage_tier.retry import RetryPolicy
 
 DEFAULT_CHUNK = 1024 * 1024
+SCHEMA_COMPONENT = "object_store"
+SCHEMA_TABLES = ("mqindex_blobs", "mqindex_blob_chunks", "mqindex_upload_chunks")
+SCHEMA_VERSION = 1  # the version of the tables this build writes and reads
 
 
 class _Dialect:
@@ -107,7 +115,11 @@ class DBStore(BlobStore):
         self._conns: list[Any] = []
         self._conns_lock = threading.Lock()
         self._schema_lock = threading.Lock()
-        self._create_schema()
+        try:
+            self._create_schema()
+        except BaseException:
+            self.close()
+            raise
 
     # -- connections and transactions ------------------------------------------------------------
     def _conn(self) -> Any:
@@ -174,6 +186,7 @@ class DBStore(BlobStore):
         def create(q: Callable[..., Any]) -> None:
             if self.name == "postgresql":
                 q("SELECT pg_advisory_xact_lock(?)", (PG_DDL_LOCK_KEY,))
+            schema_version.check_and_record(q, "?", self.url, SCHEMA_COMPONENT, SCHEMA_TABLES, SCHEMA_VERSION)
             for s in stmts:
                 q(s)
 

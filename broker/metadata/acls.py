@@ -7,6 +7,9 @@ when it moved, so a change is seen by every node within one poll interval.
 A rule is Kafka's ACL binding: principal (`User:alice`, `User:*`), host (`*` or an address), resource type
 (topic, group, cluster, transactional_id), pattern (literal, with `*` for every name, or prefixed), resource
 name, operation and permission (allow or deny). The decision over a set of rules is api/security/authorizer.py's.
+
+The two tables' schema version is recorded as `acl` in `mqindex_schema` (see pg_schema.Family): tables stored
+at a newer version than this build reads raise `NewerSchema` at open.
 """
 
 from __future__ import annotations
@@ -33,7 +36,10 @@ _CREATE_PG = ["CREATE TABLE IF NOT EXISTS acl_rules (principal TEXT NOT NULL, ho
               "operation TEXT NOT NULL, permission TEXT NOT NULL, PRIMARY KEY (" + _COLUMNS + "))",
               "CREATE TABLE IF NOT EXISTS acl_version (id INT PRIMARY KEY, version BIGINT NOT NULL)",
               "INSERT INTO acl_version (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING"]
-_CREATE_SQLITE = [s.replace("INT PRIMARY KEY", "INTEGER PRIMARY KEY") for s in _CREATE_PG]
+_CREATE_SQLITE = [s.replace("INT PRIMARY KEY", "INTEGER PRIMARY KEY").replace("ON CONFLICT (id) DO NOTHING",
+                                                                                "ON CONFLICT DO NOTHING")
+                  for s in _CREATE_PG]
+SCHEMA = pg_schema.Family("acl", ("acl_rules", "acl_version"), 1)
 
 
 class AclError(ValueError):
@@ -113,11 +119,14 @@ class AclTable:
         self.url = url
         self._lock = threading.Lock()
         self._conn, self._pg, schema = pg_schema.connect(url)
-        if self._pg:
-            pg_schema.prepare(self._conn, url, schema, _CREATE_PG)
-        else:
-            for stmt in _CREATE_SQLITE:
-                self._conn.execute(stmt.replace("ON CONFLICT (id) DO NOTHING", "ON CONFLICT DO NOTHING"))
+        try:
+            if self._pg:
+                pg_schema.prepare(self._conn, url, schema, SCHEMA, _CREATE_PG)
+            else:
+                pg_schema.sqlite_prepare(self._conn, url, SCHEMA, _CREATE_SQLITE)
+        except BaseException:
+            self._conn.close()
+            raise
         self._p = "%s" if self._pg else "?"
 
     def _begin(self) -> Any:

@@ -18,6 +18,9 @@ after 0.3.0 (`ALTER TABLE ... ADD COLUMN`); 0.3.0 nodes name their columns, so t
 which is why the announcement carries the epoch it was made at: a row re-registered by an older version
 (a new epoch) has no valid announcement.
 
+The table's schema version is recorded as `node_leases` in `mqindex_schema` (see pg_schema.Family): a table
+stored at a newer version than this build reads raises `NewerSchema` at open.
+
 A heartbeat only succeeds for the row's current epoch: a node whose id re-registered with a newer epoch (a
 new incarnation) learns from its failed heartbeat that it is fenced.
 """
@@ -42,6 +45,7 @@ _SQLITE_NOW = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
 _CREATE = ("CREATE TABLE IF NOT EXISTS node_leases (node_id BIGINT PRIMARY KEY, epoch BIGINT NOT NULL, "
            "http TEXT, kafka TEXT, expires_ms BIGINT NOT NULL, state TEXT NOT NULL, software TEXT)")
 _ADD_SOFTWARE_PG = "ALTER TABLE node_leases ADD COLUMN IF NOT EXISTS software TEXT"
+SCHEMA = pg_schema.Family("node_leases", ("node_leases",), 1)
 
 
 @dataclass(frozen=True)
@@ -94,14 +98,18 @@ class LeaseTable:
         self._lock = threading.Lock()
         self._conn, self._pg, schema = pg_schema.connect(url)
         self._now, self._p = (_PG_NOW, "%s") if self._pg else (_SQLITE_NOW, "?")
-        if self._pg:
-            pg_schema.prepare(self._conn, url, schema, [_CREATE, _ADD_SOFTWARE_PG])
-        else:
-            self._sql(_CREATE)
-            columns = {row[1] for row in self._sql("PRAGMA table_info(node_leases)").fetchall()}
-            if "software" not in columns:  # a table made by 0.3.0
-                with contextlib.suppress(sqlite3.OperationalError):  # another node added it meanwhile
-                    self._sql("ALTER TABLE node_leases ADD COLUMN software TEXT")
+        try:
+            if self._pg:
+                pg_schema.prepare(self._conn, url, schema, SCHEMA, [_CREATE, _ADD_SOFTWARE_PG])
+            else:
+                pg_schema.sqlite_prepare(self._conn, url, SCHEMA, [_CREATE])
+                columns = {row[1] for row in self._sql("PRAGMA table_info(node_leases)").fetchall()}
+                if "software" not in columns:  # a table made by 0.3.0
+                    with contextlib.suppress(sqlite3.OperationalError):  # another node added it meanwhile
+                        self._sql("ALTER TABLE node_leases ADD COLUMN software TEXT")
+        except BaseException:
+            self._conn.close()
+            raise
 
     def _sql(self, sql: str, args: tuple[Any, ...] = ()) -> Any:
         with self._lock:

@@ -11,6 +11,9 @@ of the image (see `broker.metadata.snapshot`). Snapshots are written and the log
 inside `locked()`, so truncation is serialized with every writer. Truncation keeps the record at the
 oldest kept snapshot's offset, so the log is never empty once written and a reader whose image is
 behind it sees a gap (the first record returned is not the next offset) and reloads from a snapshot.
+
+The two tables' schema version is recorded as `metadata_log` in `mqindex_schema` (see pg_schema.Family):
+opening a log stored at a newer version than this build reads raises `NewerSchema`.
 """
 
 from __future__ import annotations
@@ -79,8 +82,14 @@ def _dump(rec: Record) -> str:
     return json.dumps(rec, separators=(",", ":"), sort_keys=True)
 
 
+SCHEMA = pg_schema.Family("metadata_log", ("meta_log", "meta_snapshot"), 1)
 _SNAPSHOT_COLUMNS = ("log_offset {big} PRIMARY KEY, checksum TEXT NOT NULL, payload {blob} NOT NULL, "
                      "created_ms {big} NOT NULL, damaged INTEGER NOT NULL DEFAULT 0")
+
+
+def _ddl(big: str, blob: str) -> list[str]:
+    return [f"CREATE TABLE IF NOT EXISTS meta_log (log_offset {big} PRIMARY KEY, record TEXT NOT NULL)",
+            "CREATE TABLE IF NOT EXISTS meta_snapshot (" + _SNAPSHOT_COLUMNS.format(big=big, blob=blob) + ")"]
 
 
 class _Sql:
@@ -184,9 +193,11 @@ class SqliteLog(_LogBase):
         self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=FULL")
-        self._conn.execute("CREATE TABLE IF NOT EXISTS meta_log (log_offset INTEGER PRIMARY KEY, record TEXT NOT NULL)")
-        self._conn.execute("CREATE TABLE IF NOT EXISTS meta_snapshot ("
-                           + _SNAPSHOT_COLUMNS.format(big="INTEGER", blob="BLOB") + ")")
+        try:
+            pg_schema.sqlite_prepare(self._conn, url, SCHEMA, _ddl(big="INTEGER", blob="BLOB"))
+        except BaseException:
+            self._conn.close()
+            raise
         self._view = _SqliteTxn(self._conn)
 
     @contextmanager
@@ -213,10 +224,11 @@ class PostgresLog(_LogBase):
         if schema is not None:
             pg_schema.check_schema_name(url, schema)
         self._conn = psycopg.connect(dsn, autocommit=True)
-        pg_schema.prepare(self._conn, url, schema, [
-            "CREATE TABLE IF NOT EXISTS meta_log (log_offset BIGINT PRIMARY KEY, record TEXT NOT NULL)",
-            "CREATE TABLE IF NOT EXISTS meta_snapshot (" + _SNAPSHOT_COLUMNS.format(big="BIGINT", blob="BYTEA") + ")",
-        ])
+        try:
+            pg_schema.prepare(self._conn, url, schema, SCHEMA, _ddl(big="BIGINT", blob="BYTEA"))
+        except BaseException:
+            self._conn.close()
+            raise
         self._view = _PostgresTxn(self._conn)
 
     @contextmanager

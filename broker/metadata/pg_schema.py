@@ -5,15 +5,22 @@ free, both insert it into the system catalogs and the later one fails with a uni
 (`pg_namespace_nspname_index`, `pg_type_typname_nsp_index`). Every start-up DDL therefore runs in one
 transaction that first takes a transaction-scoped advisory lock on a fixed key: the sessions create the
 schema and tables one after another, each later one finding them there.
+
+The same transaction checks and records the table family's schema version in `mqindex_schema`
+(storage_tier/schema_version.py): a family stored at a newer version than this build reads stops the start with
+`NewerSchema` before any of its DDL runs.
 """
 
 from __future__ import annotations
 
 import re
 import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
+from storage_tier import schema_version
 from storage_tier.db_store import PG_DDL_LOCK_KEY  # one key for every start-up DDL, the blob store's too
 from storage_tier.store_url import sqlite_path
 
@@ -25,9 +32,19 @@ def check_schema_name(url: str, schema: str) -> None:
         raise ValueError(f"{url}: schema {schema!r} must be a plain SQL identifier")
 
 
-def prepare(conn: Any, url: str, schema: str | None, statements: list[str]) -> None:
+@dataclass(frozen=True)
+class Family:
+    """A family of tables whose schema version is recorded under `component` in `mqindex_schema`."""
+
+    component: str
+    tables: tuple[str, ...]
+    version: int  # the schema version this build writes and reads
+
+
+def prepare(conn: Any, url: str, schema: str | None, family: Family, statements: Sequence[str]) -> None:
     """On an autocommit psycopg connection: create `schema` when given and make it the connection's search
-    path, then run `statements`, all under the start-up DDL lock in one transaction."""
+    path, check and record `family`'s schema version, then run `statements`, all under the start-up DDL lock in
+    one transaction. `schema_version.NewerSchema` when the family is stored at a newer version (nothing run)."""
     if schema is not None:
         check_schema_name(url, schema)
     with conn.transaction():
@@ -35,8 +52,14 @@ def prepare(conn: Any, url: str, schema: str | None, statements: list[str]) -> N
         if schema is not None:
             conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
             conn.execute(f'SET search_path TO "{schema}"')  # not LOCAL: stays after the commit
+        schema_version.check_and_record(conn.execute, "%s", url, family.component, family.tables, family.version)
         for s in statements:
             conn.execute(s)
+
+
+def sqlite_prepare(conn: Any, url: str, family: Family, statements: Sequence[str]) -> None:
+    """The same on an autocommit sqlite3 connection, in one `BEGIN IMMEDIATE` transaction."""
+    schema_version.sqlite_prepare(conn, url, family.component, family.tables, family.version, statements)
 
 
 def connect(url: str) -> tuple[Any, bool, str | None]:
