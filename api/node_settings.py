@@ -75,6 +75,22 @@ NODE_SETTINGS: tuple[NodeSetting, ...] = (
                 "index.merge_window_bytes", 1),
     NodeSetting("index_merge_grace_ms", int, 600_000, "a merge's inputs are deleted from the store this long after "
                 "the merged file replaced them", "index.merge_grace_ms", 0),
+    # broker/cluster/published_merge.py: the failover leader's merges of departed nodes' and rescued index files
+    NodeSetting("cluster_merge_tiers", int, 2, "tiers the published index files of departed nodes and failover "
+                "rescues are merged into: 0 none, 1 a closed UTC day into one file, 2 also a closed week into one",
+                "index.cluster_merge_tier_count", 0, 2),
+    NodeSetting("cluster_merge_interval_s", float, 30.0, "seconds between the failover leader's passes over those "
+                "published files (their expiry, then their merges)", "index.cluster_merge_interval_s", 0.01),
+    NodeSetting("cluster_merge_settle_ms", int, 3_600_000, "a closed window of published files is merged once it "
+                "ended this long ago", "index.cluster_merge_settle_ms", 0),
+    NodeSetting("cluster_merge_departed_ms", int, 86_400_000, "a node not alive this long has its published index "
+                "files merged", "index.cluster_merge_departed_ms", 0),
+    NodeSetting("cluster_merge_grace_ms", int, 600_000, "the inputs of a merge of published files are deleted from "
+                "the store this long after the merged file replaced them", "index.cluster_merge_grace_ms", 0),
+    NodeSetting("cluster_merge_max_inputs", int, 32, "published index files merged in one step at most",
+                "index.cluster_merge_max_inputs", 2),
+    NodeSetting("cluster_merge_max_items", int, 16_000_000, "entries of one merged published file at most",
+                "index.cluster_merge_max_items", 1),
     # broker/compaction (CompactionConfig): stream set object and stream object compaction
     NodeSetting("compaction_interval_s", float, 300.0, "seconds between compaction cycles (0: none but on request)",
                 "compaction.interval_s", 0),
@@ -166,6 +182,10 @@ def open_kwargs(values: dict[str, Any]) -> dict[str, Any]:
             from index_service.config import DAY_MS, WEEK_MS
 
             index["merge_tiers_ms"] = (DAY_MS, WEEK_MS)[:int(v)]
+        elif s.target == "index.cluster_merge_tier_count":
+            from index_service.config import DAY_MS, WEEK_MS
+
+            index["cluster_merge_tiers_ms"] = (DAY_MS, WEEK_MS)[:int(v)]
         elif s.target.startswith("index."):
             if v is not None or s.default is None:
                 index[s.target.removeprefix("index.")] = v

@@ -88,6 +88,22 @@ class ServiceConfig:
     #: a merge's inputs are deleted from the store this long after the merged file replaced them (readers that
     #: listed them, here or on other nodes, finish first)
     merge_grace_ms: int = 10 * 60_000
+    #: the cluster's merge of published index files no live node merges (a departed node's, a failover's rescued
+    #: ones; broker/cluster/published_merge.py), run by the failover leader after their expiry. Read by the
+    #: cluster, not by this service; the tiers as merge_tiers_ms (): never merge them
+    cluster_merge_tiers_ms: tuple[int, ...] = (DAY_MS, WEEK_MS)
+    #: seconds between the failover leader's passes over the published files (their expiry, then their merges)
+    cluster_merge_interval_s: float = 30.0
+    #: a closed window of published files is merged once it ended this long ago
+    cluster_merge_settle_ms: int = HOUR_MS
+    #: a node not alive this long has its published files merged
+    cluster_merge_departed_ms: int = DAY_MS
+    #: the inputs of a cluster merge are deleted from the store this long after the merged file replaced them
+    cluster_merge_grace_ms: int = 10 * 60_000
+    #: published files merged in one step at most
+    cluster_merge_max_inputs: int = 32
+    #: items of one merged published file at most
+    cluster_merge_max_items: int = 16_000_000
     #: milliseconds clock (tests inject one)
     clock: Callable[[], int] = field(default=wall_clock_ms)
     #: called with each hit that is not exact (RocketMQ files compare a 32-bit hash only); returns
@@ -129,6 +145,7 @@ class ServiceConfig:
             raise ValueError("merge_min_files and merge_max_inputs must be >= 2")
         if self.merge_settle_ms < 0 or self.merge_grace_ms < 0:
             raise ValueError("merge_settle_ms and merge_grace_ms must be >= 0")
+        self._validate_cluster_merge()
         if self.checkpoint_interval_ms < 0:
             raise ValueError(f"checkpoint_interval_ms must be >= 0, got {self.checkpoint_interval_ms}")
         p = self.remote_prefix
@@ -136,3 +153,15 @@ class ServiceConfig:
             raise ValueError(f"remote_prefix must be a relative folder ending in '/', got {p!r}")
         if self.upload_part_bytes < 5 * 1024 * 1024:
             raise ValueError("upload_part_bytes must be at least 5 MiB (the S3 minimum part size)")
+
+    def _validate_cluster_merge(self) -> None:
+        tiers = self.cluster_merge_tiers_ms
+        if any(int(t) <= 0 for t in tiers) or list(tiers) != sorted(tiers):
+            raise ValueError(f"cluster_merge_tiers_ms must be increasing spans > 0, got {tiers}")
+        if self.cluster_merge_interval_s <= 0:
+            raise ValueError(f"cluster_merge_interval_s must be > 0, got {self.cluster_merge_interval_s}")
+        if self.cluster_merge_max_inputs < 2 or self.cluster_merge_max_items <= 0:
+            raise ValueError("cluster_merge_max_inputs must be >= 2 and cluster_merge_max_items > 0")
+        for name in ("cluster_merge_settle_ms", "cluster_merge_departed_ms", "cluster_merge_grace_ms"):
+            if int(getattr(self, name)) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")

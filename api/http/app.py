@@ -21,7 +21,13 @@ from api.http.console_routes import router as console_router
 from api.http.group_routes import router as group_router
 from api.http.health import Readiness
 from api.http.index_admin_routes import router as index_admin_router
-from api.http.metrics import FilterMemoryCollector, MergeCollector, Metrics
+from api.http.metrics import (
+    ClusterMergeCollector,
+    FilterMemoryCollector,
+    MergeCollector,
+    Metrics,
+    published_merger,
+)
 from api.http.models import MAX_REQUEST_BYTES
 from api.http.produce_lane import ProduceLane
 from api.http.request_metrics import RequestMetrics
@@ -123,6 +129,7 @@ def app_for_node(settings: Settings, node: BrokerNode) -> FastAPI:
     if merger is not None:
         metrics.registry.register(MergeCollector(merger.stats))
     metrics.registry.register(FilterMemoryCollector({k: v for k, v in holders.items() if v is not None}))
+    metrics.registry.register(ClusterMergeCollector(lambda: getattr(published_merger(node), "stats", None)))
 
     def readiness() -> str | None:
         if node.storage.failed is not None:

@@ -13,6 +13,7 @@ from starlette.concurrency import run_in_threadpool
 
 from api.http.auth import require
 from api.http.errors import client_error
+from api.http.metrics import published_merger
 from api.http.routes import ERRORS
 
 router = APIRouter(responses=ERRORS)
@@ -110,6 +111,18 @@ def _merging(index: Any) -> dict[str, Any]:
             "awaiting_release": sum(len(mf.replaces) for mf in merged)}
 
 
+def _cluster_merging(backend: Any) -> dict[str, Any]:
+    """The failover leader's merges of departed nodes' and rescued index files (broker/cluster/published_merge.py):
+    its settings and progress; `leader` False on the other nodes (and before the leader's first pass)."""
+    merger = published_merger(backend)
+    if merger is None:
+        return {"leader": False}
+    cfg, s = merger.config, merger.stats
+    return {"leader": True, "tiers_ms": list(cfg.tiers_ms), "settle_ms": cfg.settle_ms, "grace_ms": cfg.grace_ms,
+            "departed_ms": cfg.departed_ms, "max_inputs": cfg.max_inputs, "max_items": cfg.max_items,
+            **dataclasses.asdict(s)}
+
+
 @router.get("/v1/admin/index/status", dependencies=[Depends(require("read"))])
 async def index_status(request: Request) -> dict[str, Any]:
     """The index as the console's Index page shows it (read scope), from this node's memory:
@@ -120,11 +133,14 @@ async def index_status(request: Request) -> dict[str, Any]:
       (`answers_no`: files skipped, `answers_maybe`: files read, false positives, unusable filters);
     - `merging`: the backlog of files waiting in closed windows (as of the last merge cycle), merges made, inputs
       merged, bytes written, the newest merged file still live and when it committed, inputs awaiting deletion
-      after the grace."""
+      after the grace;
+    - `cluster_merging`: the failover leader's merges of published files (departed nodes', rescued ones): its
+      settings, passes, merges, inputs merged, bytes written, backlog, inputs awaiting deletion, the last merge."""
     index, _dispatcher = _index(request)
     backend = request.app.state.backend
 
     def read() -> dict[str, Any]:
-        return {"tiers": _tiers(index), "filters": _filters(index, backend), "merging": _merging(index)}
+        return {"tiers": _tiers(index), "filters": _filters(index, backend), "merging": _merging(index),
+                "cluster_merging": _cluster_merging(backend)}
 
     return await run_in_threadpool(read)

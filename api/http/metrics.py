@@ -104,6 +104,37 @@ class MergeCollector(Collector):
                                 "merged, as of the last merge cycle", value=s.backlog)
 
 
+def published_merger(node: Any) -> Any | None:
+    """The node's merger of published index files (broker/cluster/published_merge.py): made at the node's first
+    pass as the failover leader; None before, and on the other nodes."""
+    expiry = getattr(getattr(getattr(node, "cluster", None), "failover", None), "expiry", None)
+    return getattr(expiry, "merger", None)
+
+
+class ClusterMergeCollector(Collector):
+    """The cluster's merges of published index files (broker/cluster/published_merge.py), run by the failover
+    leader: zero on the other nodes, and on the leader until its first pass."""
+
+    def __init__(self, stats: Callable[[], Any]) -> None:
+        self.stats = stats  # the leader's PublishedMergeStats, or None
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        s = self.stats()
+        get = (lambda name: 0) if s is None else (lambda name: getattr(s, name))
+        yield CounterMetricFamily("mqindex_cluster_index_merges", "Merged files of published index files made",
+                                  value=get("merges"))
+        yield CounterMetricFamily("mqindex_cluster_index_merged_inputs", "Published index files replaced by merged "
+                                  "files", value=get("files_merged"))
+        yield CounterMetricFamily("mqindex_cluster_index_merge_bytes", "Bytes of merged published index files "
+                                  "written", value=get("bytes_written"))
+        yield CounterMetricFamily("mqindex_cluster_index_merge_failures", "Merges of published index files that "
+                                  "failed (tried again at the next pass)", value=get("failures"))
+        yield GaugeMetricFamily("mqindex_cluster_index_merge_backlog_files", "Published index files due for a merge "
+                                "and not merged, as of the last pass", value=get("backlog"))
+        yield GaugeMetricFamily("mqindex_cluster_index_merge_awaiting_release_files", "Inputs of committed merges "
+                                "of published files not deleted yet (the grace)", value=get("awaiting_release"))
+
+
 class DiskCollector(Collector):
     """Free bytes and the free-space floor of each data path, and whether writes are refused for lack of disk."""
 

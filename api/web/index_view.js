@@ -1,6 +1,7 @@
 "use strict";
 // The Index page's tiers, key filters and merge progress, from GET /v1/admin/index/status (read scope): files and
-// bytes per merge tier, the filters held in memory and their answers, the merge backlog and the last merge.
+// bytes per merge tier, the filters held in memory and their answers, the merge backlog and the last merge, and the
+// cluster's merges of departed nodes' and rescued files (the failover leader's; its own section, added here).
 // Wraps the page's loader from index.html and uses its helpers (api, fillTable, fmtBytes, fmtTime, loaders).
 function fmtSpan(ms) {
   if (ms == null) return "as written";
@@ -35,4 +36,28 @@ loaders.index = async function () {
     card("Last merge", m.last_merge_ms ? fmtTime(m.last_merge_ms) : "none yet", m.last_merged_file ?? "", "merge-last"),
     card("Inputs to delete", m.awaiting_release, "after the grace period", "merge-release"),
   ]);
+  drawClusterMerging(s.cluster_merging);
 };
+function drawClusterMerging(c) {
+  if (!$("index-cluster-merging")) {  // a section after "Merging": the page's HTML predates it
+    const h = document.createElement("h2"); h.textContent = "Cluster merges (departed and rescued files)";
+    const d = document.createElement("div"); d.id = "index-cluster-merging"; d.className = "cards";
+    $("index-merging").after(h, d);
+  }
+  if (!c || !c.leader) {
+    fillCards("index-cluster-merging", [card("This node", "not the failover leader",
+      "the lowest live node merges published files", "cluster-merge-leader")]);
+    return;
+  }
+  fillCards("index-cluster-merging", [
+    card("Backlog", c.backlog + " file(s)", c.tiers_ms.length ? "due for a merge" : "cluster merging is off",
+      "cluster-merge-backlog"),
+    card("Merges", c.merges, `${c.files_merged} file(s) in, ${fmtBytes(c.bytes_written)} written` +
+      (c.failures ? `, ${c.failures} failed` : ""), "cluster-merge-count"),
+    card("Last merge", c.last_merge_ms ? fmtTime(c.last_merge_ms) : "none yet", c.last_merged_file ?? "",
+      "cluster-merge-last"),
+    card("Inputs to delete", c.awaiting_release, `after the grace (${Math.round(c.grace_ms / 1000)} s)`,
+      "cluster-merge-release"),
+    card("Tiers", c.tiers_ms.map(fmtSpan).join(", ") || "none", `${c.runs} pass(es)`, "cluster-merge-tiers"),
+  ]);
+}

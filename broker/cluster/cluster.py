@@ -109,6 +109,7 @@ class Cluster:
         index_url = getattr(getattr(index, "config", None), "store_url", None)  # a rescue opens its own store
         self.failover = Failover(self.parts, self.membership, self.wal_store, dispatcher.enqueue_catch_up,
                                  index_store=index_url, index_retention_ms=getattr(config, "retention_ms", None),
+                                 index_config=config,
                                  history_per_node=self.failover_history,
                                  rescue_dir=None if root is None or index_url is None
                                  else Path(root).parent / "index-rescue")

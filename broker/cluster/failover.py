@@ -40,7 +40,8 @@ from broker.cluster.failover_history import (
     update_failover,
 )
 from broker.cluster.membership import Membership
-from broker.cluster.published_expiry import PublishedExpiry
+from broker.cluster.published_expiry import DEFAULT_INTERVAL_S, PublishedExpiry
+from broker.cluster.published_merge import config_from_index
 from broker.errors import Fenced
 from broker.metadata.image import OPENED
 from broker.metadata.leases import EXPIRED
@@ -66,8 +67,9 @@ class Failover:
     def __init__(self, parts: PartitionMap, membership: Membership, wal_store: BlobStore | None,
                  catch_up: Callable[[CatchUp], None], interval_s: float = 0.5, index_store: str | None = None,
                  rescue_dir: Path | None = None, history_per_node: int = FAILOVER_HISTORY_PER_NODE,
-                 index_retention_ms: int | None = None) -> None:
+                 index_retention_ms: int | None = None, index_config: Any = None) -> None:
         self.parts = parts
+        self.index_config = index_config  # the node's index settings: cluster_merge_* (published_merge.py)
         self.index_retention_ms = index_retention_ms  # --index-retention-ms: published files expire by it too
         self.expiry: PublishedExpiry | None = None  # opened at the first look as the failover leader
         self.history_per_node = history_per_node  # failover reports kept per node id
@@ -118,7 +120,9 @@ class Failover:
             parts = self.parts
             self.expiry = PublishedExpiry(parts.meta, open_store(self.index_store),
                                           lambda t, q, off: data_is_live(parts, t, q, off), self.index_retention_ms,
-                                          now_ms)
+                                          now_ms, interval_s=getattr(self.index_config, "cluster_merge_interval_s",
+                                                                     DEFAULT_INTERVAL_S),
+                                          merge_config=config_from_index(self.index_config))
         self.expiry.maybe_run(alive)
 
     def take_over(self, dead: int, led: list[Partition], alive: list[int]) -> dict[str, Any]:

@@ -74,6 +74,38 @@ class PublishedMergeConfig:
     stale_ms: int = 3_600_000  # a prepared merge never committed this long after is undone
 
 
+def config_from_index(index_config: Any) -> PublishedMergeConfig | None:
+    """The merge's settings from the node's index settings (`cluster_merge_*` of index_service's ServiceConfig, set
+    by `serve` flags, config file keys and MQINDEX_*); None when its tiers are () (no merges)."""
+    if index_config is None:
+        return PublishedMergeConfig()
+    tiers = tuple(getattr(index_config, "cluster_merge_tiers_ms", PublishedMergeConfig.tiers_ms))
+    if not tiers:
+        return None
+    d = PublishedMergeConfig()
+    return PublishedMergeConfig(
+        tiers_ms=tiers, settle_ms=int(getattr(index_config, "cluster_merge_settle_ms", d.settle_ms)),
+        departed_ms=int(getattr(index_config, "cluster_merge_departed_ms", d.departed_ms)),
+        grace_ms=int(getattr(index_config, "cluster_merge_grace_ms", d.grace_ms)),
+        max_inputs=int(getattr(index_config, "cluster_merge_max_inputs", d.max_inputs)),
+        max_items=int(getattr(index_config, "cluster_merge_max_items", d.max_items)))
+
+
+@dataclass
+class PublishedMergeStats:
+    """Totals since this merger was made (the failover leader's; exported on /metrics, shown by the console)."""
+
+    runs: int = 0
+    merges: int = 0  # merged files committed
+    files_merged: int = 0  # input files they replaced
+    bytes_written: int = 0  # bytes of merged files put in the store
+    failures: int = 0  # merges that failed (retried at the next run)
+    backlog: int = 0  # published files due for a merge and not merged, as of the last run
+    awaiting_release: int = 0  # inputs of committed merges not deleted yet (the grace), as of the last run
+    last_merge_ms: int | None = None
+    last_merged_file: str | None = None
+
+
 @dataclass
 class PublishedMergeReport:
     merged: list[str] = field(default_factory=list)  # store keys of merged files committed
@@ -147,15 +179,30 @@ class PublishedMerger:
         self.work_dir = work_dir
         self.hook: Callable[[str], None] | None = None  # tests: called at "merge:prepared" (before the commit)
         self._absent_since: dict[int, int] = {}  # node -> when this merger first saw it not alive
+        self.stats = PublishedMergeStats()
 
     def run_once(self, alive: set[int]) -> PublishedMergeReport:
         rep = PublishedMergeReport()
         self.meta.catch_up()
         now = self.clock()
         self.settle(rep, now)
-        for source in self.sources(alive, now):
+        sources = self.sources(alive, now)
+        for source in sources:
             self.merge_list(source, now, rep)
+        self._count_pending(sources, now)
+        self.stats.runs += 1
         return rep
+
+    def _count_pending(self, sources: list[str], now: int) -> None:
+        """The backlog (files of the lists merged here that a merge is due for) and the inputs awaiting release."""
+        backlog = 0
+        for source in sources:
+            mkey = source if source.startswith(MERGED_LIST_PREFIX) else merged_list_key(source)
+            rows = [r for k in {source, mkey} for r in json.loads(self.meta.kv_get(k, refresh=False) or "[]")]
+            backlog += sum(len(inputs) for _tier, inputs in plan_rows(rows, self.config, now, None))
+        self.stats.backlog = backlog
+        records = [json.loads(b) for b in self.meta.kv_items(MERGES_PREFIX, refresh=False).values()]
+        self.stats.awaiting_release = sum(len(r.get("rows", [])) for r in records if r.get("state") == "committed")
 
     def sources(self, alive: set[int], now: int) -> list[str]:
         """The lists merged here: departed nodes' (not alive for departed_ms, as this merger saw them) and
@@ -192,6 +239,7 @@ class PublishedMerger:
             try:
                 key = self.merge(source, mkey, bodies, rows, tier, inputs)
             except Exception as exc:  # noqa: BLE001 - the inputs still serve; tried again at the next run
+                self.stats.failures += 1
                 log.warning("merge of published index files failed, retrying later", extra={
                     "list": source, "tier": tier, "files": [r[0] for r in inputs],
                     "error": f"{type(exc).__name__}: {exc}"})
@@ -253,6 +301,10 @@ class PublishedMerger:
             self.store.delete([key, key + FILTER_SUFFIX])
             self.meta.kv_delete(record_key)
             return None
+        self.stats.merges += 1
+        self.stats.files_merged += len(inputs)
+        self.stats.bytes_written += size
+        self.stats.last_merge_ms, self.stats.last_merged_file = self.clock(), key
         log.info("published index files merged", extra={
             "list": source, "merged_list": mkey, "file": key, "tier": tier, "inputs": sorted(gone),
             "items": st.items, "duplicates_dropped": st.duplicates_dropped, "bytes": size})
