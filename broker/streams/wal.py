@@ -47,6 +47,7 @@ from pathlib import Path
 from isal import isal_zlib
 
 from broker.errors import OutOfDisk, WalError
+from broker.streams.wal_trim import read_trim_file, write_trim_file
 from storage_tier.disk_space import is_out_of_space
 from storage_tier.durability import fsync_dir
 
@@ -148,13 +149,7 @@ def _segment_path(directory: Path, start: int) -> Path:
 
 
 def _read_trim(directory: Path) -> int:
-    p = directory / "trim"
-    if not p.exists():
-        return 0
-    data = p.read_bytes()
-    if len(data) != 12 or _crc(data[:8]) != struct.unpack(">I", data[8:])[0]:
-        raise WalError(f"WAL {directory}: trim file is corrupt ({len(data)} bytes)")
-    return struct.unpack(">q", data[:8])[0]
+    return read_trim_file(directory)  # the trim file's layouts and versions: wal_trim.py
 
 
 def frame_version(magic: int) -> int | None:
@@ -493,13 +488,7 @@ class Wal:
             if offset < self._trim or offset > self._next:
                 raise WalError(f"trim offset {offset} outside [{self._trim}, {self._next}]")
             seg_start = self._seg_start
-        tmp = self.directory / "trim.tmp"
-        with open(tmp, "wb") as f:
-            f.write(struct.pack(">q", offset) + struct.pack(">I", _crc(struct.pack(">q", offset))))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.directory / "trim")
-        fsync_dir(self.directory)
+        write_trim_file(self.directory, offset)
         self._trim = offset
         for start, path in _segments(self.directory):
             if start < seg_start and start + path.stat().st_size <= offset:

@@ -104,6 +104,75 @@ def test_a_shared_wal_of_today_reads_and_a_newer_frame_object_is_refused(tmp_pat
     assert store.get(key) == frame(end, b"newer", 2)
 
 
+# -- the local WAL's trim file -------------------------------------------------------------------------------
+TRIM_MAGIC = b"MQWT"  # starts every trim file layout after version 1 (broker/streams/wal_trim.py)
+
+
+def _trimmed_wal(d: Path) -> tuple[int, list[bytes]]:
+    """A local WAL trimmed by today's code past its first record; returns the trim point and the records kept."""
+    wal = Wal.open(d)
+    first = wal.append(b"gone")
+    kept = [b"kept one", b"kept two"]
+    for b in kept:
+        wal.append(b)
+    wal.trim(first.next_offset)
+    wal.close()
+    return first.next_offset, kept
+
+
+def _wal_files(d: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir())}
+
+
+def test_the_trim_file_of_0_3_0_reads_as_version_1_and_today_writes_that_layout(tmp_path: Path) -> None:
+    """Version 1 is the 12-byte layout 0.3.0 wrote (offset, CRC32 of it): read as before, and still what a trim
+    writes, so a node can be started again on 0.3.0 over the same directory."""
+    d = tmp_path / "wal"
+    point, kept = _trimmed_wal(d)
+    assert point > 0
+    assert (d / "trim").read_bytes() == struct.pack(">q", point) + struct.pack(">I", zlib.crc32(struct.pack(">q",
+                                                                                                          point)))
+    wal = Wal.open(d)
+    assert [r.body for r in wal.recovered] == kept
+    wal.close()
+
+
+def test_a_trim_file_of_a_newer_version_is_refused_untouched(tmp_path: Path) -> None:
+    d = tmp_path / "wal"
+    _point, _kept = _trimmed_wal(d)
+    header = TRIM_MAGIC + struct.pack(">I", 2)
+    (d / "trim").write_bytes(header + struct.pack(">I", zlib.crc32(header)) + b"a later layout's own bytes")
+    before = _wal_files(d)
+    trim = d / "trim"
+    with pytest.raises(WalError, match=rf"trim file {trim} is of version 2, newer than this version of mqindex reads "
+                                       r"\(1\)"):
+        Wal.open(d)
+    with pytest.raises(WalError, match="is of version 2"):
+        scan(d)
+    assert _wal_files(d) == before
+
+
+@pytest.mark.parametrize("content", [
+    pytest.param(lambda good: good[:8] + bytes([good[8] ^ 1]) + good[9:], id="v1-bad-crc"),
+    pytest.param(lambda good: good[:5], id="short"),
+    pytest.param(lambda good: good + b"x", id="v1-with-a-byte-more"),
+    pytest.param(lambda good: TRIM_MAGIC + struct.pack(">I", 2) + b"\0\0\0\0rest", id="newer-magic-bad-header-crc"),
+    pytest.param(lambda good: TRIM_MAGIC + struct.pack(">I", 1) + struct.pack(">I", zlib.crc32(TRIM_MAGIC + struct.pack(
+        ">I", 1))) + b"rest", id="later-layout-claiming-version-1"),
+])
+def test_a_damaged_trim_file_is_reported_as_damage_not_as_newer(tmp_path: Path,
+                                                                 content: Callable[[bytes], bytes]) -> None:
+    d = tmp_path / "wal"
+    _trimmed_wal(d)
+    trim = d / "trim"
+    bad = content(trim.read_bytes())
+    trim.write_bytes(bad)
+    before = _wal_files(d)
+    with pytest.raises(WalError, match=rf"trim file {trim} is corrupt \({len(bad)} bytes\)"):
+        Wal.open(d)
+    assert _wal_files(d) == before
+
+
 # -- stream objects (footer) ----------------------------------------------------------------------------------
 def test_a_stream_object_of_today_reads_and_a_newer_footer_version_is_refused(tmp_path: Path) -> None:
     store = open_store(f"file://{tmp_path}/store")
