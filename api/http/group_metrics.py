@@ -20,8 +20,9 @@ takes the end offsets of the partitions (a led partition's acknowledged end; ano
 metadata image, which trails the leader by up to an upload interval), computes every lag at once (numpy) and writes
 the lines: rows that show the same value are written as one `bytes.join` of their line prefixes with the value as
 the separator (`_classes`), and the text is used again while no value changed. The record timestamps are read once
-per (partition, offset) and kept (`_times`: a record's time does not change; the rows are grouped by pair with
-numpy, Python works per pair), at most READ_BUDGET_S of reads a scrape: a row whose record is not read yet has no
+per (partition, offset) and kept (api/http/group_lag_times.py: read ahead on a thread of their own when a commit
+brings a new pair; the rows are grouped by pair with numpy, Python works per pair), a scrape reading what is still
+missing within READ_BUDGET_S: a row whose record is not read yet has no
 `_seconds` line in that scrape (the next one adds it).
 
 The rows are built again from the whole KV segment only when the set of Kafka listeners changes (which node
@@ -38,12 +39,13 @@ import logging
 import threading
 import time
 import zlib
+from collections.abc import Callable
 
 import numpy as np
 
+from api.http.group_lag_times import RecordTimes
 from api.kafka.context import Context
 from broker.partitions.kafka_clients import group_offsets
-from broker.partitions.kafka_clients.group_admin import record_times
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +58,10 @@ HEADER_APPLY = (b"# HELP mqindex_group_lag_apply_cpu_seconds_total CPU time spen
                 b"up to date as committed offsets were stored or deleted\n"
                 b"# TYPE mqindex_group_lag_apply_cpu_seconds_total counter\n"
                 b"# HELP mqindex_group_lag_applies_total Committed offsets stored or deleted that the consumer group "
-                b"lag rows followed\n# TYPE mqindex_group_lag_applies_total counter\n")
+                b"lag rows followed\n# TYPE mqindex_group_lag_applies_total counter\n"
+                b"# HELP mqindex_group_lag_time_read_cpu_seconds_total CPU time spent reading ahead the times of the "
+                b"records at newly committed offsets (for mqindex_group_lag_seconds)\n"
+                b"# TYPE mqindex_group_lag_time_read_cpu_seconds_total counter\n")
 HEADER_S = (b"# HELP mqindex_group_lag_seconds Age of the oldest message a consumer group has not consumed (now "
             b"minus the timestamp of the record at its committed offset; 0 when caught up)\n"
             b"# TYPE mqindex_group_lag_seconds gauge\n")
@@ -123,8 +128,10 @@ class _Rows:
     order changed). The rows are also kept by class (`_Class`, `classes`): what a scrape renders when the rows
     are in few classes. `apply_ns` and `applied`: the CPU the applies took and their number (/metrics)."""
 
-    def __init__(self, ids: list[int], node_id: int) -> None:
+    def __init__(self, ids: list[int], node_id: int,
+                 ahead: Callable[[str, int, int], None] | None = None) -> None:
         self.ids, self.node_id = ids, node_id
+        self.ahead = ahead  # told of each new (partition, offset): its record's time is read ahead (RecordTimes)
         self.lock = threading.Lock()  # apply vs a scrape's copy (held for copies only)
         self.index: dict[str, int] = {}  # KV key -> row
         self.keys: list[str] = []
@@ -163,6 +170,8 @@ class _Rows:
         c = self.classes.get((where, offset))
         if c is None:
             c = self.classes[(where, offset)] = _Class(where, offset)
+            if self.ahead is not None:
+                self.ahead(*self.tps[where], offset)
         c.lag[key], c.age[key] = self.lag_prefix[i], self.age_prefix[i]
         c.version += 1
         if i == len(self.cls):
@@ -298,7 +307,7 @@ class GroupLagExposition:
         self._age_key: tuple[int, np.ndarray] | None = None
         self._age_classes: list[tuple[int, list[bytes]]] = []
         self._streams: list[int] = []  # the data stream of each partition of the last scrape's view (`_bounds`)
-        self._times: dict[tuple[int, int], float] = {}  # (data stream, offset) -> the record's time, as read
+        self._times = RecordTimes(lambda: ctx.node.partitions)  # the records' times, read ahead or by scrapes
         self._shown: dict[_Class, _Shown] = {}  # the classes the last scrape rendered by class
         try:
             self._watch()  # the rows are built now, not by the first scrape
@@ -313,7 +322,7 @@ class GroupLagExposition:
             return self._rows
         if self._rows is not None and hasattr(self._image, "kv"):
             self._image.kv.unwatch(group_offsets.PREFIX, self._rows.apply)  # type: ignore[attr-defined]
-        rows = _Rows(sorted(listeners), self.ctx.node_id)
+        rows = _Rows(sorted(listeners), self.ctx.node_id, self._times.ahead)
         if self._rows is not None:  # the counters go on
             rows.apply_ns, rows.applied = self._rows.apply_ns, self._rows.applied
         self._image = meta.kv_watch(group_offsets.PREFIX, rows.apply)
@@ -349,7 +358,8 @@ class GroupLagExposition:
             applied = (rows.apply_ns, rows.applied) if rows is not None else (0, 0)
             return [*pieces, HEADER_CPU, b"mqindex_group_lag_render_cpu_seconds %.6f\n" % cost, HEADER_APPLY,
                     b"mqindex_group_lag_apply_cpu_seconds_total %.9f\nmqindex_group_lag_applies_total %d\n"
-                    % (applied[0] / 1e9, applied[1])]
+                    b"mqindex_group_lag_time_read_cpu_seconds_total %.9f\n"
+                    % (applied[0] / 1e9, applied[1], self._times.read_ns / 1e9)]
 
     def _render(self) -> list[bytes]:
         rows = self._watch()
@@ -419,34 +429,9 @@ class GroupLagExposition:
         """The record time at `at` of each class `need`s (NaN: not read yet, or not needed)."""
         ts = np.full(len(where), np.nan)
         idx = np.flatnonzero(need)
-        ts[idx] = self._times_of(tps, list(zip(where[idx].tolist(), at[idx].tolist(), strict=True)))
+        ts[idx] = self._times.get(tps, self._streams, list(zip(where[idx].tolist(), at[idx].tolist(), strict=True)),
+                                  READ_BUDGET_S)
         return ts
-
-    def _times_of(self, tps: list[tuple[str, int]], pairs: list[tuple[int, int]]) -> list[float]:
-        """The record time of each (partition, offset) of `pairs` (NaN: not read yet): from `_times` (the times
-        read by earlier scrapes: a record's time does not change), or read now a partition at a time
-        (`record_times`), within READ_BUDGET_S of reads; the partitions left wait for the next scrape."""
-        streams, times = self._streams, self._times
-        got = [times.get((streams[w], a), np.nan) for w, a in pairs]
-        missing: dict[int, list[int]] = {}
-        for k, (w, _a) in enumerate(pairs):
-            if got[k] != got[k]:  # NaN
-                missing.setdefault(w, []).append(k)
-        until = time.monotonic() + READ_BUDGET_S
-        for w, ks in missing.items():
-            if time.monotonic() >= until:
-                break
-            topic, partition = tps[w]
-            read = record_times(self.ctx.node.partitions, topic, partition, sorted({pairs[k][1] for k in ks}))
-            for a, t in read.items():
-                times[(streams[w], a)] = float(t)
-            for k in ks:
-                t = read.get(pairs[k][1])
-                if t is not None:
-                    got[k] = float(t)
-        if len(times) > 100_000 + 4 * len(pairs):  # offsets moved on: forget the old times
-            times.clear()
-        return got
 
     def _lag_lines(self, v: _View, lag: np.ndarray) -> list[bytes]:
         """The lag lines (-1: no line), the last scrape's while no lag changed."""
@@ -473,7 +458,7 @@ class GroupLagExposition:
     def _read_times(self, rows: _Rows, v: _View, missing: np.ndarray, ats: np.ndarray) -> None:
         """Fill in the record time at `ats` of rows `missing`, kept in the view and the rows. The rows are grouped
         by (partition, offset) with numpy (many groups at the same offsets share one time), whose times
-        `_times_of` gives. Python work per pair, not per row."""
+        RecordTimes gives. Python work per pair, not per row."""
         if not len(missing):
             return
         where, at = v.where[missing], ats[missing]
@@ -483,7 +468,8 @@ class GroupLagExposition:
         first[1:] = (sw[1:] != sw[:-1]) | (sa[1:] != sa[:-1])
         pair_of = np.empty(len(order), np.int64)
         pair_of[order] = np.cumsum(first) - 1  # each missing row's pair
-        got = self._times_of(v.tps, list(zip(sw[first].tolist(), sa[first].tolist(), strict=True)))
+        got = self._times.get(v.tps, self._streams, list(zip(sw[first].tolist(), sa[first].tolist(), strict=True)),
+                              READ_BUDGET_S)
         ts = np.array(got, np.float64)[pair_of]
         known = ~np.isnan(ts)
         idx = missing[known]

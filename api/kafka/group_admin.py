@@ -17,9 +17,14 @@ change are atomic: `hold_now` checks on the loop and, for an empty group, makes 
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import struct
+import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 from api.kafka.context import Context
@@ -27,6 +32,10 @@ from api.kafka.group_coordinator import EMPTY
 from broker.partitions.kafka_clients import group_admin, group_offsets
 
 T = TypeVar("T")
+log = logging.getLogger("mqindex.kafka.groups")
+#: fault injection for the race tests of a change against a joining member: a directory (see `_change_gate`)
+CHANGE_GATE_ENV = "MQINDEX_TEST_GROUP_CHANGE_GATE"
+GATE_TIMEOUT_S = 30.0
 DEAD = "Dead"  # Kafka's state of a group that does not exist
 LOOP_TIMEOUT_S = 10.0
 
@@ -191,11 +200,31 @@ def describe(ctx: Context, group: str, view: GroupView | None, with_time: bool =
                 offsets=rows)
 
 
+def _change_gate(group: str) -> None:
+    """Test hook, for the race tests only: with CHANGE_GATE_ENV naming a directory that holds `<group>.gate`
+    (the group's name URL-quoted), a reset or delete of the group that passed its member check says so
+    (`<group>.checked`) and waits for `<group>.go` (GATE_TIMEOUT_S at most) before its change is stored, so that a
+    test can land a JoinGroup between the check and the change. Unset (the normal case): nothing."""
+    where = os.environ.get(CHANGE_GATE_ENV)
+    if not where:
+        return
+    gate = str(Path(where) / urllib.parse.quote(group, safe=""))
+    if not Path(gate + ".gate").exists():
+        return
+    log.warning("test hook: group change held between its member check and its change",
+                extra={"group": group, "env": CHANGE_GATE_ENV})
+    Path(gate + ".checked").touch()
+    deadline = time.monotonic() + GATE_TIMEOUT_S
+    while not Path(gate + ".go").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def delete(ctx: Context, group: str, members: int, had_state: bool) -> int:
     """Delete an empty group's committed offsets (its state was dropped on the loop: `members` is what that
     found). Returns how many offsets were deleted."""
     if members:
         raise GroupNotEmpty(group, members, "deleting it")
+    _change_gate(group)
     deleted = group_admin.delete_offsets(ctx.node.meta, group)
     if not deleted and not had_state:
         raise GroupNotFound(group)
@@ -216,6 +245,8 @@ def reset(ctx: Context, group: str, topics: list[str], spec: group_admin.ResetSp
     `leaders`: the figures of partitions led by other nodes, as their leaders gave them."""
     if members and not dry_run:
         raise GroupNotEmpty(group, members, "resetting its offsets")
+    if not dry_run:
+        _change_gate(group)
     committed = group_offsets.fetch(ctx.node.meta, group)
     targets = group_admin.targets_of(ctx.node.partitions, committed, topics)
     if not targets:

@@ -77,6 +77,7 @@ class GroupCoordinator:
             return dict(error_code=errors.INVALID_GROUP_ID)
         g = self.groups.setdefault(group_id, Group(group_id))
         while g.holds:  # an admin change of the empty group is under way: this member joins after it
+            log.info("JoinGroup waits for an admin change of the group", extra={"group": group_id})
             await g.released.wait()
             g = self.groups.setdefault(group_id, Group(group_id))
         g.held_only = False
