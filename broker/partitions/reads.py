@@ -79,8 +79,8 @@ def _page(parts: PartitionMap, topic: str, partition: int, offset: int, max_coun
     if isinstance(max_count, bool) or not isinstance(max_count, int) or max_count < 1:
         raise InvalidField("max", f"must be a positive integer, got {max_count!r}")
     start, end = parts.bounds(p)
-    if not p.owned and offset >= end and parts.leader_elsewhere(p) is not None:
-        raise parts.not_served(p)  # the fresh tail lives on the leader
+    if not p.owned and offset >= end:  # the fresh tail lives on the leader: another node (retry there), or this
+        raise parts.not_served(p)  # one once it serves it (a move's target, a failover): retry, not an empty page
     pos = max(offset, start)
     return info, p, pos, min(end, pos + max_count), end
 

@@ -159,11 +159,15 @@ def check_offsets(c: Cluster, acked: list[dict[str, Any]], partitions: int = 6) 
     values: list[str] = []
     for p in range(partitions):
         base, offset, stored = c.url(c.running()[0]), 0, []
+        deadline = time.monotonic() + 60
         while True:
             r = httpx.get(f"{base}/v1/topics/{TOPIC}/partitions/{p}/messages", params={"offset": offset, "max": 1000},
                           timeout=60)
             if r.status_code == 421:
                 base = r.json()["leader_url"]
+                continue
+            if r.status_code == 503 and time.monotonic() < deadline:  # not served now (a move's target before it
+                time.sleep(0.05)  # serves, a failover): retry
                 continue
             assert r.status_code == 200, r.text
             body = r.json()

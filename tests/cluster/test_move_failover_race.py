@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from broker.cluster import failover, handoff
-from broker.errors import NotOwner
+from broker.errors import NotLeader, NotOwner
 from broker.partitions.client_messages import InMessage
 from tests.cluster.conftest import InProcessNodes
 
@@ -83,3 +83,39 @@ def test_the_target_does_not_open_a_dead_sources_streams_before_the_failover_rep
             break
         time.sleep(0.05)
     assert got == values
+
+
+def test_a_moves_target_answers_retry_not_an_empty_page_before_it_serves(
+        nodes: InProcessNodes, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between the source's hand-off and the target's take-over, the target is the partition's recorded leader but
+    serves nothing yet: its committed end (all a node that does not lead a partition can read) is below what the
+    source acknowledged. A read there is refused as "not served, retry" (HTTP 503), as the source refuses it naming
+    the target (421): an empty page would tell a reader reading the partition through that it ends there."""
+    source = nodes.open(0, shared_wal=True)
+    target = nodes.open(1, shared_wal=True)
+    source.create_topic("t", 2)
+    p = next(i for i in range(2) if source.partition_info("t", i)["owned"])
+    values = [b"v%03d" % i for i in range(50)]
+    source.produce("t", [InMessage(v, partition=p) for v in values])
+    topic_id = source.partitions.topic("t").topic_id
+
+    release = threading.Event()
+    real_take_over = handoff.take_over
+
+    def take_over(parts: Any, q: Any, catch_up: Any) -> bool:
+        if parts.node_id == 1 and q.topic.name == "t" and q.index == p and not release.is_set():
+            return False  # not yet: the window under test
+        return real_take_over(parts, q, catch_up)
+
+    monkeypatch.setattr(handoff, "take_over", take_over)
+    try:
+        failover.set_leaders(source.meta, {(topic_id, p): 1})
+        _until(lambda: not source.partition_info("t", p)["owned"], 30, "the source handed the partition off")
+        assert target.partition_info("t", p)["end_offset"] < len(values)  # lent, not uploaded
+        for node, error in ((source, NotLeader), (target, NotOwner)):
+            with pytest.raises(error):
+                node.fetch("t", p, 0, 100)
+    finally:
+        release.set()
+    _until(lambda: target.partition_info("t", p)["owned"], 30, "the target serves the partition")
+    assert [m.value for m in target.fetch("t", p, 0, 100)[0]] == values
