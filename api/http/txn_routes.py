@@ -31,6 +31,7 @@ class MarkersIn(BaseModel):
     producer_id: int = Field(ge=0, lt=2**63)
     epoch: int = Field(ge=0, lt=2**15)
     commit: bool
+    seq: int = Field(0, ge=0, lt=2**31)  # the coordinator's transaction number (0: unnumbered)
     partitions: list[tuple[TopicName, PartitionIndex]] = Field(min_length=1, max_length=100_000)
 
 
@@ -62,5 +63,5 @@ async def write_markers(body: MarkersIn, request: Request) -> MarkersOut:
     node = request.app.state.backend
     markers = TxnMarkers(node.partitions, node.client_batches, None)
     failed = await run_in_threadpool(markers.write_here, [(t, p) for t, p in body.partitions], body.producer_id,
-                                     body.epoch, body.commit)
+                                     body.epoch, body.commit, body.seq)
     return MarkersOut(failed=[MarkerFailure(topic=t, partition=p, error=e) for (t, p), e in failed.items()])

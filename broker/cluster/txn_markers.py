@@ -35,33 +35,34 @@ class TxnMarkers:
         self.client_batches = client_batches
         self.peers = peers
 
-    def write(self, partitions: list[tuple[str, int]], producer_id: int, epoch: int, commit: bool
+    def write(self, partitions: list[tuple[str, int]], producer_id: int, epoch: int, commit: bool, seq: int = 0
               ) -> dict[tuple[str, int], str]:
-        """Write the marker on every partition, here or on its leader; the ones not written, with why."""
+        """Write the marker (of the coordinator's transaction number `seq`: a partition that has it durable
+        already skips it) on every partition, here or on its leader; the ones not written, with why."""
         failed: dict[tuple[str, int], str] = {}
         remote: dict[str, list[tuple[str, int]]] = {}
-        queued = self._queue(partitions, producer_id, epoch, commit, failed, remote)
+        queued = self._queue(partitions, producer_id, epoch, commit, failed, remote, seq)
         for base, tps in remote.items():
-            failed.update(self._remote(base, tps, producer_id, epoch, commit))
+            failed.update(self._remote(base, tps, producer_id, epoch, commit, seq))
         failed.update(self._wait(queued))
         return failed
 
-    def write_here(self, partitions: list[tuple[str, int]], producer_id: int, epoch: int, commit: bool
-                   ) -> dict[tuple[str, int], str]:
+    def write_here(self, partitions: list[tuple[str, int]], producer_id: int, epoch: int, commit: bool,
+                   seq: int = 0) -> dict[tuple[str, int], str]:
         """Write the marker on the partitions led here only (another node's request); the others fail."""
         failed: dict[tuple[str, int], str] = {}
-        queued = self._queue(partitions, producer_id, epoch, commit, failed, None)
+        queued = self._queue(partitions, producer_id, epoch, commit, failed, None, seq)
         failed.update(self._wait(queued))
         return failed
 
     def _queue(self, partitions: list[tuple[str, int]], producer_id: int, epoch: int, commit: bool,
-               failed: dict[tuple[str, int], str], remote: dict[str, list[tuple[str, int]]] | None
+               failed: dict[tuple[str, int], str], remote: dict[str, list[tuple[str, int]]] | None, seq: int = 0
                ) -> dict[tuple[str, int], Future[Any]]:
         queued: dict[tuple[str, int], Future[Any]] = {}
         for tp in partitions:
             try:
                 p = self.parts.get(*tp)
-                queued[tp] = self.client_batches.append_marker(p, producer_id, epoch, commit)
+                queued[tp] = self.client_batches.append_marker(p, producer_id, epoch, commit, seq)
             except NotLeader as exc:
                 if remote is not None and exc.leader_url:
                     remote.setdefault(exc.leader_url, []).append(tp)
@@ -81,12 +82,12 @@ class TxnMarkers:
                 failed[tp] = str(exc) or type(exc).__name__
         return failed
 
-    def _remote(self, base: str, tps: list[tuple[str, int]], producer_id: int, epoch: int, commit: bool
-                ) -> dict[tuple[str, int], str]:
+    def _remote(self, base: str, tps: list[tuple[str, int]], producer_id: int, epoch: int, commit: bool,
+                seq: int = 0) -> dict[tuple[str, int], str]:
         if self.peers is None:
             return {tp: f"led by the node at {base}, and this node has no peers" for tp in tps}
         try:
-            r = self.peers.post(base + ROUTE, {"producer_id": producer_id, "epoch": epoch, "commit": commit,
+            r = self.peers.post(base + ROUTE, {"producer_id": producer_id, "epoch": epoch, "commit": commit, "seq": seq,
                                                "partitions": [[t, p] for t, p in tps]})
         except Exception as exc:  # noqa: BLE001 - the node did not answer: written again later
             return {tp: str(exc) for tp in tps}

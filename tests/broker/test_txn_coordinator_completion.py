@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,15 +29,17 @@ class Markers:
 
     def __init__(self) -> None:
         self.calls: list[tuple[list[tuple[str, int]], int, int, bool]] = []
+        self.seqs: list[int] = []  # each call's transaction number
         self.gate = threading.Event()
         self.gate.set()
         self.entered = threading.Event()
 
-    def __call__(self, partitions: list[tuple[str, int]], pid: int, epoch: int, commit: bool
+    def __call__(self, partitions: list[tuple[str, int]], pid: int, epoch: int, commit: bool, seq: int = 0
                  ) -> dict[tuple[str, int], str]:
         self.entered.set()
         assert self.gate.wait(30), "the test never released the markers"
         self.calls.append((list(partitions), pid, epoch, commit))
+        self.seqs.append(seq)
         return {}
 
 
@@ -98,8 +101,13 @@ def test_a_restarted_coordinator_writes_the_markers_of_a_stored_decision_again(m
     with _opened(tmp_path) as other:
         restarted = coordinator(other, again)
         assert restarted.tick(lambda _tid: True) == 1
-        assert again.calls == [([("t", 0)], pid, epoch, False)]  # written again: a second marker changes nothing
-        assert stored(other).state == transactions.COMPLETE_ABORT
+        # written again, with the transaction's number: a partition that has it durable skips it
+        assert again.calls == [([("t", 0)], pid, epoch, False)]
+        assert again.seqs == markers.seqs == [stored(other).seq]
+        # the decision declared its partitions for the producer's next transaction, which may have begun from the
+        # killed coordinator's memory: Ongoing over them, ended by the producer, InitProducerId or its timeout
+        st = stored(other)
+        assert (st.state, st.partitions, st.next) == (transactions.ONGOING, [("t", 0)], [])
         assert restarted.end_txn(TID, pid, epoch, commit=False) == transactions.NONE  # a retry of that EndTxn
 
 
@@ -117,6 +125,98 @@ def test_a_commit_moves_its_offsets_with_the_completion(meta: MetadataClient) ->
     assert group_offsets.fetch(meta, "g") == {("in", 0): (5, "m")}
     assert transactions.pending_offsets(meta, "g") == set()
     assert stored(meta).state == transactions.COMPLETE_COMMIT  # stored with the offsets, in one write
+
+
+class Writes:
+    """Counts the coordinator's metadata writes (each one an SQLite commit with its fsync)."""
+
+    def __init__(self, meta: MetadataClient, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        for name in ("kv_put", "kv_update"):
+            real = getattr(meta, name)
+
+            def counted(*args: object, _real: Any = real) -> Any:
+                self.count += 1
+                return _real(*args)
+
+            monkeypatch.setattr(meta, name, counted)
+
+
+def test_one_metadata_write_per_transaction_over_the_partitions_of_the_last(meta: MetadataClient,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    markers = Markers()
+    coord = coordinator(meta, markers)
+    _, pid, epoch = coord.init_producer_id(TID, 60_000)
+    writes = Writes(meta, monkeypatch)
+    coord.add_partitions(TID, pid, epoch, [("t", 0), ("t", 1)])
+    coord.end_txn(TID, pid, epoch, commit=True)
+    assert writes.count == 2  # the first transaction stores its partitions, then its decision
+    for n in range(3):  # the same partitions again (in two requests, as clients send them): only the decision
+        assert coord.add_partitions(TID, pid, epoch, [("t", 1)]) == transactions.NONE
+        assert coord.add_partitions(TID, pid, epoch, [("t", 0), ("t", 1)]) == transactions.NONE
+        assert coord.end_txn(TID, pid, epoch, commit=n != 1) == transactions.NONE
+        assert writes.count == 3 + n
+        st = stored(meta)
+        assert (st.state, st.seq, st.next) == (transactions.PREPARE_ABORT if n == 1 else transactions.PREPARE_COMMIT,
+                                               2 + n, [("t", 1), ("t", 0)])
+    coord._settle(TID)
+    assert markers.seqs == [1, 2, 3, 4] and [c[3] for c in markers.calls] == [True, True, False, True]
+    assert coord.add_partitions(TID, pid, epoch, [("t", 1), ("t", 2)]) == transactions.NONE  # (t, 2) is new
+    assert writes.count == 6
+    st = stored(meta)
+    assert (st.state, st.partitions, st.next) == (transactions.ONGOING, [("t", 1), ("t", 2)], [])
+
+
+def test_a_transaction_begun_from_memory_is_ended_after_its_coordinator_restarts(meta: MetadataClient,
+                                                                                tmp_path: Path) -> None:
+    markers = Markers()
+    coord = coordinator(meta, markers)
+    _, pid, epoch = coord.init_producer_id(TID, 60_000)
+    coord.add_partitions(TID, pid, epoch, [("t", 0), ("t", 1)])
+    coord.end_txn(TID, pid, epoch, commit=True)
+    assert coord.add_partitions(TID, pid, epoch, [("t", 0)]) == transactions.NONE  # begun from memory only
+    assert stored(meta).state == transactions.PREPARE_COMMIT
+
+    for commit in (True, False):  # the producer commits it, or a new incarnation aborts it
+        again = Markers()  # the coordinator killed: a new instance over the same metadata
+        with _opened(tmp_path) as other:
+            restarted = coordinator(other, again)
+            if commit:
+                assert restarted.end_txn(TID, pid, epoch, commit=True) == transactions.NONE
+                restarted._settle(TID)
+                # transaction 1's markers again (skipped where durable), then transaction 2's over what was declared
+                assert again.calls == [([("t", 0), ("t", 1)], pid, epoch, True)] * 2
+                assert again.seqs == [1, 2]
+                assert restarted.add_partitions(TID, pid, epoch, [("t", 1)]) == transactions.NONE
+            else:
+                _, pid2, epoch2 = restarted.init_producer_id(TID, 60_000)
+                assert (pid2, epoch2) == (pid, epoch + 2)  # one bump fencing the open transaction, one for the new
+                # transaction 2's markers again (the first restart's memory is gone too), then transaction 3 (begun
+                # from that memory) aborted over what was declared, fencing the old epoch
+                assert again.calls == [([("t", 0), ("t", 1)], pid, epoch, True),
+                                       ([("t", 0), ("t", 1)], pid, epoch + 1, False)]
+                assert again.seqs == [2, 3]
+                assert stored(other).state == transactions.EMPTY
+
+
+def test_an_idle_producers_completion_is_stored_without_a_next_transaction(meta: MetadataClient) -> None:
+    now = [1_000_000]
+    markers = Markers()
+    coord = transactions.TransactionCoordinator(meta, 0, markers, lambda: now[0])
+    _, pid, epoch = coord.init_producer_id(TID, 60_000)
+    coord.add_partitions(TID, pid, epoch, [("t", 0)])
+    coord.end_txn(TID, pid, epoch, commit=True)
+    coord._settle(TID)
+    coord.tick(lambda _tid: True)
+    assert stored(meta).state == transactions.PREPARE_COMMIT  # kept in memory for up to a second
+    now[0] += transactions.UNSTORED_MS
+    coord.tick(lambda _tid: True)
+    st = stored(meta)
+    assert (st.state, st.next) == (transactions.COMPLETE_COMMIT, [])
+    now[0] += 10 * 60_000  # long after: nothing to time out, the producer goes on unfenced
+    assert coord.tick(lambda _tid: True) == 0
+    assert coord.add_partitions(TID, pid, epoch, [("t", 0)]) == transactions.NONE
+    assert stored(meta).state == transactions.ONGOING
 
 
 class _opened:

@@ -283,14 +283,21 @@ class ClientBatches:
 
         return results, Queued(futures, storage.check_usable, last_new)
 
-    def append_marker(self, part: Partition, producer_id: int, epoch: int, commit: bool) -> Future[Any]:
+    def append_marker(self, part: Partition, producer_id: int, epoch: int, commit: bool, seq: int = 0
+                      ) -> Future[Any]:
         """Queue a transaction's commit or abort marker (a control batch) on the partition; the future resolves
         once it is durable. The partition's transaction state (open transactions, aborted ones, the LSO) follows
         the marker only once it is durable: a marker whose append fails changes nothing, and the coordinator
         writes it again. The producer's epoch on this partition becomes at least `epoch` at once, so that a
-        batch of a fenced incarnation is refused (INVALID_PRODUCER_EPOCH): the coordinator fenced it already."""
+        batch of a fenced incarnation is refused (INVALID_PRODUCER_EPOCH): the coordinator fenced it already.
+        `seq` is the coordinator's number of the transaction (txn_partition's module doc): when a durable marker
+        of that number (or a later one) of the producer is here already, nothing is written (done at once)."""
         txns = self.txns.of(part)
-        marker = txn_partition.marker_batch(producer_id, epoch, commit, now_ms=self.clock())
+        marker = txn_partition.marker_batch(producer_id, epoch, commit, seq, now_ms=self.clock())
+        if txns.has_marker(producer_id, seq):
+            written: Future[Any] = Future()
+            written.set_result(None)
+            return written
         with part.lock:
             data_stream = part.data
             if not part.owned or data_stream is None:
@@ -314,7 +321,7 @@ class ClientBatches:
                                                                      "producer_id": producer_id, "error": str(exc)})
                 done.set_exception(exc)
                 return
-            txns.on_batch(txn_partition.CONTROL | txn_partition.TRANSACTIONAL, producer_id, base, commit)
+            txns.on_batch(txn_partition.CONTROL | txn_partition.TRANSACTIONAL, producer_id, base, commit, seq)
             done.set_result(f.result())
 
         appended.add_done_callback(durable)

@@ -2,7 +2,7 @@
 and moves with the coordinator (like the groups' committed offsets):
 
     transactions/<transactional id>   {"producer_id", "epoch", "timeout_ms", "state", "partitions",
-                                       "groups", "started_ms", "marked"}
+                                       "groups", "started_ms", "marked", "seq", "next"}
     txn_offsets/<producer id>/<group> {"<topic>/<partition>": [offset, metadata], ...}
 
 States, as Kafka's: Empty -> Ongoing (AddPartitionsToTxn / AddOffsetsToTxn) -> PrepareCommit | PrepareAbort
@@ -22,10 +22,20 @@ only when the transaction commits. Answers are Kafka's error names; api/kafka ma
 EndTxn is answered once the decision (Prepare*) is stored, as Kafka answers after PREPARE_COMMIT is in its
 transaction log: the markers, the group offsets and Complete* follow on a background thread, and the next request
 of that transactional id (AddPartitionsToTxn of its next transaction, InitProducerId, EndTxn again) waits for
-them first. A completion with no group offsets to move is not stored on its own: it is kept in memory and stored
-by the next write of that transactional id (the next transaction's Ongoing), or by `tick` when none comes. If the
-coordinator stops before that, the stored Prepare* is completed again by whoever coordinates the id next
-(writing a marker twice changes nothing a reader sees).
+them first. A completion with no group offsets to move is not stored on its own: it is kept in memory (standing
+for the stored record it completes: another coordinator's write since makes the stored one win), or stored by
+`tick` after a second when nothing follows.
+
+One metadata write per transaction. Each decision carries the transaction's number (`seq`, written into its
+markers: a partition never takes a marker of a number it has durable already, see txn_partition.py) and
+`next`, the transaction's partitions declared for the producer's next transaction: that transaction's
+AddPartitionsToTxn naming only partitions of `next` is answered from memory, without a write (a partition
+outside it, or AddOffsetsToTxn, stores the Ongoing state as before). This holds because of what a coordinator
+that finds such a record without having made it (after a kill -9) does: it writes the decided markers again
+(a partition that has them skips them, so a next transaction begun there stays open), then takes the next
+transaction as Ongoing over `next` (started then): the producer commits or aborts it, InitProducerId aborts it,
+its timeout aborts it. A producer that commits and stays idle gets a record without `next` from `tick` a second
+later, so only a coordinator killed within that second can time out (and fence) an idle producer.
 
 Every method blocks (metadata calls, markers waited for): run them off an event loop. Requests for one
 transactional id are serialized by a lock per id. `close` (the node's close) stops the completion threads, waiting
@@ -40,7 +50,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from broker.metadata import MetadataClient
 from broker.partitions.kafka_clients import group_offsets, producer_ids
@@ -50,8 +60,10 @@ log = logging.getLogger("mqindex.broker.transactions")
 PREFIX, OFFSETS_PREFIX = "transactions/", "txn_offsets/"
 EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT = "Empty", "Ongoing", "PrepareCommit", "PrepareAbort"
 COMPLETE_COMMIT, COMPLETE_ABORT = "CompleteCommit", "CompleteAbort"
+PREPARED, COMPLETE = (PREPARE_COMMIT, PREPARE_ABORT), (COMPLETE_COMMIT, COMPLETE_ABORT)
 MAX_EPOCH = 32766
 MAX_TIMEOUT_MS = 900_000  # Kafka's transaction.max.timeout.ms default
+MAX_SEQ = 2**31 - 1  # a marker's coordinator epoch field is an int32
 
 NONE = "NONE"
 FENCED = "PRODUCER_FENCED"
@@ -64,8 +76,10 @@ UNSTORED_MS = 1_000  # how long a completion may stay in memory only before `tic
 CLOSE_S = 10.0  # how long `close` waits for the completions under way
 
 #: writes the marker on each partition, wherever it is led, and waits until they are durable:
-#: (partitions, producer id, epoch, commit) -> the partitions not written, with why
-MarkerWriter = Callable[[list[tuple[str, int]], int, int, bool], dict[tuple[str, int], str]]
+#: (partitions, producer id, epoch, commit, transaction number) -> the partitions not written, with why
+MarkerWriter = Callable[[list[tuple[str, int]], int, int, bool, int], dict[tuple[str, int], str]]
+
+_IN_MEMORY = ("stored", "known")  # TxnState fields never stored
 
 
 @dataclass
@@ -79,19 +93,36 @@ class TxnState:
     groups: list[str] = field(default_factory=list)
     started_ms: int = 0
     marked: list[tuple[str, int]] = field(default_factory=list)  # partitions with their marker (a prepared txn)
+    seq: int = 0  # the number of the last decided transaction (in its markers)
+    next: list[tuple[str, int]] = field(default_factory=list)  # declared for the next transaction (module doc)
+    stored: str = field(default="", compare=False)  # in memory: the stored record this state stands for
+    known: bool = field(default=False, compare=False)  # in memory: this coordinator made or kept that record
 
     def encode(self) -> str:
         d = asdict(self)
-        d["partitions"] = [list(tp) for tp in self.partitions]
-        d["marked"] = [list(tp) for tp in self.marked]
+        for k in _IN_MEMORY:
+            del d[k]
+        for k in ("partitions", "marked", "next"):
+            d[k] = [list(tp) for tp in d[k]]
         return json.dumps(d)
 
     @staticmethod
     def decode(raw: str) -> TxnState:
         d = json.loads(raw)
-        d["partitions"] = [(str(t), int(p)) for t, p in d["partitions"]]
-        d["marked"] = [(str(t), int(p)) for t, p in d.get("marked", [])]
-        return TxnState(**d)
+        for k in ("partitions", "marked", "next"):
+            d[k] = [(str(t), int(p)) for t, p in d.get(k, [])]
+        return TxnState(**d, stored=raw)
+
+    def copy(self) -> TxnState:
+        return replace(self, partitions=list(self.partitions), groups=list(self.groups), marked=list(self.marked),
+                       next=list(self.next))
+
+    def declared(self) -> list[tuple[str, int]]:
+        """The partitions the stored record declares for records of its producer's current transaction."""
+        if not self.stored:
+            return []
+        st = TxnState.decode(self.stored)
+        return st.partitions if st.state == ONGOING else st.next
 
 
 def pending_offsets(meta: MetadataClient, group: str) -> set[tuple[str, int]]:
@@ -123,7 +154,10 @@ class TransactionCoordinator:
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
         self._completing: dict[str, Future[None]] = {}  # EndTxn's markers and completion, under way
-        self._unstored: dict[str, tuple[TxnState, int]] = {}  # completed, stored still as Prepare*: (state, since)
+        #: the state of a transactional id as this coordinator knows it, standing for a stored record (its
+        #: `stored`) as long as that is still the stored one: a completion not stored, a transaction begun from
+        #: memory (module doc); with the time it was kept
+        self._mem: dict[str, tuple[TxnState, int]] = {}
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="txn-complete")
 
     def close(self, timeout_s: float = CLOSE_S) -> None:
@@ -136,51 +170,51 @@ class TransactionCoordinator:
             t.join(max(0.0, deadline - time.monotonic()))
             if t.is_alive():
                 log.warning("a transaction completion thread did not stop in time", extra={"thread": t.name})
-        with self._guard:
-            unstored = list(self._unstored)
-        for tid in unstored:
-            try:
-                with self._lock(tid):
-                    st = self.load(tid)
-                    if st is not None and st.state in (COMPLETE_COMMIT, COMPLETE_ABORT):
-                        self._save(st)
-            except Exception as exc:  # noqa: BLE001 - the stored decision is completed again later
-                log.warning("transaction completion not stored at close",
-                            extra={"transactional_id": tid, "error": str(exc)})
+        self._store_idle(0)
 
     def _lock(self, tid: str) -> threading.Lock:
         with self._guard:
             return self._locks.setdefault(tid, threading.Lock())
 
     def load(self, tid: str) -> TxnState | None:
-        """The stored state, or the completion of it kept in memory (see the module)."""
+        """The state: as kept in memory while its stored record is still the stored one, else the stored record
+        (one with a next transaction declared, not made here, is that transaction, Ongoing: module doc)."""
         raw = self.meta.kv_get(PREFIX + tid)
         if raw is None:
             return None
-        st = TxnState.decode(raw)
         with self._guard:
-            done = self._unstored.get(tid)
-        if done is not None:
-            d = done[0]
-            # the same transaction (not a later one of the same epoch, prepared by another coordinator since)
-            if (st.state in (PREPARE_COMMIT, PREPARE_ABORT)
-                    and (d.producer_id, d.epoch, d.started_ms, d.partitions) == (st.producer_id, st.epoch,
-                                                                                 st.started_ms, st.partitions)
-                    and d.state == (COMPLETE_COMMIT if st.state == PREPARE_COMMIT else COMPLETE_ABORT)):
-                return TxnState.decode(d.encode())
-            with self._guard:  # stored past it (another coordinator wrote since): the stored state wins
-                if self._unstored.get(tid) is done:
-                    del self._unstored[tid]
+            kept = self._mem.get(tid)
+            if kept is not None and kept[0].stored == raw:
+                st = kept[0].copy()
+                st.known = True
+                return st
+            if kept is not None:  # stored past it (another coordinator wrote since): the stored record wins
+                del self._mem[tid]
+        st = TxnState.decode(raw)
+        if st.state in COMPLETE and st.next:
+            self._take_next(st)
+            self._keep(st)
         return st
+
+    def _take_next(self, st: TxnState) -> None:
+        """A decided transaction whose record declares a next one, found without having made it: the next one
+        may have records on those partitions (begun from another coordinator's memory), so it is Ongoing."""
+        st.state, st.partitions, st.groups, st.marked = ONGOING, list(st.next), [], []
+        st.started_ms, st.next = self.clock(), []
+
+    def _keep(self, st: TxnState) -> None:
+        with self._guard:
+            self._mem[st.transactional_id] = (st.copy(), self.clock())
 
     def _save(self, st: TxnState, put: dict[str, str] | None = None, delete: list[str] | None = None) -> None:
         """Store the state (with other keys, in one metadata write); a completion kept in memory is stored by it."""
+        raw = st.encode()
         if put or delete:
-            self.meta.kv_update({**(put or {}), PREFIX + st.transactional_id: st.encode()}, delete or [])
+            self.meta.kv_update({**(put or {}), PREFIX + st.transactional_id: raw}, delete or [])
         else:
-            self.meta.kv_put(PREFIX + st.transactional_id, st.encode())
-        with self._guard:
-            self._unstored.pop(st.transactional_id, None)
+            self.meta.kv_put(PREFIX + st.transactional_id, raw)
+        st.stored, st.known = raw, True
+        self._keep(st)
 
     def _settle(self, tid: str) -> None:
         """Wait for the background completion of the id's last transaction (its next request comes after)."""
@@ -212,7 +246,7 @@ class TransactionCoordinator:
                 st.producer_id, st.epoch = producer_ids.allocate(self.meta, self.node_id), 0
             else:
                 st.epoch += 1
-            st.timeout_ms, st.state, st.partitions, st.groups = timeout_ms, EMPTY, [], []
+            st.timeout_ms, st.state, st.partitions, st.groups, st.next = timeout_ms, EMPTY, [], [], []
             self._save(st)
             log.info("transactional producer initialised",
                      extra={"transactional_id": tid, "producer_id": st.producer_id, "epoch": st.epoch})
@@ -236,7 +270,8 @@ class TransactionCoordinator:
         return (st, code) if code == NONE else (None, code)
 
     def _add(self, tid: str, pid: int, epoch: int, add: Callable[[TxnState], None]) -> str:
-        """Begin the transaction if none is ongoing and add to it (partitions or a group)."""
+        """Begin the transaction if none is ongoing and add to it (partitions or a group). Stored unless the
+        stored record declares every partition already and no group is added (module doc)."""
         self._settle(tid)
         with self._lock(tid):
             st, code = self._current(tid, pid, epoch)
@@ -244,8 +279,13 @@ class TransactionCoordinator:
                 return code
             self._finish_prepared(st)
             self._begin(st)
+            groups = list(st.groups)
             add(st)
-            self._save(st)
+            if st.known and st.groups == groups and set(st.partitions) <= set(st.declared()):
+                self._keep(st)  # begun or added from memory: the stored record covers it
+            else:
+                st.next = []
+                self._save(st)
             return NONE
 
     def add_partitions(self, tid: str, pid: int, epoch: int, partitions: list[tuple[str, int]]) -> str:
@@ -284,7 +324,7 @@ class TransactionCoordinator:
                 return code
             self._finish_prepared(st)
             if st.state == ONGOING:
-                st.state, st.marked = PREPARE_COMMIT if commit else PREPARE_ABORT, []
+                self._prepare(st, commit, declare_next=True)
                 self._save(st)
                 with self._guard:
                     self._completing[tid] = self._pool.submit(self._complete_later, tid, st.producer_id, st.epoch)
@@ -299,9 +339,15 @@ class TransactionCoordinator:
     def _bump(self, st: TxnState) -> int:
         return st.epoch + 1 if st.epoch < MAX_EPOCH else st.epoch
 
-    def _end(self, st: TxnState, commit: bool) -> None:
-        """Store the decision, then complete it."""
+    def _prepare(self, st: TxnState, commit: bool, declare_next: bool) -> None:
+        """The decision, numbered; with `declare_next`, its partitions are declared for the next transaction."""
         st.state, st.marked = PREPARE_COMMIT if commit else PREPARE_ABORT, []
+        st.seq = st.seq + 1 if st.seq < MAX_SEQ else 1
+        st.next = list(st.partitions) if declare_next else []
+
+    def _end(self, st: TxnState, commit: bool) -> None:
+        """Store the decision (no next transaction declared: the epoch was bumped), then complete it."""
+        self._prepare(st, commit, declare_next=False)
         self._save(st)
         self._complete(st)
 
@@ -320,19 +366,20 @@ class TransactionCoordinator:
                 self._completing.pop(tid, None)
 
     def _finish_prepared(self, st: TxnState, store: bool = True) -> None:
-        if st.state in (PREPARE_COMMIT, PREPARE_ABORT):
+        if st.state in PREPARED:
             self._complete(st, store)
 
     def _complete(self, st: TxnState, store: bool = True) -> None:
         """Markers on every partition (wherever each is led), the group offsets moved (commit) or dropped
         (abort), then Complete*. The partitions whose marker is durable are kept with the state, so a later try
-        writes only the others. Every step may be done again after a crash: a second marker for a closed
-        transaction changes nothing."""
+        writes only the others. Every step may be done again after a crash: a partition that has the numbered
+        marker already skips it. A decision found stored without having made it, which declares a next
+        transaction, leaves that transaction Ongoing (module doc)."""
         commit = st.state == PREPARE_COMMIT
         left = [tp for tp in st.partitions if tp not in st.marked]
         if left:
             try:
-                failed = self.write_marker(left, st.producer_id, st.epoch, commit)
+                failed = self.write_marker(left, st.producer_id, st.epoch, commit, st.seq)
             except Exception as exc:  # noqa: BLE001 - written again later, as a refused marker
                 failed = {tp: str(exc) for tp in left}
             if failed:
@@ -353,43 +400,56 @@ class TransactionCoordinator:
             if raw is not None:
                 delete.append(key)
         st.state = COMPLETE_COMMIT if commit else COMPLETE_ABORT
-        if store or put or delete:  # the group offsets move in the same write as the completion
-            self._save(st, put, delete)
-        else:
-            with self._guard:
-                self._unstored[st.transactional_id] = (TxnState.decode(st.encode()), self.clock())
         log.info("transaction ended", extra={"transactional_id": st.transactional_id, "committed": commit,
                                              "partitions": len(st.partitions), "groups": len(st.groups)})
+        if st.next and not st.known:  # not made here: the declared next transaction may have begun
+            self._take_next(st)
+            self._save(st, put, delete)
+        elif store or put or delete:  # the group offsets move in the same write as the completion
+            self._save(st, put, delete)
+        else:
+            self._keep(st)
+
+    def _store_idle(self, idle_ms: int) -> None:
+        """Store the completions kept in memory only (and drop the next transaction declared by their record)
+        for `idle_ms` or more: nothing followed them."""
+        now = self.clock()
+        with self._guard:
+            idle = [tid for tid, (st, since) in self._mem.items()
+                    if st.state in COMPLETE and (st.next or st.stored != st.encode()) and now - since >= idle_ms]
+        for tid in idle:
+            try:
+                with self._lock(tid):
+                    st = self.load(tid)
+                    if st is not None and st.known and st.state in COMPLETE:
+                        st.next = []
+                        self._save(st)
+            except Exception as exc:  # noqa: BLE001 - the stored decision is completed again later
+                log.warning("transaction completion not stored", extra={"transactional_id": tid, "error": str(exc)})
 
     def tick(self, mine: Callable[[str], bool]) -> int:
         """Complete prepared transactions and abort timed-out ones among those `mine` coordinates; how many
         were ended. A transaction whose markers cannot be written now is left for the next tick."""
         ended = 0
+        self._store_idle(UNSTORED_MS)
         now = self.clock()
-        with self._guard:
-            idle = [tid for tid, (_st, since) in self._unstored.items() if now - since >= UNSTORED_MS]
-        for tid in idle:  # completions no later write of their id has stored
-            with self._lock(tid):
-                st = self.load(tid)
-                if st is not None and st.state in (COMPLETE_COMMIT, COMPLETE_ABORT):
-                    self._save(st)
         for key, raw in self.meta.kv_items(PREFIX).items():
             tid = key[len(PREFIX):]
             if not mine(tid):
                 continue
             st = TxnState.decode(raw)
             late = st.state == ONGOING and now - st.started_ms > st.timeout_ms
-            if not late and st.state not in (PREPARE_COMMIT, PREPARE_ABORT):
+            if not late and st.state not in PREPARED and not (st.state in COMPLETE and st.next):
                 continue
             with self._lock(tid):
                 fresh = self.load(tid)
                 if fresh is None:
                     continue
                 try:
-                    if fresh.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                    if fresh.state in PREPARED:
                         self._complete(fresh)
                         ended += 1
-                    elif fresh.state == ONGOING and now - fresh.started_ms > fresh.timeout_ms:
+                    elif fresh.state == ONGOING and self.clock() - fresh.started_ms > fresh.timeout_ms:
                         log.warning("transaction timed out: aborted",
                                     extra={"transactional_id": tid, "timeout_ms": fresh.timeout_ms})
                         fresh.epoch = self._bump(fresh)

@@ -7,10 +7,18 @@ value is (version 0, coordinator epoch), all big-endian.
 
 `PartitionTxns` follows a partition's batches in offset order: a transactional data batch of a producer id with
 no open transaction opens one at its base offset; a marker closes it (an abort is kept as
-(producer id, first offset, marker offset)). The LSO is the first offset of the oldest open transaction, or the
-end of the partition. It is rebuilt from the stored batch headers (the whole partition: there is no stored
-transaction index yet) the first time a node needs it at an ownership epoch, and then kept as batches are
-queued.
+(producer id, first offset, marker offset)).
+
+A marker's value carries the coordinator's number of the transaction it ends (Kafka's "coordinator epoch" field,
+which Kafka also keeps increasing per producer and refuses to go back on): a partition remembers the highest
+number its durable markers of each producer carry, and a marker whose number is not higher is not written again
+(`ClientBatches.append_marker`). So a coordinator that writes a transaction's markers a second time (after its
+kill -9, not knowing which were durable) cannot close the producer's next transaction, begun on that partition
+meanwhile. Number 0 (markers written before numbering) is always written.
+
+The LSO is the first offset of the oldest open transaction, or the end of the partition. It is rebuilt from the
+stored batch headers (the whole partition: there is no stored transaction index yet) the first time a node needs
+it at an ownership epoch, and then kept as batches are queued.
 
 `visible` answers, for one stored record, whether a reader outside Kafka (a key or id lookup) may see it: a
 record of a transactional batch is visible once a commit marker of its producer follows it in the partition;
@@ -65,10 +73,16 @@ def marker_batch(producer_id: int, epoch: int, commit: bool, coordinator_epoch: 
 
 def marker_type(raw: bytes | memoryview, h: BatchHeader) -> int:
     """COMMIT or ABORT, read from a control batch's single record (uncompressed by Kafka's rule)."""
+    return marker_info(raw, h)[0]
+
+
+def marker_info(raw: bytes | memoryview, h: BatchHeader) -> tuple[int, int]:
+    """(COMMIT or ABORT, the transaction's number in the coordinator epoch field) of a control batch."""
     for r in decode_records(bytes(raw), h, check_crc=False):
         if r.key is not None and len(r.key) >= 4:
-            return int(_CONTROL_KEY.unpack_from(r.key)[1])
-    return ABORT
+            seq = _CONTROL_VALUE.unpack_from(r.value)[1] if r.value is not None and len(r.value) >= 6 else 0
+            return int(_CONTROL_KEY.unpack_from(r.key)[1]), int(seq)
+    return ABORT, 0
 
 
 @dataclass
@@ -77,21 +91,30 @@ class PartitionTxns:
 
     open: dict[int, int] = field(default_factory=dict)  # producer id -> first offset of its open transaction
     aborted: list[tuple[int, int, int]] = field(default_factory=list)  # (marker offset, producer id, first offset)
+    marked: dict[int, int] = field(default_factory=dict)  # producer id -> highest transaction number of its markers
     #: markers are applied by the thread that makes them durable, data batches under the partition's lock
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def on_batch(self, attributes: int, producer_id: int, base: int, commit: bool | None = None) -> None:
-        """Follow one batch stored at `base`: `commit` is the marker's type for a control batch. A second marker
-        for a transaction already closed changes nothing."""
+    def on_batch(self, attributes: int, producer_id: int, base: int, commit: bool | None = None,
+                 seq: int = 0) -> None:
+        """Follow one batch stored at `base`: `commit` is the marker's type and `seq` its transaction number for
+        a control batch. A second marker for a transaction already closed changes nothing."""
         if not attributes & TRANSACTIONAL or producer_id < 0:
             return
         with self.lock:
             if attributes & CONTROL:
+                if seq > 0:
+                    self.marked[producer_id] = max(seq, self.marked.get(producer_id, 0))
                 first = self.open.pop(producer_id, None)
                 if first is not None and not commit:
                     insort(self.aborted, (base, producer_id, first))  # markers may become durable out of order
             else:
                 self.open.setdefault(producer_id, base)
+
+    def has_marker(self, producer_id: int, seq: int) -> bool:
+        """Whether a durable marker of the producer's transaction number `seq` (or a later one) is here."""
+        with self.lock:
+            return seq > 0 and self.marked.get(producer_id, 0) >= seq
 
     def lso(self, end: int) -> int:
         with self.lock:
@@ -113,8 +136,9 @@ def scan(parts: PartitionMap, p: Partition, start: int, end: int, into: Partitio
             for rec in parts.storage.read(p.data_stream, pos, end, READ_BYTES):
                 for _at, h, raw in batch_slices(rec.payload):
                     if h.attributes & TRANSACTIONAL:
-                        commit = marker_type(raw, h) == COMMIT if h.attributes & CONTROL else None
-                        into.on_batch(h.attributes, h.producer_id, h.base_offset, commit)
+                        kind, seq = marker_info(raw, h) if h.attributes & CONTROL else (ABORT, 0)
+                        commit = kind == COMMIT if h.attributes & CONTROL else None
+                        into.on_batch(h.attributes, h.producer_id, h.base_offset, commit, seq)
                     if h.next_offset > pos:
                         pos, moved = h.next_offset, True
         except OffsetOutOfRange:
