@@ -273,12 +273,12 @@ class _Rows:
 
 
 class _Shown:
-    """A class as the last scrape rendered it: its members then (at `version`) and its lines for a value."""
+    """A class's lines as the last scrape rendered them: for its members at `version` and a value."""
 
-    __slots__ = ("version", "lag", "age", "lag_value", "lag_text", "age_value", "age_text")
+    __slots__ = ("version", "lag_value", "lag_text", "age_value", "age_text")
 
-    def __init__(self, version: int, lag: tuple[bytes, ...], age: tuple[bytes, ...]) -> None:
-        self.version, self.lag, self.age = version, lag, age
+    def __init__(self, version: int) -> None:
+        self.version = version
         self.lag_value = self.age_value = -1
         self.lag_text: tuple[bytes, bytes] = (b"", b"")
         self.age_text: tuple[bytes, bytes] = (b"", b"")
@@ -384,45 +384,66 @@ class GroupLagExposition:
 
     def _render_classes(self, rows: _Rows) -> list[bytes] | None:
         """The lines by class (`_Class`), when the rows are in few classes (a class per 4 rows at most; None
-        otherwise): a scrape works per class, not per row, and joins each class's prefixes again only when its
-        members or its value changed. A class's members are copied (under the rows' lock) only when they changed."""
+        otherwise): a scrape works per class, not per row. The classes' figures are computed first (numpy, and the
+        record times still missing read within the budget), then the lines are taken in one hold of the rows'
+        lock (one state of the rows: a row that moves meanwhile shows once), each class's prefixes joined again
+        only when its members or its value changed (the join is the one pass over them: no copy before it)."""
         with rows.lock:
             if not rows.n or len(rows.classes) * 4 > rows.n:
                 return None
             tps = rows.tps[:]
-            seen, now = self._shown, []
-            for c in rows.classes.values():
-                r = seen.get(c)
-                if r is None or r.version != c.version:
-                    r = _Shown(c.version, tuple(c.lag.values()), tuple(c.age.values()))
-                now.append((c, r))
-        self._shown = dict(now)
+            keys = list(rows.classes)
         self._view = None
-        n = len(now)
-        where = np.fromiter((c.where for c, _ in now), np.int64, n)
-        offset = np.fromiter((c.offset for c, _ in now), np.int64, n)
+        n = len(keys)
+        where = np.fromiter((w for w, _ in keys), np.int64, n)
+        offset = np.fromiter((o for _, o in keys), np.int64, n)
         start, end, known = self._bounds(tps)
         shown, end_c = known[where], end[where]
         lag = np.maximum(end_c - offset, 0)
         at = np.maximum(offset, start[where])
         behind = end_c > at
         ts = self._class_times(tps, where, at, shown & behind)
-        age = np.where(behind, np.maximum((time.time() * 1000 - ts) / 1000, 0.0), 0.0)
+        now_ms = time.time() * 1000
+        age = np.where(behind, np.maximum((now_ms - ts) / 1000, 0.0), 0.0)
         ages = np.where(np.isnan(age) | ~shown, -1, age).astype(np.int64)  # whole seconds; -1: no line
+        lag = np.where(shown, lag, -1)
+        figures = dict(zip(keys, zip(lag.tolist(), ages.tolist(), strict=True), strict=True))
+        seen: dict[_Class, _Shown] = {}
         lag_out, age_out = [HEADER], [HEADER_S]
-        for (_, r), show, lv, av in zip(now, shown.tolist(), lag.tolist(), ages.tolist(), strict=True):
-            if not show:
-                continue
-            if r.lag_value != lv:
-                sep = b"%d\n" % lv
-                r.lag_value, r.lag_text = lv, (sep.join(r.lag), sep)
-            lag_out += r.lag_text
-            if av >= 0:
-                if r.age_value != av:
-                    sep = b"%d\n" % av
-                    r.age_value, r.age_text = av, (sep.join(r.age), sep)
-                age_out += r.age_text
+        with rows.lock:
+            for key, c in rows.classes.items():
+                got = figures.get(key)
+                lv, av = got if got is not None else self._late(key, tps, start, end, known, now_ms)
+                r = self._shown.get(c)
+                if r is None or r.version != c.version:
+                    r = _Shown(c.version)
+                seen[c] = r
+                if lv < 0:
+                    continue
+                if r.lag_value != lv:
+                    sep = b"%d\n" % lv
+                    r.lag_value, r.lag_text = lv, (sep.join(c.lag.values()), sep)
+                lag_out += r.lag_text
+                if av >= 0:
+                    if r.age_value != av:
+                        sep = b"%d\n" % av
+                        r.age_value, r.age_text = av, (sep.join(c.age.values()), sep)
+                    age_out += r.age_text
+        self._shown = seen
         return lag_out + age_out
+
+    def _late(self, key: tuple[int, int], tps: list[tuple[str, int]], start: np.ndarray, end: np.ndarray,
+              known: np.ndarray, now_ms: float) -> tuple[int, int]:
+        """(lag, age) of a class that came between the figures and the lines (-1: no line; a partition not known
+        yet, or a record time not read yet: its lines come with the next scrape)."""
+        w, o = key
+        if w >= len(tps) or not known[w]:
+            return -1, -1
+        e, at = int(end[w]), max(o, int(start[w]))
+        if e <= at:
+            return max(e - o, 0), 0
+        t = self._times.times.get((self._streams[w], at))
+        return max(e - o, 0), (-1 if t is None else int(max((now_ms - t) / 1000, 0.0)))
 
     def _class_times(self, tps: list[tuple[str, int]], where: np.ndarray, at: np.ndarray,
                      need: np.ndarray) -> np.ndarray:
