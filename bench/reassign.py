@@ -4,10 +4,11 @@ target node, with a given amount of the partition's data not yet uploaded at the
 Two `mqindex serve` processes (node 0 and node 1) on one PostgreSQL metadata schema and one SeaweedFS
 bucket (started for the run unless --store is given), uploads held back (upload interval 600 s, threshold
 above the data size) so the data really is only in the source's WAL and log cache when the move starts.
-Each move: fill the partition with SIZE of 64 KiB values, then one thread asks for the move while another
-produces to the partition through the target as fast as it can (503/421 answers are the producer's error
-window); measured: request -> first 200 from the target. Also printed: the seconds the request itself took
-(it returns once the target serves) and the error window the producer saw.
+Each move: fill the partition with SIZE of 64 KiB values, then a producer produces to the partition as a client
+does (to the source, following the 421 to the target, retrying its 503 answers) while the move is asked for;
+measured: request -> first 200 from the target. Also printed: the seconds the request itself took (it returns
+once the target serves), the producer's error answers and its error window (from its last acknowledgement by
+the source to its first by the target).
 
 Peer: the raw upload time of the same bytes (one PUT per 8 MiB part) on the same store in the same run,
 because a move uploads what the source holds: the ratio says how much the move costs above that upload.
@@ -106,29 +107,47 @@ class _Profiles:
 
 
 def _move(source: ServeProcess, target: ServeProcess, to: int) -> dict[str, float]:
+    """One move under a producer that follows the partition as a client does: it produces to the source before the
+    request, follows the 421 to the target and retries the 503 answers there. Measured: request -> first
+    acknowledged produce on the target, and the producer's error window: from its last acknowledgement by the
+    source to its first by the target (no produce succeeds in between)."""
     first_ack: list[float] = []
     ack_request: list[float] = []  # how long the produce that was acknowledged first took
+    last_source_ack: list[float] = []
     errors = [0]
     stop = threading.Event()
+    producing = threading.Event()  # acknowledged by the source at least once: the move may be asked for
 
     def produce() -> None:
+        base = source.url
         with httpx.Client(timeout=60) as http:
             while not stop.is_set():
                 sent = time.perf_counter()
-                r = http.post(f"{target.url}/v1/topics/moves/messages",
+                r = http.post(f"{base}/v1/topics/moves/messages",
                               json={"messages": [{"key": "after", "value": "v", "partition": 0}]})
+                now = time.perf_counter()
                 if r.status_code == 200:
-                    first_ack.append(time.perf_counter())
-                    ack_request.append(first_ack[0] - sent)
-                    return
+                    if base == target.url:
+                        first_ack.append(now)
+                        ack_request.append(now - sent)
+                        return
+                    last_source_ack[:] = [now]
+                    producing.set()
+                    continue
                 errors[0] += 1
-                time.sleep(0.002)
+                if r.status_code == 421 and r.json().get("leader_url"):
+                    base = target.url if r.json()["leader_url"].rstrip("/") == target.url.rstrip("/") else source.url
+                else:
+                    time.sleep(0.002)
 
     cpu0 = process_cpu_s(source.proc.pid), process_cpu_s(target.proc.pid)
-    started_wall = time.time()  # beside the nodes' log times
-    started = time.perf_counter()
     t = threading.Thread(target=produce)
     t.start()
+    if not producing.wait(60):
+        stop.set()
+        raise RuntimeError("the source acknowledged no produce")
+    started_wall = time.time()  # beside the nodes' log times
+    started = time.perf_counter()
     r = httpx.post(f"{source.url}/v1/admin/reassignments", json={"topic": "moves", "partition": 0, "to": to},
                    timeout=300)
     r.raise_for_status()
@@ -139,6 +158,7 @@ def _move(source: ServeProcess, target: ServeProcess, to: int) -> dict[str, floa
     if not first_ack:
         raise RuntimeError("no acknowledged produce on the target")
     return {"to_first_ack_s": first_ack[0] - started, "request_s": answered - started, "producer_errors": errors[0],
+            "error_window_s": first_ack[0] - last_source_ack[0],
             "source_cpu_s": cpu1[0] - cpu0[0], "target_cpu_s": cpu1[1] - cpu0[1], "started_wall": started_wall,
             "ack_request_s": ack_request[0]}
 
@@ -283,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append([kind, mb, moves, f"{p50:.3f}", f"{p99:.3f}",
                              f"{percentile([s['request_s'] for s in samples], 50):.3f}",
                              f"{percentile([s['producer_errors'] for s in samples], 50):.0f}",
+                             f"{percentile([s['error_window_s'] for s in samples], 50):.3f}",
+                             f"{max(s['error_window_s'] for s in samples):.3f}",
                              f"{raw:.3f}", f"{p50 / raw:.2f}" if raw else "-"])
                 cpu = percentile([s["source_cpu_s"] + s["target_cpu_s"] for s in samples], 50)
                 cpu_rows.append([kind, mb, f"{percentile([s['source_cpu_s'] for s in samples], 50) * 1000:.0f}",
@@ -303,6 +325,7 @@ def main(argv: list[str] | None = None) -> int:
             weed.stop()
     emit(table("reassignment: request -> first acknowledged produce on the target",
                ["WAL", "unuploaded MiB", "moves", "p50 s", "p99 s", "request p50 s", "producer 503/421 p50",
+                "producer error window p50 s", "max s",
                 "raw upload of the same bytes s", "p50 / raw upload"], rows))
     emit(table("server CPU per move, request -> first acknowledged produce (the target's background read of the "
                "moved range not included)",

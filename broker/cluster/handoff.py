@@ -55,25 +55,32 @@ def hand_off(parts: PartitionMap, p: Partition, target: int, sync_index: Callabl
     key = handoff_wal.doc_key(p.topic.topic_id, p.index)
     doc: str | None = None
     unuploaded = 0
+    steps: dict[str, float] = {}  # seconds of each step, logged (where a move's time goes)
     try:
         deadline = time.monotonic() + timeout_s
         while data.confirmed_end < data.next_offset:  # appends queued before the stop are acknowledged first
             if time.monotonic() > deadline:
                 raise TimeoutError(f"WAL appends of {p.name} not durable after {timeout_s}s")
             time.sleep(0.002)
+        mark = _step(steps, "appends", started)
         sync_index()
+        mark = _step(steps, "index", mark)
         ck = parts.checkpoint(p.topic.name, p.index)
         state = PartitionState(parts.start_offset(p), True, ck, parts.node_id, p.epoch, now_ms())
         p.write_state(state).result(timeout_s)
+        mark = _step(steps, "state_record", mark)
         unuploaded = parts.storage.cached_bytes(data.stream_id) + parts.storage.cached_bytes(meta.stream_id)
         if wal is not None:  # the next owner reads what is not uploaded from this node's WAL objects
             doc = json.dumps(handoff_wal.lend_doc(parts, p, wal))
             parts.meta.kv_put(key, doc)
+            mark = _step(steps, "lend_doc", mark)
         else:
             parts.storage.force_upload()
             if parts.storage.cached_bytes(data.stream_id) or parts.storage.cached_bytes(meta.stream_id):
                 raise RuntimeError(f"{p.name}: data still cached after the upload")
+            mark = _step(steps, "upload", mark)
         parts.storage.close_streams([meta, data])
+        _step(steps, "close", mark)
     except Exception as exc:  # noqa: BLE001 - keep serving; the watcher tries again
         closed = meta.fenced or data.fenced or meta.closed or data.closed  # (closed: the close went through)
         with p.lock:
@@ -97,8 +104,14 @@ def hand_off(parts: PartitionMap, p: Partition, target: int, sync_index: Callabl
                                             "epoch": p.epoch, "end_offset": data.confirmed_end,
                                             "index_checkpoint": ck, "unuploaded_bytes": unuploaded,
                                             "upload": "lent from the shared WAL" if doc is not None else "uploaded",
-                                            "seconds": round(time.monotonic() - started, 3)})
+                                            "seconds": round(time.monotonic() - started, 3), "steps": steps})
     return True
+
+
+def _step(steps: dict[str, float], name: str, since: float) -> float:
+    now = time.monotonic()
+    steps[name] = round(now - since, 3)
+    return now
 
 
 def take_over(parts: PartitionMap, p: Partition, catch_up: Callable[[CatchUp], None]) -> bool:
@@ -117,10 +130,14 @@ def take_over(parts: PartitionMap, p: Partition, catch_up: Callable[[CatchUp], N
     parts.claim([p], serve=False)  # served after the catch-up is queued (a live entry first would skip it)
     if p.data is None or p.meta is None:
         return False
+    steps: dict[str, float] = {}
+    mark = _step(steps, "claim", started)
     served = threading.Event()  # the data range is read from the source's WAL once the take-over is done
     try:
         borrowed = handoff_wal.borrow(parts, wal.store, p, entries, served) if wal is not None else []
+        mark = _step(steps, "borrow", mark)
         parts.load_states([p], served=False)
+        _step(steps, "state", mark)
     except Exception as exc:  # noqa: BLE001 - closed again (nothing committed changed): the next look retries
         log.error("partition take-over failed reading the source's WAL; retried", extra={
             "topic": p.topic.name, "partition": p.index, "error": f"{type(exc).__name__}: {exc}"})
@@ -131,7 +148,7 @@ def take_over(parts: PartitionMap, p: Partition, catch_up: Callable[[CatchUp], N
         served.set()
         return False
     try:
-        return _serve(parts, p, catch_up, started, bool(borrowed))
+        return _serve(parts, p, catch_up, started, bool(borrowed), steps)
     finally:
         served.set()
 
@@ -149,7 +166,7 @@ def replay_pending(parts: PartitionMap, owners: set[int | None]) -> bool:
 
 
 def _serve(parts: PartitionMap, p: Partition, catch_up: Callable[[CatchUp], None], started: float,
-           borrowed: bool) -> bool:
+           borrowed: bool, steps: dict[str, float]) -> bool:
     own = parts.index_checkpoint(p)
     moved = p.state.index_checkpoint
     start = max(-1 if own is None else own, -1 if moved is None else moved) + 1
@@ -158,9 +175,10 @@ def _serve(parts: PartitionMap, p: Partition, catch_up: Callable[[CatchUp], None
     parts.serve([p])
     if not p.owned:
         return False
+    steps["served_at"] = round(time.monotonic() - started, 3)
     parts.write_states([p], clean=False)
     log.info("partition taken over", extra={"topic": p.topic.name, "partition": p.index, "epoch": p.epoch,
                                             "end_offset": p.acked_end, "index_from": start,
                                             "moved_range_from_wal": borrowed,
-                                            "seconds": round(time.monotonic() - started, 3)})
+                                            "seconds": round(time.monotonic() - started, 3), "steps": steps})
     return True

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from broker.cluster import handoff
@@ -28,6 +29,12 @@ log = logging.getLogger("mqindex.broker.cluster")
 # partitions assigned here that the watcher does not open: fenced ones (another node holds them), and those a
 # failover is replaying the dead node's acknowledged records into (served once that is done)
 NOT_TAKEN = ("fenced", REPLAYING)
+
+#: while a partition assigned here waits for its previous owner to close its streams, looks come this often (a
+#: move's producers get errors from the source's hand-off until the target serves), for at most WAITING_FOR_S
+#: after the wait began (a dead source's streams are closed by a failover, seconds later: looked at as usual)
+WAITING_INTERVAL_S = 0.005
+WAITING_FOR_S = 3.0
 
 
 class AssignmentWatcher:
@@ -43,17 +50,24 @@ class AssignmentWatcher:
         self.lends_to: Callable[[int], bool] = lambda target: True
         self.lock = threading.Lock()  # one reconcile at a time (the thread, a drain, a test)
         self._stop = threading.Event()
+        self._waiting_since: float | None = None  # a take-over found the streams still open since then
         self._thread = threading.Thread(target=self._run, name="broker-assignment", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
+        while not self._stop.wait(self._next_wait()):
             try:
                 self.reconcile()
             except Exception as exc:  # noqa: BLE001 - next look tries again
                 log.warning("assignment look failed", extra={"error": f"{type(exc).__name__}: {exc}"})
+
+    def _next_wait(self) -> float:
+        since = self._waiting_since
+        if since is not None and time.monotonic() - since < WAITING_FOR_S:
+            return min(self.interval_s, WAITING_INTERVAL_S)
+        return self.interval_s
 
     def reconcile(self) -> None:
         with self.lock:
@@ -68,6 +82,7 @@ class AssignmentWatcher:
                     if info is not None:
                         parts.add_topic(info)
             lead = leaders(parts.meta)
+            waiting = False
             for p in parts.all():
                 want = lead.get((p.topic.topic_id, p.index))
                 if want is None:
@@ -75,7 +90,11 @@ class AssignmentWatcher:
                 if p.owned and want.node != parts.node_id:
                     handoff.hand_off(parts, p, want.node, self.sync_index, lend=self.lends_to(want.node))
                 elif not p.owned and want.node == parts.node_id and not p.why_not_owned.startswith(NOT_TAKEN):
-                    handoff.take_over(parts, p, self.catch_up)
+                    waiting |= not handoff.take_over(parts, p, self.catch_up)
+            if not waiting:
+                self._waiting_since = None
+            elif self._waiting_since is None:
+                self._waiting_since = time.monotonic()
             if self.on_look is not None:
                 self.on_look()
 
