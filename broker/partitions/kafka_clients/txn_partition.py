@@ -92,6 +92,7 @@ class PartitionTxns:
     open: dict[int, int] = field(default_factory=dict)  # producer id -> first offset of its open transaction
     aborted: list[tuple[int, int, int]] = field(default_factory=list)  # (marker offset, producer id, first offset)
     marked: dict[int, int] = field(default_factory=dict)  # producer id -> highest transaction number of its markers
+    span: int = 0  # the longest aborted transaction (marker offset - first offset): how far past a range to look
     #: markers are applied by the thread that makes them durable, data batches under the partition's lock
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -108,6 +109,7 @@ class PartitionTxns:
                 first = self.open.pop(producer_id, None)
                 if first is not None and not commit:
                     insort(self.aborted, (base, producer_id, first))  # markers may become durable out of order
+                    self.span = max(self.span, base - first)
             else:
                 self.open.setdefault(producer_id, base)
 
@@ -121,10 +123,20 @@ class PartitionTxns:
             return min([end, *self.open.values()])
 
     def aborted_in(self, start: int, end: int) -> list[tuple[int, int]]:
-        """(producer id, first offset) of the aborted transactions with records in [start, end)."""
+        """(producer id, first offset) of the aborted transactions with records in [start, end): those whose
+        marker is at `start` or after and whose first record is before `end`. The list is ordered by marker, so
+        this looks only from `start` to `end` plus the longest aborted transaction: a read_committed fetch costs
+        the same however many transactions the partition's history aborted after it."""
         with self.lock:
-            i = bisect_left(self.aborted, (start, -1, -1))
-            return [(pid, first) for _marker, pid, first in self.aborted[i:] if first < end]
+            out = []
+            stop = end + self.span
+            for i in range(bisect_left(self.aborted, (start, -1, -1)), len(self.aborted)):
+                marker, pid, first = self.aborted[i]
+                if marker > stop:
+                    break
+                if first < end:
+                    out.append((pid, first))
+            return out
 
 
 def scan(parts: PartitionMap, p: Partition, start: int, end: int, into: PartitionTxns) -> None:
