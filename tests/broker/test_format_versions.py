@@ -1,8 +1,8 @@
 """Format versions of the formats that had none before 0.4.0 (docs/OPERATIONS.md, "Upgrading a cluster"): WAL
-frames (local segments and shared WAL objects), stream objects (their footer), metadata KV values (log records and
-snapshots) and the index service's JSON documents. Each: what today's code writes (version 1, the layout of every
-file written so far) reads, and a later version is refused with an error naming the file, object or key and both
-versions, leaving what is stored untouched (nothing cut, marked damaged or quarantined)."""
+frames (local segments and shared WAL objects), the local WAL's trim file, stream objects (their footer), metadata KV
+values (log records and snapshots) and the index service's JSON documents. Each: what today's code writes (version
+1, the layout of every file written so far) reads, and a later version is refused with an error naming the file,
+object or key and both versions, leaving what is stored untouched (nothing cut, marked damaged or quarantined)."""
 
 from __future__ import annotations
 
