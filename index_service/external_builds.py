@@ -27,8 +27,10 @@ written into the build's first file's manifest after every other manifest of the
 commit; recovery then drops the superseded files), the file map swaps the superseded files for the build's in
 one step, their manifests, filters and ranges go, and their objects are deleted `merge_grace_ms` later. So a
 `spark-build --merged` backfill over hours the service already indexed leaves each entry in one served file:
-a key is read once and answered once. A file only partly inside the range stays (a lookup reads both; its
-answer still has each entry once, hits being de-duplicated by (queue, offset)).
+a key is read once and answered once. A file only partly inside the range stays served; each file of the build
+carries the cover (`covers` in its manifest, read back on open), and a lookup reads such a file only for the part
+of its time range outside the build's window, or not at all when the window holds all the lookup asks of it
+(build_covers.py); hits are still de-duplicated by (queue, offset).
 
 Every step is idempotent, so a crash anywhere is finished by the next open or cycle. A failed build
 never calls `register_build`, so it leaves nothing for the service to find.
@@ -47,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from index_service.build_covers import Cover
 from index_service.file_map import FileMap
 from index_service.key_filters import adopt_filter
 from index_service.lifecycle import Lifecycle, uploaded_reader
@@ -182,6 +185,7 @@ class AdoptReport:
 def adopt_builds(folders: StateFolders, files: FileMap, lifecycle: Lifecycle) -> AdoptReport:
     """Serve every registered build (service side; called on open and by each maintenance cycle)."""
     rep = AdoptReport()
+    load_covers(folders, files)
     d = folders.root / BUILDS
     if not d.is_dir():
         return rep
@@ -202,9 +206,13 @@ def adopt_builds(folders: StateFolders, files: FileMap, lifecycle: Lifecycle) ->
         try:
             present = {mf.stem for mf in files.files()}
             new: list[ManagedFile] = []
+            covers = (body.get("info") or {}).get("covers")
+            cover = [Cover.parse(name, covers)] if covers else []
             for fb in bodies:
                 stem = str(fb["stem"])
                 manifest = folders.manifest(stem)
+                if covers:
+                    fb = {**fb, "covers": covers}  # what a lookup no longer reads elsewhere (build_covers.py)
                 if not manifest.exists():
                     folders.write_document(manifest, fb)
                 if stem in present:
@@ -214,6 +222,7 @@ def adopt_builds(folders: StateFolders, files: FileMap, lifecycle: Lifecycle) ->
                 mf = ManagedFile(stem, int(fb["begin_ms"]), FileState.UPLOADED, reader, str(fb["key"]), sort_tag=stem)
                 mf.remote_key = str(fb["key"])
                 mf.size_bytes = int(fb["size"])
+                mf.covers = cover
                 new.append(mf)
             superseded = covered_files(files, body.get("info") or {})
             if superseded:
@@ -252,6 +261,22 @@ def adopt_builds(folders: StateFolders, files: FileMap, lifecycle: Lifecycle) ->
                         extra={"build": name, "error": f"{type(exc).__name__}: {exc}"})
             rep.failed.append(name)
     return rep
+
+
+def load_covers(folders: StateFolders, files: FileMap) -> None:
+    """The covers of the builds' files served but not read yet (after an open), from their manifests; a manifest
+    that cannot be read gives none (its file's neighbours are then read whole, as before)."""
+    for mf in files.by_state(FileState.UPLOADED):
+        parsed = parse_build_stem(mf.stem)
+        if mf.covers is not None or parsed is None:
+            continue
+        try:
+            covers = folders.read_document(folders.manifest(mf.stem)).get("covers")
+            mf.covers = [Cover.parse(parsed[0], covers)] if covers else []
+        except (DocumentError, OSError, KeyError, TypeError, ValueError) as exc:
+            log.warning("the cover of a build's file is unreadable; files it covers are read whole",
+                        extra={"file": mf.stem, "error": f"{type(exc).__name__}: {exc}"})
+            mf.covers = []
 
 
 def covered_files(files: FileMap, info: dict[str, Any]) -> list[ManagedFile]:

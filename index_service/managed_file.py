@@ -51,6 +51,8 @@ class ManagedFile:
         #: a merged file's inputs (stem, store key) not yet deleted from the store, and when the merge committed
         self.replaces: list[tuple[str, str]] = []
         self.committed_ms = 0
+        #: a build's file: what the build indexed whole (build_covers.Cover); None until read from its manifest
+        self.covers: list[Any] | None = None
         # retry bookkeeping of the background thread
         self.failures = 0
         self.next_attempt = 0.0

@@ -13,7 +13,9 @@ Rules (each pins a known RocketMQ defect):
 - a file whose bytes fail a check (an uploaded file damaged in the store) is skipped: the answer comes
   from the other files and names the damaged one in `Hits.damaged`;
 - a sealed file whose key filter says the key is not in it is skipped without a read (key_filters.py); a
-  file without a usable filter is read.
+  file without a usable filter is read;
+- a file only partly inside what a registered build indexed whole (build_covers.py) is read only for the part of
+  its time range outside the build's window, and not at all when the window holds what the lookup asks of it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 from index_file import IndexHit
 from index_file.errors import FormatError
 from index_file.hashing import fingerprint
+from index_service.build_covers import covers_of, parts_to_read
 from index_service.file_map import FileMap
 from index_service.key_filters import FilterCache
 from index_service.lookup_stats import LookupStats, start_counting, stop_counting
@@ -81,6 +84,7 @@ class QueryStats:
     files_considered: int = 0
     files_read: int = 0
     files_filtered: int = 0  # skipped unread: their key filter said no
+    files_covered: int = 0  # skipped unread: a build's files hold all the lookup asks of them (build_covers.py)
     gets: int = 0  # object store GETs the lookup made
     stopped_early: bool = False
     damaged: list[DamagedFile] = field(default_factory=list)
@@ -117,10 +121,15 @@ def _run(files: FileMap, topic: str, key: str, max_count: int, lo: int, hi: int,
     stats.files_considered = len(cands)
     fp = fingerprint(topic, key)
     maybe = no = false_positives = 0
+    covers = covers_of([mf for _n, mf in cands], topic)
     for newest, mf in cands:
         if len(held) >= max_count and newest < held[-1].store_time_ms:
             stats.stopped_early = True  # the global counter: nothing older can enter the answer
             break
+        spans = parts_to_read(mf, covers, lo, hi) if covers else None
+        if spans == []:
+            stats.files_covered += 1  # what the lookup asks of it is in a build's file
+            continue
         filtered = filters is not None and mf.exact
         if filtered and not filters.may_contain(mf, fp):  # type: ignore[union-attr]
             no += 1
@@ -128,7 +137,11 @@ def _run(files: FileMap, topic: str, key: str, max_count: int, lo: int, hi: int,
             continue
         stats.files_read += 1
         try:
-            if mf.exact:
+            if spans:  # only outside the covers' windows: one read over their hull, the covered hits left out
+                first, last = spans[0][0], spans[-1][1]
+                hits = [h for h in mf.query(topic, key, _UNBOUNDED if len(spans) > 1 else max_count, first, last)
+                        if any(a <= h.store_time_ms <= b for a, b in spans)]
+            elif mf.exact:
                 hits = mf.query(topic, key, max_count, lo, hi)
             else:
                 hits = mf.query(topic, key, _UNBOUNDED, lo, hi)  # candidates: some may fail verification
@@ -142,7 +155,7 @@ def _run(files: FileMap, topic: str, key: str, max_count: int, lo: int, hi: int,
         if filtered and mf.state in _FILTERED:
             maybe += 1
             bounds = mf.time_bounds()
-            if not hits and bounds is not None and lo <= bounds[0] and bounds[1] <= hi:
+            if not hits and not spans and bounds is not None and lo <= bounds[0] and bounds[1] <= hi:
                 false_positives += 1  # the whole file was searched: the key is not in it
         held = merge(held, hits, max_count)
     if lookups is not None:
