@@ -60,6 +60,8 @@ class Settings:
     superusers: list[str] = field(default_factory=list)  # principals allowed everything (User:NAME or NAME)
     allow_everyone_if_no_acl_found: bool = False  # once rules exist: a resource no rule covers is open (Kafka's)
     audit_log: str = ""  # admin changes and denials, one JSON line each: "" none, "stdout", or a file path
+    # -- value searches (api/http/search_jobs.py): the Spark master they run on; "" = local[2] in this process --
+    search_master: str = ""
 
     def resolved(self) -> Settings:
         data = Path(self.data_dir).resolve()
@@ -85,7 +87,7 @@ class Settings:
             kafka_tls_cert=self.kafka_tls_cert, kafka_tls_key=self.kafka_tls_key,
             kafka_tls_client_ca=self.kafka_tls_client_ca,
             superusers=list(self.superusers), allow_everyone_if_no_acl_found=self.allow_everyone_if_no_acl_found,
-            audit_log=self.audit_log,
+            audit_log=self.audit_log, search_master=self.search_master,
         )
 
 

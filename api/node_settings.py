@@ -133,6 +133,11 @@ NODE_SETTINGS: tuple[NodeSetting, ...] = (
                 "metadata snapshot even if fewer records came", "metadata.snapshot_interval_s", 0.01),
     NodeSetting("metadata_snapshots_kept", int, 2, "metadata snapshots kept; the log is truncated below the "
                 "oldest kept one", "metadata.snapshots_kept", 1),
+    # value searches of the HTTP API (api/http/search_jobs.py): read by the app, not by the node
+    NodeSetting("search_max_concurrent", int, 1, "value searches (POST /v1/searches) running at a time; more "
+                "are refused with 429 (0: searches off)", "search.max_concurrent", 0),
+    NodeSetting("search_max_rows", int, 1000, "matches kept per value search: it stops there",
+                "search.max_rows", 1, 100_000),
 )
 BY_NAME = {s.name: s for s in NODE_SETTINGS}
 
@@ -172,6 +177,8 @@ def open_kwargs(values: dict[str, Any]) -> dict[str, Any]:
     metadata: dict[str, Any] = {}
     for s in NODE_SETTINGS:
         v = values.get(s.name, s.default)
+        if s.target.startswith("search."):
+            continue  # the HTTP app's (api/http/search_routes.py)
         if s.target.startswith("metadata."):
             metadata[s.target.removeprefix("metadata.")] = v
         elif s.target.startswith("compaction."):

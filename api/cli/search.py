@@ -25,25 +25,15 @@ import time
 from typing import Any, TextIO
 
 from jobs.spark_session import describe_session, session_setup, spark_session
-from jobs.spark_source.options import SourceOptionError, parse_options
-from jobs.spark_source.plan import plan_scan
-
-
-def parse_time(value: str | None, what: str) -> int | None:
-    """Milliseconds since the epoch, or ISO 8601 (UTC unless an offset is given)."""
-    if value is None:
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        pass
-    try:
-        t = dt.datetime.fromisoformat(value)
-    except ValueError:
-        raise ValueError(f"{what}: expected milliseconds since the epoch or ISO 8601, got {value!r}") from None
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=dt.UTC)
-    return int(t.timestamp() * 1000)
+from jobs.value_search import (
+    SearchError,
+    SearchSpec,
+    bad_predicate_message,
+    is_bad_predicate,
+    matches_frame,
+    parse_time,
+    plan_search,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,40 +56,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds between progress lines on stderr")
 
 
-def source_options(args: argparse.Namespace) -> dict[str, str]:
-    opts = {"metadata": args.metadata, "store": args.store, "topic": args.topic}
-    lo, hi = parse_time(args.from_ts, "--from"), parse_time(args.to_ts, "--to")
-    if lo is not None:
-        opts["startingTimestamp"] = str(lo)
-    if hi is not None:
-        opts["endingTimestamp"] = str(hi)
-    if args.index:
-        opts["index"] = args.index
-    if args.partitions:
-        opts["partitions"] = args.partitions
-    return opts
-
-
-def query(spark: Any, args: argparse.Namespace, opts: dict[str, str]) -> Any:
-    """The DataFrame of matches: --key on the raw key (pushed to the source), --where on the text view."""
-    from pyspark.sql import functions as F
-
-    from jobs.spark_source import register
-
-    register(spark)
-    spark.conf.set("spark.sql.mapKeyDedupPolicy", "LAST_WIN")  # a header name given twice: its last value
-    df = spark.read.format("mqindex").options(**opts).load()
-    if args.key:
-        df = df.where(F.col("key").isin([k.encode() for k in args.key]))
-    text = df.select(F.col("key").cast("string").alias("key"), F.col("value").cast("string").alias("value"),
-                     "topic", "partition", "offset", "timestamp",
-                     F.map_from_entries(F.transform("headers", lambda h: F.struct(h["key"], h["value"].cast(
-                         "string")))).alias("headers"))
-    if args.where:
-        text = text.where(args.where)
-    if args.limit:
-        text = text.limit(args.limit)
-    return text
+def search_spec(args: argparse.Namespace) -> SearchSpec:
+    """The search the arguments describe; SearchError for a bad time."""
+    return SearchSpec(topic=args.topic, metadata=args.metadata, store=args.store, keys=tuple(args.key),
+                      where=args.where, from_ms=parse_time(args.from_ts, "--from"),
+                      to_ms=parse_time(args.to_ts, "--to"), index=args.index, partitions=args.partitions)
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -147,9 +108,9 @@ def run_search(args: argparse.Namespace, spark: Any = None, out: TextIO | None =
                err: TextIO | None = None) -> int:
     out, err = out or sys.stdout, err or sys.stderr
     try:
-        opts = source_options(args)
-        plan = plan_scan(parse_options(opts))  # an unknown topic or bad option: exit 2 before Spark starts
-    except (SourceOptionError, ValueError) as exc:
+        spec = search_spec(args)
+        plan = plan_search(spec).plan  # an unknown topic or bad option: exit 2 before Spark starts
+    except SearchError as exc:
         print(f"mqindex search: {exc}", file=err)
         return 2
     print(f"[search] {args.topic}: {plan.describe()['objects']} objects, {len(plan.splits)} splits", file=err)
@@ -165,10 +126,10 @@ def run_search(args: argparse.Namespace, spark: Any = None, out: TextIO | None =
     found = 0
     try:
         try:
-            df = query(spark, args, opts)
+            df = matches_frame(spark, spec, limit=args.limit)
         except Exception as exc:  # noqa: BLE001 - an analysis error of --where is a bad argument
-            if type(exc).__name__ in ("AnalysisException", "ParseException"):
-                print(f"mqindex search: --where: {str(exc).splitlines()[0]}", file=err)
+            if is_bad_predicate(exc):
+                print(f"mqindex search: --where: {bad_predicate_message(exc)}", file=err)
                 return 2
             raise
         for row in df.toLocalIterator():

@@ -127,6 +127,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--startup-wait-s", dest="startup_wait_s", type=float, metavar="S",
                    help="seconds to wait at start for the object store, the WAL store and the metadata database "
                         "to answer before giving up (default 10)")
+    p.add_argument("--search-master", dest="search_master",
+                   help="Spark master of value searches (POST /v1/searches): local[N] in this process (default "
+                        "local[2]) or a cluster's spark://HOST:PORT")
     p.add_argument("--min-free-bytes", dest="min_free_bytes", type=int,
                    help="free-space floor of the data paths: writes are refused below it "
                         "(default 1%% of the filesystem or 256 MiB, whichever is smaller)")
@@ -144,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
                              store=args.store, metadata=args.metadata, node_id=args.node_id,
                              advertised_url=args.advertised_url, lease_ms=args.lease_ms, wal=args.wal,
                              min_free_bytes=args.min_free_bytes, allow_anonymous=args.allow_anonymous,
-                             startup_wait_s=args.startup_wait_s,
+                             startup_wait_s=args.startup_wait_s, search_master=args.search_master,
                              tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca,
                              metrics_auth=args.metrics_auth, access_log=args.access_log,
                              kafka_listener=args.kafka_listener, kafka_advertised=args.kafka_advertised,

@@ -32,6 +32,7 @@ from api.http.models import MAX_REQUEST_BYTES
 from api.http.produce_lane import ProduceLane
 from api.http.request_metrics import RequestMetrics
 from api.http.routes import router
+from api.http.search_routes import router as search_router
 from api.http.topic_routes import router as topic_router
 from api.http.txn_routes import router as txn_router
 from broker.node import BrokerNode
@@ -68,6 +69,7 @@ def create_app(settings: Settings, backend: Backend, stores: Mapping[str, BlobSt
     app.include_router(group_router)
     app.include_router(txn_router)
     app.include_router(acl_router)  # /v1/admin/acls
+    app.include_router(search_router)  # /v1/searches: value searches as Spark jobs
     docs_pages.install(app)
 
     # --metrics-auth: /metrics asks for a token with the read scope, like the data it describes
