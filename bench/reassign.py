@@ -17,6 +17,11 @@ The WAL is shared (on the store, `--wal shared`, the default): a move lends what
 which reads it from the source's WAL objects in the background; with a local WAL (`--wal local`) the source
 uploads it before it closes the streams.
 
+Before each move the previous one is let finish in the background (`--settle`, the default): its target has read
+the moved range from the source's WAL and uploaded it. Every measured move so starts from the same state, its
+source holding the bytes of that move unuploaded and uploading nothing; without it, the source of a move is the
+target of the one before, still reading and uploading the previous move's bytes while it is asked to move.
+
 Auto-balance (`--balance-s`, 0 to skip): three nodes with short balancer settings, six partitions, one of them
 produced to at ten times the others' bytes: the time until the balancer has left the hot partition alone on its
 node, and the moves it made over the whole run (none after that: it stays quiet).
@@ -163,6 +168,30 @@ def _move(source: ServeProcess, target: ServeProcess, to: int) -> dict[str, floa
             "ack_request_s": ack_request[0]}
 
 
+def _partition_end(node: ServeProcess) -> tuple[bool, int]:
+    """(whether `node` serves partition 0 of `moves`, its end offset there): the acknowledged end where it serves
+    it, the end committed to the object store where it does not."""
+    rows = httpx.get(f"{node.url}/v1/console/partitions", params={"topic": "moves"}, timeout=60).json()["partitions"]
+    row = next(r for r in rows if r["partition"] == 0)
+    return bool(row["owned"]), int(row["end_offset"])
+
+
+def _settle(leader: ServeProcess, other: ServeProcess, timeout_s: float = 900.0) -> float:
+    """Wait until what the last move left to do in the background is done: the new leader has read the moved range
+    from the previous one's WAL and uploaded it (the end committed, as the other node sees it, is the leader's
+    acknowledged end). Each measured move then starts from the same state, the source holding only the bytes of
+    that move unuploaded and uploading nothing. Returns the seconds waited."""
+    started = time.perf_counter()
+    owned, end = _partition_end(leader)
+    if not owned:
+        raise RuntimeError("the target does not serve the partition after the move")
+    while _partition_end(other)[1] < end:
+        if time.perf_counter() - started > timeout_s:
+            raise RuntimeError(f"the moved range not uploaded after {timeout_s:.0f} s")
+        time.sleep(0.2)
+    return time.perf_counter() - started
+
+
 def _skewed_producer(nodes: list[ServeProcess], stop: threading.Event, partitions: int, hot: int) -> None:
     """Rounds of one request per partition to its leader (following 421s): ten values to `hot`, one to each other."""
     where = {p: nodes[0].url for p in range(partitions)}
@@ -250,6 +279,9 @@ def main(argv: list[str] | None = None) -> int:
                          "not uploaded to the target) and/or local (a move uploads it first); default shared")
     ap.add_argument("--balance-s", type=float, default=90.0,
                     help="seconds of the auto-balance run under a skewed producer (0: none; default 90)")
+    ap.add_argument("--settle", action=argparse.BooleanOptionalAction, default=True,
+                    help="before each move, wait until the previous move's range is read and uploaded by its new "
+                         "leader (default), so that no move's source is still uploading the previous move's bytes")
     ap.add_argument("--profile", type=Path,
                     help="directory for py-spy recordings of the source and the target during each move")
     ap.add_argument("--store", help="S3 store URL (default: SeaweedFS started for the run)")
@@ -294,7 +326,11 @@ def main(argv: list[str] | None = None) -> int:
                     finally:
                         profiles.stop()
                     leader = dst
-                    print(f"[bench] {kind} WAL {mb} MiB: move {i + 1}/{moves} {samples[-1]['to_first_ack_s']:.3f}s",
+                    if args.settle:
+                        samples[-1]["settle_s"] = _settle(nodes[dst], nodes[src])
+                    last = samples[-1]
+                    print(f"[bench] {kind} WAL {mb} MiB: move {i + 1}/{moves} {last['to_first_ack_s']:.3f}s, producer "
+                          f"error window {last['error_window_s']:.3f}s, settled in {last.get('settle_s', 0):.1f}s",
                           file=sys.stderr, flush=True)
                 firsts = [s["to_first_ack_s"] for s in samples]
                 raw = _raw_upload_s(store, mb)
