@@ -15,7 +15,8 @@ Order:
    it names, all of an older one, nothing of a newer one), so everything cut is beyond the service
    checkpoint and re-dispatched by the broker; a file whose synced part does not verify is quarantined;
 5. imported/: RocketMQ registrations (see rocketmq_import.py);
-6. the tail of the WRITING file beyond the checkpoint (read before 4: the dedup set for re-dispatch).
+6. the tail of the WRITING file beyond the checkpoint (read before 4: the dedup set for re-dispatch), with what
+   the checkpoint carries of the tail an earlier recovery found and the re-dispatch had not consumed yet.
 
 A file failing a check is moved to quarantine/ with an error log line naming it and the check; a file (or
 document) of a version newer than this version reads is not damage: it is left in place and recovery stops
@@ -71,6 +72,7 @@ class RecoveryReport:
     torn_items: int = 0  # items of a torn tail cleared
     rolled_back_items: int = 0  # items a WRITING file's checkpoint counted that were lost before a sync, cut
     tail_items: int = 0  # items beyond the service checkpoint (dedup set)
+    carried_tail: int = 0  # entries of an earlier recovery's dedup set the checkpoint carried (not re-sent yet)
     tail_files: list[str] = field(default_factory=list)  # files holding those items
     finished_transitions: int = 0  # local forms removed because the next state was durable
     imported: int = 0
@@ -217,8 +219,11 @@ def recover(folders: StateFolders, files: FileMap, config: ServiceConfig, store:
     # 5. RocketMQ registrations
     rep.imported = load_imported(folders, files)
 
-    # 6. the tail beyond the checkpoint
-    tail: set[TailKey] = set()
+    # 6. the tail beyond the checkpoint, and what the checkpoint carries of an earlier one
+    tail: set[TailKey] = set(ck.tail)
+    rep.carried_tail = len(ck.tail)
+    live_stems = {mf.stem for mf in files.files()}
+    rep.tail_files.extend(s for s in ck.tail_files if s in live_stems)
     for mf in files.by_state(FileState.WRITING, FileState.SEALED):
         if named_begin is not None and mf.begin_ms < named_begin:
             continue
@@ -227,7 +232,7 @@ def recover(folders: StateFolders, files: FileMap, config: ServiceConfig, store:
             items = mf.form.items()[start:]
             tail.update(zip(items["fp"].tolist(), items["queue"].tolist(), items["offset"].tolist(), strict=True))
             rep.tail_items += len(items)
-        if mf.form.item_count > start:
+        if mf.form.item_count > start and mf.stem not in rep.tail_files:
             rep.tail_files.append(mf.stem)
     # 7. offset ranges: saved at seal; the checkpoint holds the WRITING file's
     for mf in files.files():

@@ -33,7 +33,7 @@ import xxhash
 from index_file import NativeIndexWriter
 from index_service import ranges
 from index_service.batch_spans import Columns, Spans, fresh_spans, widen, write_groups
-from index_service.checkpoint import CheckpointStore, QueueKey
+from index_service.checkpoint import CheckpointStore, QueueKey, TailKey
 from index_service.config import ServiceConfig
 from index_service.file_map import FileMap
 from index_service.managed_file import ManagedFile
@@ -44,7 +44,6 @@ from storage_tier.disk_space import is_out_of_space
 log = logging.getLogger("mqindex.index_service.writer")
 
 Record = tuple[str, int, int, int, int, Sequence[str]]  # topic, queue_id, offset, size, store_time_ms, keys
-TailKey = tuple[int, int, int]  # fingerprint, queue_id, offset
 
 _xxh3 = xxhash.xxh3_64_intdigest
 
@@ -69,6 +68,8 @@ class Writer:
         self.files = files
         self.checkpoints = checkpoints
         self.current = current
+        #: recovery's dedup set of items beyond the checkpoint; an entry goes once a checkpoint covers the
+        #: re-dispatched record that found it, and every checkpoint saved meanwhile carries what is left
         self.tail = tail
         self.tail_files = list(tail_files)  # files holding items beyond the checkpoint (recovery)
         self.on_sealed = on_sealed
@@ -198,12 +199,21 @@ class Writer:
             del self.accepted[k]
         for k in [k for k in self.durable if gone(k)]:
             del self.durable[k]
+        if self.tail:
+            # which topic an entry belongs to is not known (a fingerprint of topic#key): a topic created again
+            # under the name must not find its records taken for re-sent ones, and an entry of a deleted topic
+            # would never be re-dispatched and so never leave. Entries of other topics not re-dispatched yet
+            # go as well: their records are then indexed again (found twice), never lost.
+            log.warning("index re-dispatch dedup set dropped: queues forgotten", extra={
+                "topics": sorted({t for t, _ in forget}), "entries": len(self.tail)})
+            self.tail.clear()
+            self.tail_files = []
         ck = self.checkpoints.current
         mf = self.current
         if self._dirty:
             self._save()  # with what was written since the last one (the file synced first)
         else:
-            self.checkpoints.save(self.durable, ck.writing, ck.items, mf.ranges if mf is not None else ck.ranges)
+            self._save_checkpoint(ck.writing, ck.items, mf.ranges if mf is not None else ck.ranges)
         log.info("index queues forgotten", extra={"topics": sorted({t for t, _ in forget}),
                                                   "file": mf.stem if mf is not None else None})
 
@@ -300,6 +310,9 @@ class Writer:
         extra: list[Record] = []
         extra_at: list[int] = []
         dropped: list[Record] = []
+        # the tail entries a record found, each with how many records to write must be written (and noted)
+        # before it leaves the tail: the checkpoint carrying the tail must cover the record of any entry gone
+        consumed: list[tuple[int, list[TailKey]]] = []
         skipped = 0
         spans = None if self.tail else fresh_spans(batch, accepted, cols)
         if spans is not None:  # every record new and keyed: bookkeeping per queue, not per record
@@ -315,12 +328,15 @@ class Writer:
                     continue
                 accepted[k] = r[2]
                 if r[5] and tail:
-                    kept = self._tail_missing(r)
+                    kept, found = self._tail_missing(r)
                     if kept is None:  # every key already written beyond the checkpoint
                         dropped.append(r)
                         extra.append(r)
                         extra_at.append(len(recs))
+                        consumed.append((len(recs), found))
                         continue
+                    if found:
+                        consumed.append((len(recs) + 1, found))  # once the missing keys are written
                     r = kept
                 if r[5]:
                     recs.append(r)
@@ -334,6 +350,7 @@ class Writer:
         i = 0
         done = 0  # records of the batch written to files rolled before `recs`
         noted = 0  # extras noted by a roll's checkpoint
+        gone = 0  # consumed entries out of the tail
         while i < len(recs):
             mf = self._ensure_file()
             w: NativeIndexWriter = mf.form
@@ -361,25 +378,49 @@ class Writer:
                 upto = noted
                 while upto < len(extra) and extra_at[upto] <= done + i:
                     upto += 1
+                gone = self._consume_tail(consumed, gone, done + i)  # noted by the roll's commit, first thing
                 self._roll("full", written=recs[:i], spans=part, extra=extra[noted:upto])
                 noted = upto
                 if cols is not None:
                     cols = cols.slice(i)
                 recs, i, done = recs[i:], 0, done + i
         self._commit(recs, extra[noted:], spans)
+        if consumed:
+            self._consume_tail(consumed, gone, done + len(recs))
 
-    def _tail_missing(self, r: Record) -> Record | None:
-        """Recovery dedup: the record with only its keys not already in the WRITING file beyond the checkpoint
-        (the record itself when none is there); None when every key is there."""
+    def _consume_tail(self, consumed: list[tuple[int, list[TailKey]]], start: int, written: int) -> int:
+        """Take out of the tail the entries of `consumed[start:]` whose record is noted once `written` records
+        of the batch are; returns the index of the first entry left."""
+        i = start
+        tail = self.tail
+        while i < len(consumed) and consumed[i][0] <= written:
+            tail.difference_update(consumed[i][1])
+            i += 1
+        if i > start and not tail:
+            log.info("index re-dispatch dedup finished: every item beyond the recovered checkpoint came back",
+                     extra={"files": [mf.stem for mf in self.tail_files]})
+            self.tail_files = []
+        return i
+
+    def _tail_missing(self, r: Record) -> tuple[Record | None, list[TailKey]]:
+        """Recovery dedup: the record with only its keys not already written beyond the checkpoint (the record
+        itself when none is there; None when every key is there), and the tail entries of the keys found."""
         topic, q, off = r[0], r[1], r[2]
         keys = [r[5]] if isinstance(r[5], str) else list(r[5])
         tail = self.tail
-        missing = [k for k in keys if (_xxh3(f"{topic}#{k}".encode()), q, off) not in tail]
-        if len(missing) == len(keys):
-            return r
+        missing: list[str] = []
+        found: list[TailKey] = []
+        for k in keys:
+            t = (_xxh3(f"{topic}#{k}".encode()), q, off)
+            if t in tail:
+                found.append(t)
+            else:
+                missing.append(k)
+        if not found:
+            return r, found
         if missing:
-            return (r[0], r[1], r[2], r[3], r[4], missing)
-        return None
+            return (r[0], r[1], r[2], r[3], r[4], missing), found
+        return None, found
 
     def _extend_tail_ranges(self, dropped: list[Record]) -> None:
         """Re-dispatched records found already written beyond the checkpoint: which recovered file holds
@@ -415,12 +456,20 @@ class Writer:
         """Sync the WRITING file and save the checkpoint covering everything written so far."""
         mf = self.current
         if mf is None:
-            self.checkpoints.save(self.durable, self.checkpoints.current.writing, self.checkpoints.current.items)
+            self._save_checkpoint(self.checkpoints.current.writing, self.checkpoints.current.items)
         else:
             if self.config.sync_writes:
                 mf.form.sync()
-            self.checkpoints.save(self.durable, mf.stem, mf.form.item_count, mf.ranges)
+            self._save_checkpoint(mf.stem, mf.form.item_count, mf.ranges)
         self._saved()
+
+    def _save_checkpoint(self, writing: str | None, items: int, file_ranges: ranges.Ranges | None = None) -> None:
+        """The offsets written so far, the WRITING file's count and ranges, and what is left of the tail."""
+        if self.tail:
+            self.checkpoints.save(self.durable, writing, items, file_ranges, tail=self.tail,
+                                  tail_files=[mf.stem for mf in self.tail_files])
+        else:
+            self.checkpoints.save(self.durable, writing, items, file_ranges)
 
     def _saved(self) -> None:
         self._dirty = False
@@ -482,9 +531,8 @@ class Writer:
         nxt = self.current if self.current is not None else self._new_file()
         # the checkpoint names the new file before the sealed one may be compacted (recovery reads
         # the tail of the file the checkpoint names); nothing is written to it before this save
-        self.checkpoints.save(self.durable, nxt.stem, 0)
+        self._save_checkpoint(nxt.stem, 0)  # the tail left goes on in it: its items are in the sealed file
         self._saved()
-        self.tail = set()
         self._rolled = None
         mf.state = FileState.SEALED
         mf.size_bytes = os.path.getsize(self.folders.unsealed(mf.stem))

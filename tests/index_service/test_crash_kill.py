@@ -12,8 +12,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from index_service import FileState, IndexService
-from tests.index_service.crash_child import TOPIC
+from tests.index_service.crash_child import TOPIC, key
 
 ROOT = Path(__file__).resolve().parents[2]
 POINTS = ["compact:scratch-written", "compact:published", "compact:done", "upload:put-done", "upload:verified",
@@ -123,11 +125,10 @@ def test_sigkill_rounds_lose_nothing(tmp_path: Path) -> None:
         svc.close()
 
 
-def _batch_round(data: Path, url: str, t0: int, first: int, last: int, flush_below: int) -> int | None:
-    """One deterministic round of the child (`--batch`, see crash_child.py), killed once its batch is written;
-    returns the checkpoint it opened with."""
-    cmd = [sys.executable, "-m", "tests.index_service.crash_child", str(data), url, str(t0),
-           "--batch", str(first), str(last), str(flush_below)]
+def _batch_round(data: Path, url: str, t0: int, *steps: str) -> int | None:
+    """One deterministic round of the child (`--batch`, see crash_child.py), killed once its last batch is
+    written; returns queue 0's checkpoint when it opened."""
+    cmd = [sys.executable, "-m", "tests.index_service.crash_child", str(data), url, str(t0), "--batch", *steps]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = _read_line(proc, time.monotonic() + 60)
@@ -152,10 +153,10 @@ def test_redispatch_that_fills_the_file_then_kill_indexes_each_offset_once(tmp_p
     url = f"file://{tmp_path}/blobs"
     t0 = int(time.time() * 1000)
     # 1. offsets 0..26 flushed; 27..29 written (the file is full: 30 items of one key) but not checkpointed
-    assert _batch_round(data, url, t0, 0, 29, 27) is None
+    assert _batch_round(data, url, t0, "0:0:26", "flush", "0:27:29") is None
     # 2. the broker re-dispatches from 24 in one batch: 24..26 are below the checkpoint, 27..29 are found in
     #    the full file, 30..33 roll into a new file; killed before a checkpoint covers them
-    assert _batch_round(data, url, t0, 24, 33, 24) == 26
+    assert _batch_round(data, url, t0, "0:24:33") == 26
     # 3. it re-dispatches from its last acknowledged point again, and the index ends with each offset once
     svc = IndexService.open(data, store=url, slots=16, max_items=30, maintain_interval_s=0)
     try:
@@ -167,3 +168,38 @@ def test_redispatch_that_fills_the_file_then_kill_indexes_each_offset_once(tmp_p
     finally:
         svc.close()
     assert _verify(data, url, 34) == 34
+
+
+@pytest.mark.parametrize("second_round", [("0:7:17",), ("0:7:12", "flush"), ()],
+                         ids=["catch-up-rolls-then-kill", "catch-up-flushed-then-kill", "catch-up-rolls"])
+def test_partition_catch_up_one_after_another_indexes_each_offset_once(tmp_path: Path,
+                                                                       second_round: tuple[str, ...]) -> None:
+    """After a kill, records of TWO queues lie in the WRITING file beyond the checkpoint. The broker's dispatcher
+    catches up one partition after the other: queue 0's catch-up (its records found in the file, then new ones
+    that may overflow the file into the next) comes before queue 1's. Whether the file rolled meanwhile, or a
+    checkpoint counting the whole file was saved and the process was killed again, queue 1's records found in
+    the file must not be indexed a second time."""
+    data = tmp_path / "idx"
+    url = f"file://{tmp_path}/blobs"
+    t0 = int(time.time() * 1000)
+    # 1. offsets 0..9 of both queues flushed; 10..12 of both written (26 items of 30), not checkpointed
+    assert _batch_round(data, url, t0, "0:0:9", "1:0:9", "flush", "0:10:12", "1:10:12") is None
+    # 2. queue 0's catch-up alone, then killed before the next checkpoint (or no second kill)
+    if second_round:
+        assert _batch_round(data, url, t0, *second_round) == 9
+    end0 = 12 if "flush" in second_round else 17
+    # 3. the catch-up of every queue from its checkpoint, queue 0 first
+    svc = IndexService.open(data, store=url, slots=16, max_items=30, maintain_interval_s=0)
+    try:
+        for q, end in ((0, end0), (1, 12)):
+            ck = svc.checkpoint(TOPIC, q)
+            assert ck is not None and ck >= 9, (q, ck)
+            svc.put_batch([(TOPIC, q, i, 100, t0 + i, [key(q, i)]) for i in range(ck - 2, end + 1)])
+            svc.flush()  # queue 1's catch-up is written after queue 0's, not in one batch with it
+        files = svc.files()
+        assert sum(f.items for f in files) == end0 + 1 + 13, files  # items == distinct offsets
+        for q, end in ((0, end0), (1, 12)):
+            for i in range(end + 1):
+                assert [(h.offset, h.queue_id) for h in svc.query(TOPIC, key(q, i), 5)] == [(i, q)], (q, i, files)
+    finally:
+        svc.close()
