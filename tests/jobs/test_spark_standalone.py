@@ -4,6 +4,7 @@ directory outside the project. The built index must answer every key exactly as 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -147,3 +148,42 @@ def test_code_zip_is_complete_and_the_same_for_the_same_code(bare_python: Path, 
                        timeout=60, env={"PATH": os.environ["PATH"]})
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == [f"{first}/jobs/spark_build/__init__.py", f"{first}/index_service/__init__.py"]
+
+
+def search_cli(p: Produced, cluster: Standalone, cwd: Path, *argv: str) -> subprocess.CompletedProcess:
+    """`mqindex search` as a user runs it against the cluster (the executors run this project's Python)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_")) and k != "PYTHONPATH"}
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    args = [str(MQINDEX), "search", *argv, "--master", cluster.master_url, "--metadata", p.meta_url,
+            "--store", p.store_url, "--progress-interval", "0.5",
+            "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
+            "--conf", f"spark.driver.port={free_port()}", "--conf", f"spark.blockManager.port={free_port()}",
+            "--conf", "spark.executor.memory=512m", "--conf", "spark.cores.max=1",
+            "--conf", "spark.task.maxFailures=1", "--conf", f"spark.pyspark.python={sys.executable}"]
+    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def produced_value(p: Produced, i: int) -> str:
+    """The value of the i-th produced record (tests/jobs/conftest._message)."""
+    return ("v" * 120 if p.records[i][0] == 0 else "small") + str(i)
+
+
+def test_search_cli_on_the_cluster(produced: Produced, cluster: Standalone, tmp_path: Path) -> None:
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    # a value predicate and a header: the records of partitions 1-2 whose KEYS header starts with cust-3
+    r = search_cli(produced, cluster, work, TOPIC, "--where", "value LIKE 'small%' AND headers['KEYS'] LIKE 'cust-3 %'",
+                   "--json")
+    assert r.returncode == 0, r.stderr[-4000:] + cluster.logs()
+    got = sorted((m["partition"], m["offset"], m["value"]) for m in map(json.loads, r.stdout.splitlines()))
+    want = sorted((part, off, produced_value(produced, i)) for i, (part, off, _t, kinds) in enumerate(produced.records)
+                  if part != 0 and "cust-3" in kinds["KEYS"])
+    assert got == want and len(want) > 100
+    assert f"spark {cluster.master_url} app " in r.stderr and f"[search] done: {len(want)} matches" in r.stderr
+    apps = cluster.state()["completedapps"]
+    assert any(a["name"] == "mqindex-search" and a["state"] == "FINISHED" for a in apps), apps
+    # no match: exit 1, nothing printed; a bad argument: exit 2 before any Spark work
+    r = search_cli(produced, cluster, work, TOPIC, "--where", "value LIKE 'no such value%'")
+    assert r.returncode == 1 and r.stdout == "" and "[search] done: 0 matches" in r.stderr, r.stderr[-4000:]
+    r = search_cli(produced, cluster, work, "nosuchtopic", "--where", "true")
+    assert r.returncode == 2 and "unknown topic 'nosuchtopic'" in r.stderr and "[search] done" not in r.stderr
