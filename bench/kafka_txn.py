@@ -4,7 +4,7 @@ Kafka listener, confluent-kafka (librdkafka) on both sides of each ratio, in the
 1. produce: a transactional producer (begin, --txn-size 1 KiB records spread over the topic's partitions,
    commit; again) against the same client as an idempotent, non-transactional producer (acks=all, linger 5 ms),
    the same records, the same topic; MB/s, the ratio (goal >= 0.7x at 100 records per transaction), the
-   server's CPU per MiB and the rate the machine's cores allow at that cost (the ceiling).
+   server's CPU per MiB and per transaction and the rates the machine's cores allow at that cost (the ceilings).
 2. commit markers, end to end: small transactions, one at a time, with a read_committed consumer following the
    topic; for each, the time commit_transaction() takes (EndTxn: answered once the decision is stored; the
    markers follow) and the time from calling it until the consumer has received the transaction's last record
@@ -89,8 +89,10 @@ def transactional_produce(server: Any, topic: str, records: int, per_txn: int) -
     if failed:
         raise RuntimeError(f"transactional produce: {len(failed)} failed ({failed[:3]})")
     out = _figures(txns * per_txn, secs, cpu)
-    out.update(transactions=txns, commit_p50_ms=percentile(commits, 50) * 1000,
-               commit_p99_ms=percentile(commits, 99) * 1000)
+    cpu_txn = 1000 * cpu / txns
+    out.update(transactions=txns, transactions_s=txns / secs, server_cpu_ms_txn=cpu_txn,
+               cpu_ceiling_txn_s=(os.cpu_count() or 1) * 1000 / max(cpu_txn, 1e-9),
+               commit_p50_ms=percentile(commits, 50) * 1000, commit_p99_ms=percentile(commits, 99) * 1000)
     return out
 
 
@@ -155,6 +157,7 @@ def marker_latency(server: Any, topic: str, partitions: int, txns: int, per_txn:
 def run(work: Path, store: str, server_type: Any, partitions: int, records: int, per_txn: int,
         latency_txns: int) -> dict[str, Any]:
     """Both phases on one fresh server; prints the tables and saves the figures."""
+    load_before = os.getloadavg()
     server = server_type(work, "txn-node", store).start()
     try:
         server.create_topic("bench-idem", partitions)
@@ -168,9 +171,12 @@ def run(work: Path, store: str, server_type: Any, partitions: int, records: int,
         lat = marker_latency(server, "bench-marker", partitions, latency_txns, 10)
     finally:
         server.stop()
+    load_after = os.getloadavg()
     results = {"idempotent": idem, "transactional": txn, "markers": lat, "partitions": partitions,
-               "records_per_transaction": per_txn}
+               "records_per_transaction": per_txn, "load_before": load_before, "load_after": load_after}
     cores = os.cpu_count() or 1
+    emit(f"load average (1, 5, 15 min) before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
+         f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
     emit(table(f"Kafka transactional vs idempotent produce, same client (confluent-kafka, acks=all, linger 5 ms), "
                f"{records} records of 1 KiB, {partitions} partitions, {per_txn} records per transaction",
                ["", "MB/s", "records/s", "ratio", "commit p50 ms", "commit p99 ms", "server CPU ms/MiB",
@@ -180,6 +186,9 @@ def run(work: Path, store: str, server_type: Any, partitions: int, records: int,
                 [f"transactional ({txn['transactions']} transactions)", txn["mb_s"], txn["records_s"],
                  txn["mb_s"] / idem["mb_s"], txn["commit_p50_ms"], txn["commit_p99_ms"], txn["server_cpu_ms_mib"],
                  txn["cpu_ceiling_mb_s"]]]))
+    emit(table(f"Transactions ({per_txn} records each): rate and server CPU",
+               ["transactions/s", "server CPU ms per transaction", f"CPU ceiling transactions/s ({cores} cores)"],
+               [[txn["transactions_s"], txn["server_cpu_ms_txn"], txn["cpu_ceiling_txn_s"]]]))
     emit(table(f"Commit markers end to end ({lat['transactions']} transactions of 10 records over {partitions} "
                "partitions, one at a time, a read_committed consumer following)",
                ["", "p50 ms", "p99 ms"],

@@ -400,8 +400,9 @@ class TransactionCoordinator:
             if raw is not None:
                 delete.append(key)
         st.state = COMPLETE_COMMIT if commit else COMPLETE_ABORT
-        log.info("transaction ended", extra={"transactional_id": st.transactional_id, "committed": commit,
-                                             "partitions": len(st.partitions), "groups": len(st.groups)})
+        # debug, not info: a line per transaction
+        log.debug("transaction ended", extra={"transactional_id": st.transactional_id, "committed": commit,
+                                              "partitions": len(st.partitions), "groups": len(st.groups)})
         if st.next and not st.known:  # not made here: the declared next transaction may have begun
             self._take_next(st)
             self._save(st, put, delete)
