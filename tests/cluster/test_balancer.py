@@ -42,10 +42,11 @@ def balancing(tmp_path: Path, seaweedfs: SeaweedFS, pg_url: Callable[[], str]) -
 class SkewedProducer(threading.Thread):
     """Rounds of one request per partition to its leader (following 421s): ten messages to HOT, one to each other."""
 
-    def __init__(self, c: Cluster, partitions: int = 6) -> None:
+    def __init__(self, c: Cluster, partitions: int = 6, pace_s: float = 0.0) -> None:
         super().__init__(daemon=True)
         self.c = c
         self.partitions = partitions
+        self.pace_s = pace_s  # seconds between rounds (0: as fast as it can): a long test's producer is cheap
         self.stop_flag = threading.Event()
         self.acked = 0
         self.statuses: dict[int, int] = {}
@@ -66,6 +67,8 @@ class SkewedProducer(threading.Thread):
                             self.acked += len(msgs)
                             break
                         time.sleep(0.02)
+                if self.pace_s:
+                    self.stop_flag.wait(self.pace_s)
 
 
 def _leads(c: Cluster) -> dict[int, int]:
