@@ -211,17 +211,25 @@ def main(argv: list[str] | None = None) -> int:
         def load(**kw: str) -> Any:
             return spark.read.format("mqindex").options(**opts, **kw).load()
 
-        load().where("offset < 10").count()  # warm: the JVM, the planning worker, the executors' Python workers
+        # warm: the JVM and the planning workers, and both executor slots' Python workers (maxSplitBytes 1: a task
+        # per record of the 20 read, so the two slots run at once): a worker started during the measured read
+        # would add its start (imports, a store client: about 0.5 CPU s) to a figure per MB
+        spark.read.format("mqindex").options(**{**opts, "maxSplitBytes": "1"}).load().where("offset < 10").count()
         df = load()
 
+        load_before = os.getloadavg()
         cpu = TreeCPU(_role)
-        c0 = cpu.snapshot()
+        sampler = time.pthread_getcpuclockid(cpu._thread.ident)  # the sampler's own CPU is not the read's
+        c0, s0 = cpu.snapshot(), time.clock_gettime(sampler)
         t0 = time.monotonic()
         row = df.agg(F.count("*").alias("n"), F.sum(F.length("value")).alias("v")).collect()[0]
         spark_s = time.monotonic() - t0
-        c1 = cpu.snapshot()
+        c1, s1 = cpu.snapshot(), time.clock_gettime(sampler)
         cpu.stop()
+        load_after = os.getloadavg()
         assert row.n == n, (row.n, n)
+        sampler_cpu = s1 - s0
+        c1["this process"] = c1.get("this process", 0.0) - sampler_cpu
         spark_cpu = sum(c1.values()) - sum(c0.values())
         raw_s, raw_bytes, raw_gets_n = raw_gets(meta, store_url)
         kafka_s, kafka_payload, _ = consumer_read(server.bootstrap, {}, marks)
@@ -277,10 +285,15 @@ def main(argv: list[str] | None = None) -> int:
                     ["scan / index", f"{scan_bytes / max(1, idx_bytes):.0f}x", "", ""]]))
         emit(table("value search (value starts with 'needle') over the middle fifth of the run",
                    ["reader", "s", "matches"], [["spark local[2]", search_s, found], ["kafka consumer", k_s, k_found]]))
-        emit(f"CPU by process during the Spark full read: "
-             f"{ {k: round(c1.get(k, 0) - c0.get(k, 0), 1) for k in c1} }; load average {os.getloadavg()}")
+        by_role = {k: c1.get(k, 0.0) - c0.get(k, 0.0) for k in c1}
+        emit("CPU of the Spark full read by process, ms per MB of payload: "
+             + ", ".join(f"{k} {1000 * v / mb:.2f}" for k, v in sorted(by_role.items(), key=lambda kv: -kv[1]))
+             + f" (total {1000 * spark_cpu / mb:.2f}; the CPU sampler's own {1000 * sampler_cpu / mb:.2f} left out); "
+             f"load average {load_before[0]:.1f} at its start, {load_after[0]:.1f} at its end")
         save_results("spark_read", {"records": n, "payload_mb": mb, "object_mb": raw_bytes / 1e6,
                                     "spark_s": spark_s, "raw_s": raw_s, "kafka_s": kafka_s, "spark_cpu_s": spark_cpu,
+                                    "spark_cpu_by_process_s": by_role, "sampler_cpu_s": sampler_cpu,
+                                    "load_at_start": load_before[0], "load_at_end": load_after[0],
                                     "key_index_bytes": idx_bytes, "key_scan_bytes": scan_bytes,
                                     "key_index_gets": idx_gets, "key_scan_gets": scan_gets, "key_index_s": idx_s,
                                     "key_scan_s": scan_s, "search_s": search_s, "search_kafka_s": k_s,
