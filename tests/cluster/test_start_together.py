@@ -4,7 +4,11 @@ with parallel pod management or systemd starts them: every node comes up and see
 Processes started together still reach their first statement a few hundred milliseconds apart, more than the
 race between two `CREATE SCHEMA IF NOT EXISTS` lasts. So that every round races, a session of the test creates the
 schema in a transaction it keeps open while the nodes start: each node's first start-up DDL waits behind it, and
-once all three are waiting the test rolls back, releasing them at the same instant onto a schema still missing."""
+once all three are waiting the test rolls back, releasing them at the same instant onto a schema still missing.
+
+A node's start budget is the time it may take to reach its first start-up DDL (three Python processes importing at
+once took ~40 s at load 16-22 on the 2-core test machine) plus the time it may take to come up once released: the
+hold is the test's own doing, and with one 60 s budget from the start a node held 50 s had 10 s left to come up."""
 
 from __future__ import annotations
 
@@ -17,10 +21,13 @@ import httpx
 import psycopg
 
 from storage_tier.seaweedfs_server import SeaweedFS
+from tests.api.server import ServerProcess
 from tests.cluster.harness import Cluster, wait_until
 
 ROUNDS = 1  # the race is forced (all three wait on one held CREATE SCHEMA), so one round shows it
 NODES = 3
+REACH_S = 150  # bound: every node started reaches its first start-up DDL (and waits there)
+UP_S = 60  # bound: a node released from the hold answers /healthz
 
 
 def _alive(url: str) -> list[int]:
@@ -47,8 +54,10 @@ def _one_round(r: int, tmp: Path, store: str, pg_dsn: str, schema: str) -> None:
     errors: dict[int, BaseException] = {}
 
     def start(i: int) -> None:
-        try:
-            c.start(i)  # starts the process, then waits until it answers (fails when it exits)
+        try:  # as c.start(i), with the hold added to the start budget
+            s = c.nodes[i] = ServerProcess(tmp / f"node{i}", "--store", store, "--metadata", meta,
+                                           "--node-id", str(i), "--lease-ms", "3000")
+            s.start(timeout=REACH_S + UP_S)  # starts the process, then waits until it answers (fails when it exits)
         except BaseException as exc:  # noqa: BLE001 - asserted below
             errors[i] = exc
 
@@ -59,11 +68,11 @@ def _one_round(r: int, tmp: Path, store: str, pg_dsn: str, schema: str) -> None:
         holder.execute(f'CREATE SCHEMA "{schema}"')
         for t in threads:
             t.start()
-        wait_until(lambda: _waiting(watcher, schema) >= NODES or bool(errors), 50,
+        wait_until(lambda: _waiting(watcher, schema) >= NODES or bool(errors), REACH_S,
                    f"round {r}: all {NODES} nodes reach their first start-up DDL")
         holder.rollback()  # every node goes on at once, the schema not there yet
         for t in threads:
-            t.join(120)
+            t.join(UP_S + 60)
         assert not any(t.is_alive() for t in threads), "a node neither came up nor exited"
         assert errors == {}, f"round {r}: nodes started at once did not all come up: {errors}"
         for i in range(NODES):
