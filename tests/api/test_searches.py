@@ -220,3 +220,24 @@ def test_concurrency_bound_and_cancel_stops_the_spark_job(server: ServerProcess)
     assert again.status_code == 202, again.text
     assert finished(server, again.json()["id"])["matches"][0]["value"] == value(2)
     assert get(server, sid)["state"] == "cancelled"
+
+
+def test_settings_bound_the_searches(tmp_path: Path) -> None:
+    """search_max_rows bounds the limit (and is its default), search_max_concurrent=0 turns searches off: both
+    answered before any Spark work; the flags and MQINDEX_* reach the app."""
+    for name, extra, env in (("rows", ["--search-max-rows", "3"], {}),
+                             ("off", [], {"MQINDEX_SEARCH_MAX_CONCURRENT": "0"})):
+        s = ServerProcess(tmp_path / name, "--kafka-listener", "", *extra, env=env).start()
+        try:
+            r = httpx.post(f"{s.url}/v1/topics", json={"name": TOPIC, "partitions": 1}, timeout=60)
+            assert r.status_code == 201, r.text
+            r = httpx.post(f"{s.url}/v1/searches", json={"topic": TOPIC, "where": "true", "limit": 4}, timeout=60)
+            if name == "rows":
+                assert r.status_code == 400 and r.json()["error"] == "limit must be at most 3 (search_max_rows), got 4"
+            else:
+                assert r.status_code == 403 and "search_max_concurrent=0" in r.json()["error"], r.text
+            bounds = httpx.get(f"{s.url}/v1/searches", timeout=60).json()
+            assert bounds == {"searches": [], "max_concurrent": 1 if name == "rows" else 0,
+                              "max_rows": 3 if name == "rows" else 1000}
+        finally:
+            assert s.stop() == 0
