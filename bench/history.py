@@ -26,6 +26,7 @@ import itertools
 import random
 import resource
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -209,6 +210,21 @@ def _print_hourly(r: dict[str, Any]) -> None:
               f"{row['gets_p99']:>9.0f}{row['p50_ms']:>8.2f}{row['p99_ms']:>8.2f}")
 
 
+def _roomy_seaweedfs(work: Path, prefix: str) -> tuple[str, Any]:
+    """A SeaweedFS for --scale runs whose number of 1 GiB volumes follows the free disk (`-volume.max=0`), not the
+    default 8: a 10^8 history is 3.4 GB of index files, its merges write as much again, and a run keeps every
+    history's objects (a run of 10^8 over 1 and 90 days stopped on "no free volumes left")."""
+    from storage_tier.seaweedfs_server import SeaweedFS
+
+    class Roomy(SeaweedFS):
+        def command(self) -> list[str]:
+            return [*super().command(), "-volume.max=0"]
+
+    print("[bench] starting SeaweedFS (10-20 s; volumes as the free disk allows)", file=sys.stderr, flush=True)
+    weed = Roomy(work / "weed").start(bucket="mqindex")
+    return weed.store_url("mqindex", prefix), weed
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench.history", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -258,7 +274,11 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
     weed = None
     try:
-        store_url, weed = store_or_seaweedfs(args.store, work, f"bench-history-{int(time.time())}")
+        prefix = f"bench-history-{int(time.time())}"
+        if args.scale and args.store is None:  # histories of 10^8 and their merges outgrow 8 volumes of 1 GiB
+            store_url, weed = _roomy_seaweedfs(work, prefix)
+        else:
+            store_url, weed = store_or_seaweedfs(args.store, work, prefix)
         if args.scale:
             from bench.history_scales import run_scales
 
