@@ -14,6 +14,7 @@ tested against, and the path taken when the compiled module is not built).
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import itertools
 import threading
 from collections.abc import Iterable, Iterator
@@ -42,6 +43,17 @@ def worker_store(url: str) -> BlobStore:
         if s is None:
             s = _STORES[url] = open_store(url)
         return s
+
+
+def settle_worker_heap() -> None:
+    """Executor, at the end of a task: collect, then freeze what survives. PySpark's daemon runs a full
+    gc.collect() after every task of a reused Python worker, and a full collection walks every object the
+    worker holds: pyarrow, pyspark.sql and the source imported after the fork, boto3's service models loaded
+    by the store client (hundreds of thousands of objects), again for every task. Frozen objects are skipped
+    by later collections (and still freed by reference counting); objects created later are collected as
+    usual. The same settling as the index build's tasks (jobs/spark_build/extract.settle_worker_heap)."""
+    gc.collect()
+    gc.freeze()
 
 
 def ms_to_datetime(ms: int) -> dt.datetime:

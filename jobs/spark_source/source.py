@@ -27,7 +27,7 @@ from jobs.spark_source.index_lookup import key_hits, usable
 from jobs.spark_source.options import SourceOptions, parse_options
 from jobs.spark_source.plan import Split, plan_scan
 from jobs.spark_source.pushdown import Pushed, push
-from jobs.spark_source.read import arrow_batches, read_splits, worker_store
+from jobs.spark_source.read import arrow_batches, read_splits, settle_worker_heap, worker_store
 from jobs.spark_source.schema import SCHEMA
 
 log = logging.getLogger("mqindex.jobs.spark_source")
@@ -98,6 +98,7 @@ class MqindexReader(DataSourceReader):
         if not isinstance(partition, SplitTask):
             return  # no task planned (a key no record has): Spark reads one empty InputPartition instead
         yield from read_task(self.opts, partition, self.pushed, arrow=True)
+        settle_worker_heap()  # the worker's gc.collect() after the task then walks only what the task left
 
 
 class MqindexSource(DataSource):

@@ -76,11 +76,13 @@ class MqindexStreamReader(DataSourceStreamReader):
         return plan_tasks(self.opts, Pushed(), lo, hi)
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        from jobs.spark_source.read import settle_worker_heap
         from jobs.spark_source.source import SplitTask, read_task
 
         if not isinstance(partition, SplitTask):
             return
         yield from read_task(self.opts, partition, Pushed(), arrow=True)
+        settle_worker_heap()
 
     def commit(self, end: Offsets) -> None:
         """Nothing to release: the source holds no per-batch state."""
