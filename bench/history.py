@@ -249,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="object store price of 1,000 GETs for USD per lookup (default: S3's %(default)s)")
     ap.add_argument("--from-results", action="append", default=[], metavar="JSON",
                     help="print the table and draw the plots of saved --scale runs (history-scales.json; "
-                         "repeatable) instead of running")
+                         "repeatable) instead of running; a .md file (docs/BENCHMARKS.md) adds the histories of "
+                         "its table to the plots")
     ap.add_argument("--plots", default=None, help="folder for the plots of a --scale run (default: none)")
     ap.add_argument("--filter-cache-bytes", type=int, default=None,
                     help="with --scale: also look up with the filter cache bounded to this many bytes, filters read "

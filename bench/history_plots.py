@@ -83,3 +83,30 @@ def markdown(results: list[dict[str, Any]]) -> str:
                          f"| {pg['total_bytes'] / n:.2f} (B-tree {pg['index_bytes'] / n:.2f}) | "
                          f"{pg['total_bytes'] / per_m / 1e6:.2f} MB disk | 0 |")
     return "\n".join(lines) + "\n"
+
+
+def from_table(text: str) -> list[dict[str, Any]]:
+    """The plotted figures of the histories in a table `markdown` wrote (docs/BENCHMARKS.md keeps it; the raw JSON
+    of older runs was not kept), for `plot` beside saved runs: per history GETs and p99 of each peer."""
+    rows: dict[tuple[int, float], dict[str, Any]] = {}
+    inside = False  # in a table with markdown()'s header
+    for line in text.splitlines():
+        if not line.startswith("|"):
+            inside = False
+            continue
+        c = [x.strip() for x in line.strip().strip("|").split("|")]
+        if c[:4] == ["messages", "days", "files (written / merged)", "peer"]:
+            inside = True
+        if not inside or len(c) < 8 or not c[0].replace(",", "").isdigit():
+            continue
+        n, days, peer = int(c[0].replace(",", "")), float(c[1]), c[3]
+        r = rows.setdefault((n, days), {"messages": n, "days": days, "rows": {"present": {}, "absent": {}}})
+        if peer == "mqindex":
+            p99 = c[7].split("/")
+            r["rows"]["present"].update(gets_mean=float(c[4].split("/")[0]), p99_ms=float(p99[0]))
+            r["rows"]["absent"].update(gets_mean=float(c[5].split("/")[0]), p99_ms=float(p99[1]))
+        elif peer == "RocketMQ layout":
+            r["rocketmq"] = {"gets": int(c[4].split("/")[0].replace(",", "")), "p99_ms": float(c[7].rstrip("*"))}
+        elif peer == "PostgreSQL B-tree":
+            r["postgresql"] = {"present": {"p99_ms": float(c[7].split("/")[0])}}
+    return [r for r in rows.values() if "rocketmq" in r and r["rows"]["present"]]

@@ -235,16 +235,21 @@ def run_scales(work: Path, store_url: str, weed: Any, args: Any) -> int:
 
 
 def report_saved(paths: list[str], plots: str | None) -> int:
-    """The table and plots of runs saved by earlier --scale runs (each file's "runs"), in one."""
+    """The table and plots of runs saved by earlier --scale runs (each file's "runs"), in one. A Markdown file
+    (docs/BENCHMARKS.md) adds the histories of its table to the plots only (a history also in a saved run is
+    taken from the run)."""
     import json
 
-    from bench.history_plots import markdown, plot
+    from bench.history_plots import from_table, markdown, plot
 
-    results = [r for p in paths for r in json.loads(Path(p).read_text())["runs"]]
+    results = [r for p in paths if not p.endswith(".md") for r in json.loads(Path(p).read_text())["runs"]]
     for r in results:
         print_one(r)
     print("\n" + markdown(results))
+    have = {(r["messages"], r["days"]) for r in results}
+    tabled = [r for p in paths if p.endswith(".md") for r in from_table(Path(p).read_text())
+              if (r["messages"], r["days"]) not in have]
     if plots:
-        for path in plot(results, Path(plots)):
+        for path in plot(results + tabled, Path(plots)):
             print(f"[bench] plot {path}")
     return 0
