@@ -45,8 +45,9 @@ function drawClusterMerging(c) {
     $("index-merging").after(h, d);
   }
   if (!c || !c.leader) {
-    fillCards("index-cluster-merging", [card("This node", "not the failover leader",
-      "the lowest live node merges published files", "cluster-merge-leader")]);
+    fillCards("index-cluster-merging", [card("This node", "not merging",
+      "the failover leader (the lowest live node) merges published files when cluster_merge_tiers > 0",
+      "cluster-merge-leader")]);
     return;
   }
   fillCards("index-cluster-merging", [
