@@ -273,6 +273,11 @@ async def failovers(request: Request) -> Any:
     reports = await call(request, Backend.failovers)
     for f in reports:  # "topic-partition" names: a topic the ACL rules hide is not named
         f["partitions"] = [p for p in f.get("partitions", []) if may(request, "describe", "topic", p.rsplit("-", 1)[0])]
+        if "committed_ends" in f:  # keyed by the same names
+            f["committed_ends"] = {p: e for p, e in f["committed_ends"].items() if p in f["partitions"]}
+        if isinstance(f.get("index_rescue"), dict) and "ranges" in f["index_rescue"]:  # [topic, partition, ...]
+            f["index_rescue"]["ranges"] = [r for r in f["index_rescue"]["ranges"]
+                                           if may(request, "describe", "topic", r[0])]
     return {"failovers": reports}
 
 
