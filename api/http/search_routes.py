@@ -24,11 +24,13 @@ from starlette.concurrency import run_in_threadpool
 
 from api.http.auth import check, may, principal, require
 from api.http.errors import client_error
+from api.http.models import ErrorOut
+from api.http.routes import ERRORS
 from api.http.search_jobs import SearchBusy, SearchManager
 from api.node_settings import BY_NAME
 from jobs.value_search import SearchError, SearchSpec, parse_time, plan_search
 
-router = APIRouter()
+router = APIRouter(responses={**ERRORS, 429: {"model": ErrorOut, "description": "search_max_concurrent searches run"}})
 
 
 class SearchIn(BaseModel):
