@@ -1,7 +1,8 @@
 """The plot of `mqindex bench spark_read` runs: MB/s of the Spark full read, of raw ranged GETs of the same objects
 and of a Kafka consumer, per topic size, with the MB/s the machine's cores allow the Spark read (its CPU s/MB).
 
-    python -m bench.spark_read_plot OUT.png RUN.json [RUN.json ...]   (the JSON `mqindex bench spark_read` saves)
+    python -m bench.spark_read_plot OUT.png RUN.json [RUN.json ...]   (the JSON `mqindex bench spark_read` saves;
+    a "label" added to a run's JSON names its bars, e.g. two runs of one size before and after a change)
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ def plot(runs: list[dict[str, Any]], out: Path, cores: int | None = None) -> Pat
     import matplotlib.pyplot as plt
 
     cores = cores or os.cpu_count() or 1
-    runs = sorted(runs, key=lambda r: r["payload_mb"])
-    labels = [f"{r['payload_mb']:.0f} MB\n{r['records']:,} records" for r in runs]
+    runs = sorted(runs, key=lambda r: r["payload_mb"])  # stable: runs of one size keep their order
+    labels = [r.get("label") or f"{r['payload_mb']:.0f} MB\n{r['records']:,} records" for r in runs]
     series = {
         "Spark local[2], mqindex source": [r["payload_mb"] / r["spark_s"] for r in runs],
         f"its CPU ceiling ({cores} cores / CPU s per MB)": [cores * r["payload_mb"] / r["spark_cpu_s"] for r in runs],
