@@ -84,7 +84,8 @@ def _fail_over_node_1(c: Cluster, k: int) -> None:
 def _open_nodes(browser: Browser, c: Cluster, token: str) -> Page:
     page = browser.new_page(viewport={"width": 1500, "height": 900})
     page.goto(f"{c.url(0)}/?page=nodes#token={token}")
-    expect(page.locator("body")).to_have_attribute("data-loaded", "nodes")
+    # drawn once every call of the page answered (slow on a loaded machine); all below is then on the page
+    expect(page.locator("body")).to_have_attribute("data-loaded", "nodes", timeout=30_000)
     expect(page.locator("#nav-nodes")).to_have_attribute("aria-current", "page")
     expect(page.locator("#nodes-error")).to_have_text("")
     expect(page.locator("#failovers-error")).to_have_text("")
