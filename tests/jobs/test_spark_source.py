@@ -9,6 +9,8 @@ import datetime as dt
 import io
 import json
 import os
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -404,3 +406,28 @@ def test_search_cli_value_predicate_key_and_exit_codes(mq: Any, served: Served) 
     assert rc == 2 and "unknown topic 'nosuchtopic'" in err
     rc, _out, err = search(served, mq, TOPIC, "--from", "yesterday")
     assert rc == 2 and "--from" in err
+
+
+_TASK_IN_A_WORKER = """
+import gc, json, sys
+from jobs.spark_source.options import parse_options
+from jobs.spark_source.source import MqindexReader, plan_tasks
+opts = parse_options(json.loads(sys.argv[1]))
+reader = MqindexReader(opts)
+task = plan_tasks(opts, reader.pushed)[0]
+rows = sum(b.num_rows for b in reader.read(task))
+print(json.dumps({"rows": rows, "walked": len(gc.get_objects())}))
+"""
+
+
+def test_a_read_task_leaves_the_worker_heap_settled(served: Served) -> None:
+    """PySpark's daemon runs a full gc.collect() after every task of a reused Python worker: after a task of
+    the source, such a collection walks only what the task left, not pyarrow, pyspark.sql and the store
+    client's boto3 service models (frozen at the task's end). Run as a Spark worker runs it: a fresh process
+    reading one task through MqindexReader.read."""
+    done = subprocess.run([sys.executable, "-c", _TASK_IN_A_WORKER, json.dumps(served.options())],
+                          capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[2])
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["rows"] > 0
+    assert got["walked"] < 10_000, got  # without the settling: the worker's ~100,000 objects
