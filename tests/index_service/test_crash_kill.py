@@ -22,16 +22,28 @@ POINTS = ["compact:scratch-written", "compact:published", "compact:done", "uploa
           "upload:manifest-written", "upload:done", "roll:sealed"]
 
 
+_unread: dict[subprocess.Popen[str], bytes] = {}  # bytes read from a child's stdout past the last line returned
+
+
 def _read_line(proc: subprocess.Popen[str], deadline: float) -> str:
+    # the pipe is read here, not through the buffered text stream: a readline() that took two lines (FLUSHED, then
+    # AT as the child blocks for the kill) left the second in its buffer, where select() does not see it
     assert proc.stdout is not None
+    fd = proc.stdout.fileno()
     while True:
+        buf = _unread.pop(proc, b"")
+        if b"\n" in buf:
+            line, rest = buf.split(b"\n", 1)
+            _unread[proc] = rest
+            return line.decode().strip()
+        _unread[proc] = buf
         left = deadline - time.monotonic()
         assert left > 0, "child did not report in time"
-        ready, _, _ = select.select([proc.stdout], [], [], left)
+        ready, _, _ = select.select([fd], [], [], left)
         if ready:
-            line = proc.stdout.readline()
-            assert line, f"child exited early (rc={proc.poll()}): {proc.stderr.read() if proc.stderr else ''}"
-            return line.strip()
+            chunk = os.read(fd, 65536)
+            assert chunk, f"child exited early (rc={proc.poll()}): {proc.stderr.read() if proc.stderr else ''}"
+            _unread[proc] = buf + chunk
 
 
 def _run_round(data: Path, url: str, t0: int, rng: random.Random, point: str | None) -> tuple[int, str]:
@@ -62,6 +74,7 @@ def _run_round(data: Path, url: str, t0: int, rng: random.Random, point: str | N
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
+        _unread.pop(proc, None)
         if proc.stdout:
             proc.stdout.close()
         if proc.stderr:
@@ -138,6 +151,7 @@ def _batch_round(data: Path, url: str, t0: int, *steps: str) -> int | None:
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
+        _unread.pop(proc, None)
         if proc.stdout:
             proc.stdout.close()
         if proc.stderr:
