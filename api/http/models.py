@@ -12,7 +12,10 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidato
 MAX_VALUE_BYTES = 1024 * 1024  # one message's value
 MAX_MESSAGES_PER_REQUEST = 1000
 MAX_PAGE = 1000  # `max` of one page of a key lookup or fetch
-TOPIC_PATTERN = r"^[a-zA-Z0-9._-]{1,249}$"
+# 1-249 of [a-zA-Z0-9._-], but not "." or ".." (Kafka refuses those two; the broker answers them 400, so the
+# schema says it too). Written without a lookahead, which pydantic's regex engine does not have.
+TOPIC_PATTERN = (r"^(?:[a-zA-Z0-9_-][a-zA-Z0-9._-]{0,248}|\.[a-zA-Z0-9_-][a-zA-Z0-9._-]{0,247}"
+                 r"|\.\.[a-zA-Z0-9._-]{1,247})$")
 MSG_ID_PATTERN = r"^[0-9a-fA-F]{16}[0-7][0-9a-fA-F]{15}$"  # topic id, partition, offset < 2**63
 CURSOR_PATTERN = r"^[A-Za-z0-9_=-]{1,256}$"
 MAX_REQUEST_BYTES = 32 << 20  # one request body; larger ones get a 413 before they are read in full

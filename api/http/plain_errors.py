@@ -17,7 +17,8 @@ from api.http.models import CONFIG_NAMES, CURSOR_PATTERN, MSG_ID_PATTERN, TOPIC_
 
 #: what a value refused by a pattern is not, and what it must be
 PATTERNS = {
-    TOPIC_PATTERN: "is not a valid topic name: topic names are 1-249 characters of letters, digits, '.', '_' and '-'",
+    TOPIC_PATTERN: ("is not a valid topic name: topic names are 1-249 characters of letters, digits, '.', '_' and '-' "
+                    "(not '.' or '..')"),
     MSG_ID_PATTERN: "is not a message id: ids are 32 hex digits, as produce answers them",
     CURSOR_PATTERN: "is not a cursor: pass the next_cursor of the previous page",
 }

@@ -11,7 +11,7 @@ import pytest
 
 from tests.api.server import ServerProcess
 
-TOPIC_RULE = "topic names are 1-249 characters of letters, digits, '.', '_' and '-'"
+TOPIC_RULE = "topic names are 1-249 characters of letters, digits, '.', '_' and '-' (not '.' or '..')"
 CONFIG_RULE = "must be -1 (unlimited) or an integer from 1 to 9007199254740992"
 BODY_RULE = "must be a JSON object, sent with content-type application/json"
 
@@ -98,6 +98,9 @@ CASES: list[tuple[str, str, Any, str, str]] = [
      "partition must be at least 0 (got -1)"),
     ("POST", "/v1/admin/reassignments", {"topic": "t!", "partition": 0, "to": 0}, "topic",
      f'topic "t!" is not a valid topic name: {TOPIC_RULE}'),
+    ("POST", "/v1/admin/reassignments", {"topic": "..", "partition": 0, "to": 0}, "topic",
+     f'topic ".." is not a valid topic name: {TOPIC_RULE}'),
+    ("POST", "/v1/topics", {"name": "."}, "name", f'name "." is not a valid topic name: {TOPIC_RULE}'),
     ("POST", "/v1/admin/reassignments", {"topic": "t", "partition": 0, "to": 2**31}, "to",
      "to must be less than 2147483648 (got 2147483648)"),
     ("POST", "/v1/admin/reassignments", {"topic": "t", "partition": 0}, "to", "to is required"),
