@@ -8,7 +8,8 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,19 @@ class Cluster:
         for s in self.nodes.values():
             if s.proc is not None and s.proc.poll() is None:
                 s.stop(signal.SIGKILL)
+
+
+@contextmanager
+def started_with_topic(c: Cluster, topic: str, partitions: int, nodes: int = 3) -> Iterator[Cluster]:
+    """Nodes 0..nodes-1 of `c` started and `topic` created; every node stopped afterwards, also on failure."""
+    try:
+        for i in range(nodes):
+            c.start(i)
+        r = httpx.post(f"{c.url(0)}/v1/topics", json={"name": topic, "partitions": partitions}, timeout=60)
+        assert r.status_code == 201, r.text
+        yield c
+    finally:
+        c.stop_all()
 
 
 def wait_until(cond: Callable[[], bool], timeout: float, what: str) -> None:

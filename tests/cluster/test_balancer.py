@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from storage_tier.seaweedfs_server import SeaweedFS
-from tests.cluster.harness import TOPIC, Cluster, wait_until
+from tests.cluster.harness import TOPIC, Cluster, started_with_topic, wait_until
 
 HOT = 0  # the partition that gets ten times the bytes
 VALUE = "v" * 4000
@@ -29,14 +29,8 @@ def balancing(tmp_path: Path, seaweedfs: SeaweedFS, pg_url: Callable[[], str]) -
     c = Cluster(tmp_path, seaweedfs.store_url("mqindex", f"balance-{uuid.uuid4().hex[:8]}"), pg_url(),
                 "--auto-balance-report-s", "1", "--auto-balance-sustain-s", "2", "--auto-balance-threshold", "0.3",
                 "--auto-balance-cooldown-s", "600")
-    try:
-        for i in range(3):
-            c.start(i)
-        r = httpx.post(f"{c.url(0)}/v1/topics", json={"name": TOPIC, "partitions": 6}, timeout=60)
-        assert r.status_code == 201, r.text
+    with started_with_topic(c, TOPIC, 6):
         yield c
-    finally:
-        c.stop_all()
 
 
 class SkewedProducer(threading.Thread):

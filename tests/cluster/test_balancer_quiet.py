@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from storage_tier.seaweedfs_server import SeaweedFS
-from tests.cluster.harness import TOPIC, Cluster, wait_until
+from tests.cluster.harness import TOPIC, Cluster, started_with_topic, wait_until
 from tests.cluster.test_balancer import SkewedProducer, _auto_moves, _balanced, _leads
 
 QUIET_S = 300.0
@@ -28,14 +28,8 @@ def steady(tmp_path: Path, seaweedfs: SeaweedFS, pg_url: Callable[[], str]) -> I
     c = Cluster(tmp_path, seaweedfs.store_url("mqindex", f"quiet-{uuid.uuid4().hex[:8]}"), pg_url(),
                 "--auto-balance-report-s", "1", "--auto-balance-sustain-s", "2", "--auto-balance-threshold", "0.3",
                 "--auto-balance-cooldown-s", str(COOLDOWN_S))
-    try:
-        for i in range(3):
-            c.start(i)
-        r = httpx.post(f"{c.url(0)}/v1/topics", json={"name": TOPIC, "partitions": 6}, timeout=60)
-        assert r.status_code == 201, r.text
+    with started_with_topic(c, TOPIC, 6):
         yield c
-    finally:
-        c.stop_all()
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from storage_tier.seaweedfs_server import SeaweedFS
-from tests.cluster.harness import TOPIC, Cluster, Producer, check_everything_found
+from tests.cluster.harness import TOPIC, Cluster, Producer, check_everything_found, started_with_topic
 from tests.cluster.test_move_shared_wal import _leaders, _lent, _move
 
 VALUE = 1 << 20  # bytes a value
@@ -34,14 +34,8 @@ def held_big(tmp_path: Path, seaweedfs: SeaweedFS, pg_url: Callable[[], str]) ->
     c = Cluster(tmp_path, seaweedfs.store_url("mqindex", prefix), pg_url(),
                 "--wal", seaweedfs.store_url("mqindex", prefix + "-wal"), "--upload-interval-s", "600",
                 "--upload-threshold", str(3 << 30), "--max-cache-bytes", str(4 << 30))
-    try:
-        for i in range(3):
-            c.start(i)
-        r = httpx.post(f"{c.url(0)}/v1/topics", json={"name": TOPIC, "partitions": 6}, timeout=60)
-        assert r.status_code == 201, r.text
+    with started_with_topic(c, TOPIC, 6):
         yield c
-    finally:
-        c.stop_all()
 
 
 def _fill_gib(c: Cluster, node: int, partition: int, key: str) -> dict[int, tuple[str, int]]:

@@ -24,6 +24,7 @@ from tests.cluster.harness import (
     all_by_key,
     check_everything_found,
     check_offsets,
+    started_with_topic,
     wait_until,
 )
 
@@ -37,14 +38,8 @@ def held(tmp_path: Path, seaweedfs: SeaweedFS, pg_url: Callable[[], str]) -> Ite
     c = Cluster(tmp_path, seaweedfs.store_url("mqindex", prefix), pg_url(),
                 "--wal", seaweedfs.store_url("mqindex", prefix + "-wal"), "--upload-interval-s", "600",
                 "--upload-threshold", str(1 << 30), "--max-cache-bytes", str(2 << 30))
-    try:
-        for i in range(3):
-            c.start(i)
-        r = httpx.post(f"{c.url(0)}/v1/topics", json={"name": TOPIC, "partitions": 6}, timeout=60)
-        assert r.status_code == 201, r.text
+    with started_with_topic(c, TOPIC, 6):
         yield c
-    finally:
-        c.stop_all()
 
 
 def _leaders(c: Cluster) -> dict[int, int]:
@@ -203,14 +198,8 @@ def long_lease(tmp_path: Path, seaweedfs: SeaweedFS, pg_url: Callable[[], str]) 
     c = Cluster(tmp_path, seaweedfs.store_url("mqindex", prefix), pg_url(),
                 "--wal", seaweedfs.store_url("mqindex", prefix + "-wal"), "--upload-interval-s", "600",
                 "--upload-threshold", str(1 << 30), "--max-cache-bytes", str(2 << 30), "--lease-ms", "60000")
-    try:
-        for i in range(3):
-            c.start(i)
-        r = httpx.post(f"{c.url(0)}/v1/topics", json={"name": TOPIC, "partitions": 6}, timeout=60)
-        assert r.status_code == 201, r.text
+    with started_with_topic(c, TOPIC, 6):
         yield c
-    finally:
-        c.stop_all()
 
 
 def test_the_source_restarted_in_the_middle_of_a_move_loses_nothing(long_lease: Cluster) -> None:
