@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from broker.cluster import failover, handoff
+from broker.cluster.membership import LENT_WAL_RANGES
 from broker.errors import NotLeader, NotOwner
 from broker.partitions.client_messages import InMessage
 from tests.cluster.conftest import InProcessNodes
@@ -98,6 +99,10 @@ def test_a_moves_target_answers_retry_not_an_empty_page_before_it_serves(
     values = [b"v%03d" % i for i in range(50)]
     source.produce("t", [InMessage(v, partition=p) for v in values])
     topic_id = source.partitions.topic("t").topic_id
+    # the source lends its WAL range only to a node it has seen announce that it reads one (at a lease renewal);
+    # before that it uploads first, and the target would then rightly serve at once
+    _until(lambda: source.cluster.membership.node_reads(1, LENT_WAL_RANGES), 30,
+           "the source saw the target announce it reads lent WAL ranges")
 
     release = threading.Event()
     real_take_over = handoff.take_over
