@@ -36,13 +36,14 @@ $(KCAT):
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null
 
 # The suite runs on two workers (pytest-xdist), each taking whole test files so a file's shared servers
-# start once; most of a test's time is spent waiting on real servers, so two workers fit two cores.
+# start once; most of a test's time is spent waiting on real servers, so two workers fit two cores. The files
+# holding the slowest tests are handed out first (tests/conftest.py orders them), not xdist's by-count order.
 TEST_WORKERS ?= 2
 
 test: $(STAMP) $(CHROMIUM) $(KCAT)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 bench: $(STAMP)
 	$(BIN)/mqindex bench all

@@ -16,6 +16,26 @@ import pytest
 
 from storage_tier.seaweedfs_server import SeaweedFS
 
+
+def _slow_seconds(item: pytest.Item) -> float:
+    mark = item.get_closest_marker("slow")
+    return 0.0 if mark is None else float(mark.kwargs.get("seconds", 60))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`make test` hands whole test files to its two workers in the order collected (`--no-loadscope-reorder`):
+    the files whose slow tests add up to the most seconds go first, then the others by their number of tests
+    (what xdist's own reordering does), so a five-minute test runs beside the short ones instead of alone at
+    the end while the other worker idles. The order is a pure function of the collection, the same on every
+    worker (xdist checks that they collected alike)."""
+    seconds: dict[Path, float] = {}
+    count: dict[Path, int] = {}
+    for item in items:
+        seconds[item.path] = seconds.get(item.path, 0.0) + _slow_seconds(item)
+        count[item.path] = count.get(item.path, 0) + 1
+    items.sort(key=lambda item: (-seconds[item.path], -count[item.path]))
+
+
 # `mqindex serve` listens for Kafka on 127.0.0.1:9092 by default: test servers run side by side, so only the
 # tests that want a Kafka listener get one (tests/kafka passes --kafka-listener with a free port)
 os.environ.setdefault("MQINDEX_KAFKA_LISTENER", "")

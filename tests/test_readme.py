@@ -165,6 +165,7 @@ def stop_group(proc: subprocess.Popen[bytes], grace: float = 30) -> None:
             time.sleep(0.1)
 
 
+@pytest.mark.slow(seconds=35)
 def test_shell_blocks_run_as_written(tmp_path: Path) -> None:
     blocks, _ = parse(README.read_text())
     shell = [b for b in blocks if b.lang in SHELL_LANGS]

@@ -88,6 +88,7 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory, seaweedfs: SeaweedFS) ->
     server.stop()
 
 
+@pytest.mark.slow(seconds=40)
 def test_produce_then_find_every_key_by_pages_id_and_offset(s3_server: ServerProcess) -> None:
     url = s3_server.url
     sent = produce_all(url, "orders")

@@ -95,6 +95,7 @@ def listed(server: ServerProcess) -> list[str]:
     return [s["id"] for s in r.json()["searches"]]
 
 
+@pytest.mark.slow(seconds=30)
 def test_value_search_finds_exactly_the_matching_records(server: ServerProcess) -> None:
     r = start(server, {"topic": TOPIC, "where": "value LIKE '%\"failed\"%'"})
     assert r.status_code == 202, r.text

@@ -9,6 +9,8 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
 from broker.compaction import CompactionConfig
 from broker.node import BrokerNode
 from broker.partitions.client_messages import InMessage
@@ -20,6 +22,7 @@ SSOS = 200  # the producing node's uploads before compaction (hundreds, kept sma
 KEYS = ("k0", "k7", "k63", "k500")  # each on ~70 records spread over partitions and uploads
 
 
+@pytest.mark.slow(seconds=65)
 def test_two_hundred_partitions(seaweedfs, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     store_url = seaweedfs.store_url("mqindex", f"n200-{uuid.uuid4().hex[:8]}")
     # an upload every 20 ms: each produce round lands in its own small stream set object or two

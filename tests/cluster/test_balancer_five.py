@@ -35,7 +35,7 @@ def five(tmp_path: Path, seaweedfs: SeaweedFS, pg_url: Callable[[], str]) -> Ite
         c.stop_all()
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=35)
 def test_five_nodes_a_skewed_load_is_rebalanced_once_then_quiet(five: Cluster) -> None:
     c = five
     wait_until(lambda: len(_leads(c)) == PARTITIONS, 30, "every partition led")

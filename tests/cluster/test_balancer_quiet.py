@@ -32,7 +32,7 @@ def steady(tmp_path: Path, seaweedfs: SeaweedFS, pg_url: Callable[[], str]) -> I
         yield c
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=320)
 def test_once_balanced_the_balancer_stays_quiet_for_5_minutes_of_steady_load(steady: Cluster) -> None:
     c = steady
     wait_until(lambda: len(_leads(c)) == 6, 30, "every partition led")

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from storage_tier.seaweedfs_server import SeaweedFS
 from tests.cluster.harness import (
@@ -29,6 +30,7 @@ def _leaders(c: Cluster) -> dict[str, int]:
     return {p: n["node_id"] for n in body["nodes"] if n["state"] == "alive" for p in n["partitions"]}
 
 
+@pytest.mark.slow(seconds=60)
 def test_ten_nodes_killed_for_good_lose_nothing_with_the_shared_wal(tmp_path: Path, seaweedfs: SeaweedFS,
                                                                     pg_url: Callable[[], str]) -> None:
     prefix = f"failover-{uuid.uuid4().hex[:8]}"

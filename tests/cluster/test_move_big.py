@@ -109,7 +109,7 @@ def _check_big_by_key(c: Cluster, key: str, p: int, big: dict[int, tuple[str, in
     assert got == big, f"node {node}, key {key}: {len(got)} found, {len(big)} acknowledged"
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=85)
 def test_a_move_of_1_gib_unuploaded_under_a_producer_keeps_every_record_once(held_big: Cluster) -> None:
     c = held_big
     producer = Producer(c)

@@ -81,6 +81,7 @@ def _check_big(c: Cluster, big: list[dict[str, Any]], key: str, via: list[int]) 
         assert got == want, f"node {node}, key {key}: {len(got)} found, {len(want)} acknowledged"
 
 
+@pytest.mark.slow(seconds=25)
 def test_moves_of_unuploaded_partitions_under_a_producer_keep_every_record_once(held: Cluster) -> None:
     c = held
     producer = Producer(c)
@@ -107,7 +108,7 @@ def test_moves_of_unuploaded_partitions_under_a_producer_keep_every_record_once(
         producer.stop_flag.set()
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=45)
 def test_a_move_of_256_mib_unuploaded_under_a_producer_keeps_every_record_once(held: Cluster) -> None:
     """The issue's size: the source holds 256 MiB in its WAL alone; the target serves at once and reads them in
     the background while the producer goes on."""
@@ -133,6 +134,7 @@ def test_a_move_of_256_mib_unuploaded_under_a_producer_keeps_every_record_once(h
         producer.stop_flag.set()
 
 
+@pytest.mark.slow(seconds=15)
 @pytest.mark.parametrize("when", ["after the target serves", "as the move begins"])
 def test_the_source_killed_during_a_move_loses_nothing(held: Cluster, when: str) -> None:
     c = held
@@ -166,6 +168,7 @@ def test_the_source_killed_during_a_move_loses_nothing(held: Cluster, when: str)
         producer.stop_flag.set()
 
 
+@pytest.mark.slow(seconds=25)
 def test_the_target_killed_after_it_serves_and_restarted_loses_nothing(held: Cluster) -> None:
     """The target holds what it appended in its own WAL, above the range it read from the source's: its restart
     (or the failover of it, whichever comes first) restores both, in order."""
@@ -202,6 +205,7 @@ def long_lease(tmp_path: Path, seaweedfs: SeaweedFS, pg_url: Callable[[], str]) 
         yield c
 
 
+@pytest.mark.slow(seconds=35)
 def test_the_source_restarted_in_the_middle_of_a_move_loses_nothing(long_lease: Cluster) -> None:
     """The source killed -9 as it hands the partition off and started again before its lease expires (no
     failover): the restarted source reads its WAL, hands the partition to the target, which serves everything

@@ -117,7 +117,7 @@ def restart(c: Cluster, node_id: int) -> None:
                 raise
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=90)
 def test_a_previous_release_node_beside_new_ones_moves_and_fails_over_both_ways(mixed: MixedCluster) -> None:
     c = mixed
     assert versions(c, 1)[OLD] is None and versions(c, 1)[1] is not None  # the old release announces nothing

@@ -8,6 +8,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -67,6 +68,7 @@ def _lookups(data: st.DataObject, lo_t: int, hi_t: int) -> list[tuple[str, int, 
     return out
 
 
+@pytest.mark.slow(seconds=40)
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(history=histories(), data=st.data())

@@ -28,7 +28,7 @@ from storage_tier import MeterSnapshot
 from tests.api.server import wait_for
 from tests.kafka.conftest import KafkaServerProcess
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=30)
 
 TOPIC = "million"
 MESSAGES = 1_000_000

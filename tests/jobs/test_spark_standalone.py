@@ -168,6 +168,7 @@ def produced_value(p: Produced, i: int) -> str:
     return ("v" * 120 if p.records[i][0] == 0 else "small") + str(i)
 
 
+@pytest.mark.slow(seconds=60)
 def test_search_cli_on_the_cluster(produced: Produced, cluster: Standalone, tmp_path: Path) -> None:
     work = tmp_path / "elsewhere"
     work.mkdir()

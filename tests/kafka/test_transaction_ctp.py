@@ -156,7 +156,7 @@ def read_committed(s: KafkaServerProcess, expect: int) -> list[bytes]:
         c.close()
 
 
-@pytest.mark.slow  # about 80 s: three kills, each waits out the client's timeouts and a restart
+@pytest.mark.slow(seconds=35)  # three kills, each waits out the client's timeouts and a restart
 def test_consume_transform_produce_is_exactly_once_through_kill_9(tmp_path: Path) -> None:
     rng = random.Random(40)
     s = KafkaServerProcess(tmp_path / "node").start()

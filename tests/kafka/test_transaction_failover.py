@@ -48,7 +48,7 @@ def shared_wal_nodes(tmp_path: Path, seaweedfs: SeaweedFS, pg_url: Callable[[], 
                 s.stop(signal.SIGKILL)
 
 
-@pytest.mark.slow  # about 100 s: three nodes, a lease to expire and a failover from the shared WAL
+@pytest.mark.slow(seconds=30)  # three nodes, a lease to expire and a failover from the shared WAL
 def test_a_partition_failed_over_in_the_middle_of_a_transaction_keeps_it_open_and_gets_its_marker(
         shared_wal_nodes: list[KafkaServerProcess]) -> None:
     nodes = shared_wal_nodes
