@@ -9,6 +9,7 @@ the process, so the run fails, finishes, and names where it hung."""
 
 from __future__ import annotations
 
+import atexit
 import faulthandler
 import os
 from collections.abc import Iterator
@@ -43,6 +44,15 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         faulthandler.cancel_dump_traceback_later()
 
 
-def pytest_unconfigure(config: pytest.Config) -> None:
+def _arm_for_exit() -> None:
     # armed until the process ends: whatever the interpreter's exit has to destroy, it is given EXIT_BOUND_S
     faulthandler.dump_traceback_later(EXIT_BOUND_S, exit=True, file=_STDERR)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        # an xdist worker lives on after its session, serving the controller until the whole run ends: its bound
+        # starts when its interpreter starts to exit (atexit runs before the objects left alive are destroyed)
+        atexit.register(_arm_for_exit)
+    else:
+        _arm_for_exit()
