@@ -28,6 +28,7 @@ from api.http.metrics import (
     Metrics,
     published_merger,
 )
+from api.http.metrics_route import PiecesResponse
 from api.http.models import MAX_REQUEST_BYTES
 from api.http.produce_lane import ProduceLane
 from api.http.request_metrics import RequestMetrics
@@ -78,12 +79,12 @@ def create_app(settings: Settings, backend: Backend, stores: Mapping[str, BlobSt
     @app.get("/metrics", include_in_schema=False, dependencies=metrics_guard)
     def metrics_text() -> Response:
         # + families rendered as text by their owners (api/http/group_metrics.py: too many series for the registry),
-        # as bytes or a list of pieces: the body is joined once (it can be megabytes)
+        # as bytes or a list of pieces: sent as they are, never joined whole (it can be megabytes; metrics_route.py)
         parts = [generate_latest(metrics.registry)]
         for render in getattr(app.state, "metrics_text", ()):
             got = render()
             parts += [got] if isinstance(got, bytes) else got
-        return Response(b"".join(parts), media_type=CONTENT_TYPE_LATEST)
+        return PiecesResponse(parts, media_type=CONTENT_TYPE_LATEST)
 
     page_html = PAGE.read_text()
 
