@@ -6,6 +6,11 @@ A transactional id is coordinated by the node `Context.coordinator_for` names (a
 NOT_COORDINATOR so the client looks it up again. TxnOffsetCommit goes to the group's coordinator, as in Kafka.
 Answers for a fenced producer are PRODUCER_FENCED, or INVALID_PRODUCER_EPOCH to the request versions that
 predate it (Kafka's mapping).
+
+Each request makes one trip to a worker thread: the coordinator check (the live nodes may be read from the
+metadata), the partitions' check and the coordinator's call run there one after the other. Two or three trips
+a request (one per blocking call) cost a loop wake-up and a turn at the GIL each, on every transaction's
+critical path (AddPartitionsToTxn and EndTxn), and showed as a twentieth of the listener's CPU.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ log = logging.getLogger("mqindex.kafka.transactions")
 
 TICK_S = 0.5  # how often timed-out and prepared transactions are looked for
 _FENCED_SINCE = {22: 4, 24: 2, 25: 2, 26: 2, 28: 3}  # the first version of each API that knows PRODUCER_FENCED
+NOT_COORDINATOR = "NOT_COORDINATOR"  # another node coordinates the id (answered before the coordinator is asked)
 
 
 def coordinator(ctx: Context) -> transactions.TransactionCoordinator:
@@ -39,15 +45,23 @@ def coordinator(ctx: Context) -> transactions.TransactionCoordinator:
 
 
 def code(name: str, api_key: int, version: int) -> int:
+    if name == NOT_COORDINATOR:
+        return errors.NOT_COORDINATOR
     c = errors.BY_NAME.get(name, errors.UNKNOWN_SERVER_ERROR)
     if c == errors.PRODUCER_FENCED and version < _FENCED_SINCE[api_key]:
         return errors.INVALID_PRODUCER_EPOCH
     return c
 
 
-async def _call(ctx: Context, fn: Any, *args: Any) -> str:
+def _elsewhere(ctx: Context, key: str) -> bool:
+    """Whether another node coordinates `key` (Context.not_coordinator's test, on the caller's thread)."""
+    return ctx.coordinator_for(key) != ctx.node_id
+
+
+def _called(fn: Any, *args: Any) -> str:
+    """The coordinator's answer; COORDINATOR_NOT_AVAILABLE (the client retries) when it could not finish now."""
     try:
-        return str(await ctx.run(fn, *args))
+        return str(fn(*args))
     except transactions.TxnError as exc:  # a marker could not be written now: the client retries
         log.warning("transaction request not completed", extra={"error": str(exc)})
         return transactions.NOT_AVAILABLE
@@ -56,17 +70,27 @@ async def _call(ctx: Context, fn: Any, *args: Any) -> str:
         return transactions.NOT_AVAILABLE
 
 
+async def _coordinated(ctx: Context, key: str, fn: Any, *args: Any) -> str:
+    """NOT_COORDINATOR, or the coordinator's answer to fn(*args): one trip to a worker thread (module doc)."""
+    def run() -> str:
+        return NOT_COORDINATOR if _elsewhere(ctx, key) else _called(fn, *args)
+    return await ctx.run(run)
+
+
 async def init_transactional(ctx: Context, req: Any, version: int) -> Any:
     resp = APIS[22].response
-    if await ctx.not_coordinator(req.transactional_id):
-        return build(resp, version, throttle_time_ms=0, error_code=errors.NOT_COORDINATOR, producer_id=-1,
-                     producer_epoch=-1)
-    try:
-        name, pid, epoch = await ctx.run(coordinator(ctx).init_producer_id, req.transactional_id,
-                                         req.transaction_timeout_ms)
-    except Exception:  # noqa: BLE001 - a marker or the metadata store refused: the client retries
-        log.exception("InitProducerId failed")
-        name, pid, epoch = transactions.NOT_AVAILABLE, -1, -1
+    coord, tid = coordinator(ctx), req.transactional_id
+
+    def run() -> tuple[str, int, int]:
+        if _elsewhere(ctx, tid):
+            return NOT_COORDINATOR, -1, -1
+        try:
+            return coord.init_producer_id(tid, req.transaction_timeout_ms)
+        except Exception:  # noqa: BLE001 - a marker or the metadata store refused: the client retries
+            log.exception("InitProducerId failed")
+            return transactions.NOT_AVAILABLE, -1, -1
+
+    name, pid, epoch = await ctx.run(run)
     return build(resp, version, throttle_time_ms=0, error_code=code(name, 22, version), producer_id=pid,
                  producer_epoch=epoch)
 
@@ -74,19 +98,25 @@ async def init_transactional(ctx: Context, req: Any, version: int) -> Any:
 async def add_partitions(ctx: Context, req: Any, version: int) -> Any:
     topics = req.v3_and_below_topics
     wanted = [(t.name, p) for t in topics for p in t.partitions]
-    if await ctx.not_coordinator(req.v3_and_below_transactional_id):
-        c = errors.NOT_COORDINATOR
-    else:
-        bad = await ctx.run(_unknown_partitions, ctx, wanted)
-        if bad:  # all or nothing, as Kafka: the unknown ones fail, the others are not added
-            return build(APIS[24].response, version, throttle_time_ms=0, results_by_topic_v3_and_below=[
-                dict(name=t.name, results_by_partition=[
-                    dict(partition_index=p, partition_error_code=errors.UNKNOWN_TOPIC_OR_PARTITION
-                         if (t.name, p) in bad else errors.OPERATION_NOT_ATTEMPTED) for p in t.partitions])
-                for t in topics])
-        name = await _call(ctx, coordinator(ctx).add_partitions, req.v3_and_below_transactional_id,
-                           req.v3_and_below_producer_id, req.v3_and_below_producer_epoch, wanted)
-        c = code(name, 24, version)
+    coord, tid = coordinator(ctx), req.v3_and_below_transactional_id
+
+    def run() -> tuple[str, set[tuple[str, int]]]:
+        if _elsewhere(ctx, tid):
+            return NOT_COORDINATOR, set()
+        bad = _unknown_partitions(ctx, wanted)
+        if bad:
+            return "", bad
+        return _called(coord.add_partitions, tid, req.v3_and_below_producer_id, req.v3_and_below_producer_epoch,
+                       wanted), bad
+
+    name, bad = await ctx.run(run)
+    if bad:  # all or nothing, as Kafka: the unknown ones fail, the others are not added
+        return build(APIS[24].response, version, throttle_time_ms=0, results_by_topic_v3_and_below=[
+            dict(name=t.name, results_by_partition=[
+                dict(partition_index=p, partition_error_code=errors.UNKNOWN_TOPIC_OR_PARTITION
+                     if (t.name, p) in bad else errors.OPERATION_NOT_ATTEMPTED) for p in t.partitions])
+            for t in topics])
+    c = code(name, 24, version)
     return build(APIS[24].response, version, throttle_time_ms=0, results_by_topic_v3_and_below=[
         dict(name=t.name, results_by_partition=[dict(partition_index=p, partition_error_code=c)
                                                 for p in t.partitions]) for t in topics])
@@ -105,25 +135,20 @@ def _unknown_partitions(ctx: Context, wanted: list[tuple[str, int]]) -> set[tupl
 
 
 async def add_offsets(ctx: Context, req: Any, version: int) -> Any:
-    if await ctx.not_coordinator(req.transactional_id):
-        c = errors.NOT_COORDINATOR
-    elif not req.group_id:
-        c = errors.INVALID_GROUP_ID
+    if not req.group_id:
+        c = errors.INVALID_GROUP_ID if not await ctx.not_coordinator(req.transactional_id) else errors.NOT_COORDINATOR
     else:
-        c = code(await _call(ctx, coordinator(ctx).add_offsets, req.transactional_id, req.producer_id,
-                             req.producer_epoch, req.group_id), 25, version)
+        c = code(await _coordinated(ctx, req.transactional_id, coordinator(ctx).add_offsets, req.transactional_id,
+                                    req.producer_id, req.producer_epoch, req.group_id), 25, version)
     return build(APIS[25].response, version, throttle_time_ms=0, error_code=c)
 
 
 async def txn_offset_commit(ctx: Context, req: Any, version: int) -> Any:
     invalid = {t.name for t in req.topics if not is_topic_name(t.name)}
-    if await ctx.not_coordinator(req.group_id):
-        c = errors.NOT_COORDINATOR
-    else:
-        offsets = {(t.name, p.partition_index): (p.committed_offset, p.committed_metadata)
-                   for t in req.topics if t.name not in invalid for p in t.partitions}
-        c = code(await _call(ctx, coordinator(ctx).txn_offset_commit, req.transactional_id, req.producer_id,
-                             req.producer_epoch, req.group_id, offsets), 28, version)
+    offsets = {(t.name, p.partition_index): (p.committed_offset, p.committed_metadata)
+               for t in req.topics if t.name not in invalid for p in t.partitions}
+    c = code(await _coordinated(ctx, req.group_id, coordinator(ctx).txn_offset_commit, req.transactional_id,
+                                req.producer_id, req.producer_epoch, req.group_id, offsets), 28, version)
     return build(APIS[28].response, version, throttle_time_ms=0, topics=[
         dict(name=t.name, partitions=[dict(partition_index=p.partition_index,
                                            error_code=errors.INVALID_TOPIC_EXCEPTION if t.name in invalid else c)
@@ -131,11 +156,8 @@ async def txn_offset_commit(ctx: Context, req: Any, version: int) -> Any:
 
 
 async def end_txn(ctx: Context, req: Any, version: int) -> Any:
-    if await ctx.not_coordinator(req.transactional_id):
-        c = errors.NOT_COORDINATOR
-    else:
-        c = code(await _call(ctx, coordinator(ctx).end_txn, req.transactional_id, req.producer_id,
-                             req.producer_epoch, bool(req.committed)), 26, version)
+    c = code(await _coordinated(ctx, req.transactional_id, coordinator(ctx).end_txn, req.transactional_id,
+                                req.producer_id, req.producer_epoch, bool(req.committed)), 26, version)
     return build(APIS[26].response, version, throttle_time_ms=0, error_code=c, producer_id=-1, producer_epoch=-1)
 
 
