@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -75,9 +76,13 @@ def py_admin(s: KafkaServerProcess, user: str) -> KafkaAdminClient:
 def produce(c: dict[str, str], topic: str, n: int) -> list[KafkaError | None]:
     errors: list[KafkaError | None] = []
     p = Producer(c | {"acks": "all", "message.timeout.ms": 10_000, "retries": 0})
-    for i in range(n):
-        p.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), on_delivery=lambda e, m: errors.append(e))
-    p.flush(20)
+    try:
+        for i in range(n):
+            p.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), on_delivery=lambda e, m: errors.append(e))
+        p.flush(20)
+    finally:
+        p.purge()
+        p.close()
     return errors
 
 
@@ -85,11 +90,15 @@ def mixed_produce(c: dict[str, str], topics: list[str]) -> dict[str, set[int | N
     """Messages to several topics through one producer lingering so they share requests: codes per topic."""
     codes: dict[str, set[int | None]] = {t: set() for t in topics}
     p = Producer(c | {"acks": "all", "message.timeout.ms": 10_000, "retries": 0, "linger.ms": 200})
-    for i in range(3):
-        for t in topics:
-            p.produce(t, value=f"m{i}".encode(),
-                      on_delivery=lambda e, m: codes[m.topic()].add(e.code() if e else None))
-    p.flush(20)
+    try:
+        for i in range(3):
+            for t in topics:
+                p.produce(t, value=f"m{i}".encode(),
+                          on_delivery=lambda e, m: codes[m.topic()].add(e.code() if e else None))
+        p.flush(20)
+    finally:
+        p.purge()
+        p.close()
     return codes
 
 
@@ -119,8 +128,8 @@ def acl(resource: ResourceType, name: str, pattern: ResourcePatternType, princip
     return AclBinding(resource, name, pattern, principal, "*", op, permission)
 
 
-def test_acls_through_confluent_and_kafka_python(server: KafkaServerProcess) -> None:
-    root = AdminClient(conf(server, "root"))
+def test_acls_through_confluent_and_kafka_python(server: KafkaServerProcess, kafka_clients: ExitStack) -> None:
+    root = kafka_clients.enter_context(AdminClient(conf(server, "root")))
     for f in root.create_topics([NewTopic(t, 1, 1) for t in ("team-a.orders", "team-b.orders")]).values():
         f.result(20)
     assert produce(conf(server, "root"), "team-a.orders", 3) == [None] * 3  # superuser: no rule needed
@@ -146,10 +155,10 @@ def test_acls_through_confluent_and_kafka_python(server: KafkaServerProcess) -> 
     errors = produce(alice, "team-a.orders", 1)  # READ only: no WRITE
     assert [e.code() if e else None for e in errors] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
     with pytest.raises(KafkaException) as refused:  # a transactional id without WRITE on it
-        p = Producer(alice | {"transactional.id": "tx-a"})
+        p = kafka_clients.enter_context(Producer(alice | {"transactional.id": "tx-a"}))
         p.init_transactions(10)
     assert refused.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    alice_admin = AdminClient(alice)
+    alice_admin = kafka_clients.enter_context(AdminClient(alice))
     with pytest.raises(KafkaException) as not_admin:  # changing rules needs ALTER on the cluster (and admin)
         alice_admin.create_acls(bindings[:1])[bindings[0]].result(20)
     assert not_admin.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -88,13 +89,14 @@ def allow(principal: str, resource: ResourceType, name: str, op: AclOperation,
 
 
 def grant(s: KafkaServerProcess, *bindings: AclBinding) -> None:
-    admin = AdminClient(conf(s, "root"))
-    for f in admin.create_acls(list(bindings)).values():
-        f.result(20)
+    with AdminClient(conf(s, "root")) as admin:
+        for f in admin.create_acls(list(bindings)).values():
+            f.result(20)
 
 
-def test_a_request_naming_an_allowed_and_a_refused_topic_is_answered_per_topic(server: KafkaServerProcess) -> None:
-    root = AdminClient(conf(server, "root"))
+def test_a_request_naming_an_allowed_and_a_refused_topic_is_answered_per_topic(server: KafkaServerProcess,
+                                                                               kafka_clients: ExitStack) -> None:
+    root = kafka_clients.enter_context(AdminClient(conf(server, "root")))
     for f in root.create_topics([NewTopic(t, 1, 1) for t in (A, B, C, "team-a.old", "team-b.old")]).values():
         f.result(20)
     for t in (A, B):
@@ -156,7 +158,7 @@ def test_a_request_naming_an_allowed_and_a_refused_topic_is_answered_per_topic(s
         check.close()
 
     # DeleteTopics and DescribeConfigs naming both
-    alice = AdminClient(conf(server, "alice"))
+    alice = kafka_clients.enter_context(AdminClient(conf(server, "alice")))
     deleted = alice.delete_topics(["team-a.old", "team-b.old"], operation_timeout=20)
     deleted["team-a.old"].result(20)
     with pytest.raises(KafkaException) as not_deleted:
@@ -176,20 +178,23 @@ def idempotent_errors(s: KafkaServerProcess, user: str, topic: str) -> set[int]:
     seen: list[KafkaError] = []
     p = Producer(conf(s, user) | {"enable.idempotence": True, "message.timeout.ms": 10_000,
                                   "error_cb": seen.append})
-    p.produce(topic, value=b"x", on_delivery=lambda e, m: seen.append(e) if e else None)
     try:
+        p.produce(topic, value=b"x", on_delivery=lambda e, m: seen.append(e) if e else None)
         p.flush(20)
     except (KafkaException, SystemError) as exc:  # a fatal error (the producer id refused) ends the producer;
         fatal = exc if isinstance(exc, KafkaException) else exc.__cause__  # raised through a callback: its cause
         assert isinstance(fatal, KafkaException), exc
         seen.append(fatal.args[0])
+    finally:
+        p.purge()
+        p.close()
     return {e.code() for e in seen}
 
 
 def test_an_idempotent_producer_needs_idempotent_write_or_write_on_some_topic(server: KafkaServerProcess) -> None:
-    root = AdminClient(conf(server, "root"))
-    for f in root.create_topics([NewTopic(t, 1, 1) for t in ("idem.b", "idem.c")]).values():
-        f.result(20)
+    with AdminClient(conf(server, "root")) as root:
+        for f in root.create_topics([NewTopic(t, 1, 1) for t in ("idem.b", "idem.c")]).values():
+            f.result(20)
     grant(server, allow("User:bob", ResourceType.TOPIC, "idem.b", AclOperation.DESCRIBE))
     assert KafkaError.CLUSTER_AUTHORIZATION_FAILED in idempotent_errors(server, "bob", "idem.b")
     grant(server, allow("User:bob", ResourceType.BROKER, "kafka-cluster", AclOperation.IDEMPOTENT_WRITE),

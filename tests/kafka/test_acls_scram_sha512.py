@@ -35,8 +35,8 @@ def conf(s: KafkaServerProcess) -> dict[str, str]:
 
 
 def test_confluent_and_kcat_over_scram_sha512(server: KafkaServerProcess) -> None:
-    admin = AdminClient(conf(server))
-    admin.create_topics([NewTopic("sha512", 1, 1)])["sha512"].result(20)
+    with AdminClient(conf(server)) as admin:
+        admin.create_topics([NewTopic("sha512", 1, 1)])["sha512"].result(20)
     assert produce(conf(server), "sha512", 3) == [None] * 3
     assert consume(conf(server), "sha512", "g512", 3) == ([b"v0", b"v1", b"v2"], set())
 

@@ -4,6 +4,8 @@ HTTP shows, and a config the server does not support is refused by name."""
 
 from __future__ import annotations
 
+from contextlib import ExitStack
+
 import httpx
 import pytest
 from confluent_kafka import KafkaError, KafkaException
@@ -35,8 +37,8 @@ def describe(admin: AdminClient, topic: str) -> dict[str, ConfigEntry]:
     return admin.describe_configs([res])[res].result(20)
 
 
-def test_topic_configs_through_the_admin_client(kafka_server: KafkaServerProcess) -> None:
-    admin = AdminClient({"bootstrap.servers": kafka_server.bootstrap})
+def test_topic_configs_through_the_admin_client(kafka_server: KafkaServerProcess, kafka_clients: ExitStack) -> None:
+    admin = kafka_clients.enter_context(AdminClient({"bootstrap.servers": kafka_server.bootstrap}))
     futures = admin.create_topics([NewTopic("cfg", 2, 1, config={"retention.ms": str(2 * DAY_MS)}),
                                    NewTopic("bad-cfg", 1, 1, config={"cleanup.policy": "compact"}),
                                    NewTopic("bad-value", 1, 1, config={"retention.bytes": "lots"})])
@@ -84,10 +86,11 @@ def test_topic_configs_through_the_admin_client(kafka_server: KafkaServerProcess
 UNSUPPORTED = "cleanup.policy is not a supported topic config; the supported ones are retention.ms, retention.bytes"
 
 
-def test_an_unsupported_config_is_named_through_the_admin_client(kafka_server: KafkaServerProcess) -> None:
+def test_an_unsupported_config_is_named_through_the_admin_client(kafka_server: KafkaServerProcess,
+                                                                 kafka_clients: ExitStack) -> None:
     """cleanup.policy=compact is refused as a config the server does not support (INVALID_CONFIG, naming the
     supported ones), not as a value that must be an integer; nothing is created or changed."""
-    admin = AdminClient({"bootstrap.servers": kafka_server.bootstrap})
+    admin = kafka_clients.enter_context(AdminClient({"bootstrap.servers": kafka_server.bootstrap}))
     futures = admin.create_topics([NewTopic("compacted", 1, 1, config={"cleanup.policy": "compact"}),
                                    NewTopic("kept", 1, 1, config={"retention.ms": str(DAY_MS)})])
     futures["kept"].result(20)

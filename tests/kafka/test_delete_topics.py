@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from contextlib import ExitStack
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -38,9 +39,10 @@ def read_all(c: Consumer, expected: int, timeout: float = 30) -> list[bytes]:
     return out
 
 
-def test_admin_client_delete_topics_kcat_and_group_offsets(kafka_server: KafkaServerProcess) -> None:
+def test_admin_client_delete_topics_kcat_and_group_offsets(kafka_server: KafkaServerProcess,
+                                                           kafka_clients: ExitStack) -> None:
     bootstrap = kafka_server.bootstrap
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = kafka_clients.enter_context(AdminClient({"bootstrap.servers": bootstrap}))
     admin.create_topics([NewTopic("doomed", 1, 1), NewTopic("stays", 1, 1)])["doomed"].result(30)
     produce(bootstrap, "doomed", [b"old-%d" % i for i in range(10)])
 

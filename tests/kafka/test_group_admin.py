@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupState, TopicPartition
@@ -59,8 +60,9 @@ def consume(c: Consumer, n: int) -> None:
     c.commit(asynchronous=False)
 
 
-def test_confluent_admin_lists_describes_and_deletes_groups(server: KafkaServerProcess) -> None:
-    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+def test_confluent_admin_lists_describes_and_deletes_groups(server: KafkaServerProcess,
+                                                            kafka_clients: ExitStack) -> None:
+    admin = kafka_clients.enter_context(AdminClient({"bootstrap.servers": server.bootstrap}))
     c = consumer(server, "watched", "client-a")
     try:
         consume(c, 4)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -62,24 +63,28 @@ def conf(server: KafkaServerProcess, user: str, password: str, mechanism: str = 
 
 
 def create(c: dict[str, str], topic: str) -> None:
-    admin = AdminClient(c)
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(20)
+    with AdminClient(c) as admin:
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(20)
 
 
 def produce(c: dict[str, str], topic: str, n: int) -> list[KafkaError | None]:
     errors: list[KafkaError | None] = []
     p = Producer(c | {"acks": "all", "message.timeout.ms": 10_000, "retries": 0})
-    for i in range(n):
-        p.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), on_delivery=lambda e, m: errors.append(e))
-    p.flush(20)
+    try:
+        for i in range(n):
+            p.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), on_delivery=lambda e, m: errors.append(e))
+        p.flush(20)
+    finally:
+        p.purge()
+        p.close()
     return errors
 
 
-def test_scopes_over_sasl_plain_and_scram(sasl_server: KafkaServerProcess) -> None:
+def test_scopes_over_sasl_plain_and_scram(sasl_server: KafkaServerProcess, kafka_clients: ExitStack) -> None:
     create(conf(sasl_server, "token", ADMIN_TOKEN, "PLAIN"), "secure")
 
     # read scope (a token over PLAIN): creating a topic is a cluster operation it may not do
-    reader = AdminClient(conf(sasl_server, "token", READ_TOKEN, "PLAIN"))
+    reader = kafka_clients.enter_context(AdminClient(conf(sasl_server, "token", READ_TOKEN, "PLAIN")))
     with pytest.raises(KafkaException) as denied:
         reader.create_topics([NewTopic("nope", 1, 1)])["nope"].result(20)
     assert denied.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
@@ -125,13 +130,14 @@ def test_wrong_password_is_refused(sasl_server: KafkaServerProcess) -> None:
               conf(sasl_server, "mallory", "whatever")):
         seen: list[KafkaError] = []
         p = Producer(c | {"error_cb": seen.append})
-        deadline = time.monotonic() + 15
-        while not any(e.code() == KafkaError._AUTHENTICATION for e in seen) and time.monotonic() < deadline:
-            p.poll(0.1)
-        assert any(e.code() == KafkaError._AUTHENTICATION for e in seen), seen
-        assert "authentication failed" in str(seen), seen
-        p.flush(0)
-        del p
+        try:
+            deadline = time.monotonic() + 15
+            while not any(e.code() == KafkaError._AUTHENTICATION for e in seen) and time.monotonic() < deadline:
+                p.poll(0.1)
+            assert any(e.code() == KafkaError._AUTHENTICATION for e in seen), seen
+            assert "authentication failed" in str(seen), seen
+        finally:
+            p.close()  # nothing queued: returns at once
     refusals = sasl_server.log.read_text().count("authentication failed for 'alice'")
     with pytest.raises(PyKafkaError):  # kafka-python retries the bootstrap until its timeout, then gives up
         KafkaProducer(bootstrap_servers=sasl_server.bootstrap, security_protocol="SASL_PLAINTEXT",

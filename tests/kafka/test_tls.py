@@ -47,8 +47,8 @@ def connection_errors(conf: dict[str, str], timeout: float = 15) -> set[int]:
         assert md_error is not None, "the client got metadata"
         return {int(e.code()) for e in seen}
     finally:
-        p.flush(0)
-        del p
+        p.purge()
+        p.close()
 
 
 def ssl_config(bootstrap: str, pki: Path, client: str | None) -> dict[str, str]:
@@ -67,9 +67,13 @@ def test_ssl_with_client_certificates(tmp_path: Path, kafka_pki: Path) -> None:
         conf = ssl_config(server.bootstrap, kafka_pki, "client")
         create(server.bootstrap, "tls", 1, conf)
         p = Producer(conf | {"acks": "all"})
-        for i in range(50):
-            p.produce("tls", key=f"k{i}".encode(), value=f"v{i}".encode())
-        assert p.flush(30) == 0
+        try:
+            for i in range(50):
+                p.produce("tls", key=f"k{i}".encode(), value=f"v{i}".encode())
+            assert p.flush(30) == 0
+        finally:
+            p.purge()
+            p.close()
         got = read(server.bootstrap, "tls", 1, 50, conf=conf)
         assert [m.value() for m in got] == [f"v{i}".encode() for i in range(50)]
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from tests.conftest import abandon_kafka_client
 from tests.kafka.conftest import KafkaServerProcess
 from tests.kafka.test_transactions import make_topics
 
@@ -76,7 +77,11 @@ class Loop(threading.Thread):
     def _start(self) -> tuple[Producer, Consumer]:
         p = Producer({"bootstrap.servers": self.s.bootstrap, "transactional.id": TID,
                       "transaction.timeout.ms": 10_000, "message.timeout.ms": 10_000})
-        p.init_transactions(15)  # first: a transaction its predecessor left prepared is completed
+        try:
+            p.init_transactions(15)  # first: a transaction its predecessor left prepared is completed
+        except BaseException:
+            p.close()
+            raise
         c = Consumer({"bootstrap.servers": self.s.bootstrap, "group.id": GROUP, "isolation.level": "read_committed",
                       "enable.auto.commit": False, "auto.offset.reset": "earliest"})
         c.assign([TopicPartition("ctp-in", i) for i in range(IN_PARTS)])
@@ -117,6 +122,7 @@ class Loop(threading.Thread):
             except Stalled:
                 self.restarts += 1
                 self.abandoned.append(p)
+                abandon_kafka_client(p, "send_offsets_to_transaction stalled in it, librdkafka#5456")
                 p = None
             except KafkaException:  # the node went away: start again, as an exactly-once application does
                 self.restarts += 1

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack, suppress
 
 import httpx
 import pytest
@@ -40,7 +41,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaServerProc
 
 def producer(s: KafkaServerProcess, tid: str, **extra: object) -> Producer:
     p = Producer({"bootstrap.servers": s.bootstrap, "transactional.id": tid, **extra})
-    p.init_transactions(30)
+    try:
+        p.init_transactions(30)
+    except BaseException:
+        p.close()
+        raise
     return p
 
 
@@ -134,15 +139,22 @@ def test_commit_and_abort_across_two_topics_with_offsets(server: KafkaServerProc
     assert keys == [f"commit-tx-b-0-{i}" for i in range(3)] + [f"abort-tx-b-0-{i}" for i in range(2)], keys
 
 
-def test_a_zombie_producer_is_fenced_and_its_transaction_aborted(server: KafkaServerProcess) -> None:
+def test_a_zombie_producer_is_fenced_and_its_transaction_aborted(server: KafkaServerProcess,
+                                                                 kafka_clients: ExitStack) -> None:
     zombie = producer(server, "tx-zombie")
-    zombie.begin_transaction()
-    zombie.produce("tx-b", key=b"zombie-0", value=b"z", partition=0)
-    assert zombie.flush(30) == 0
-    successor = producer(server, "tx-zombie")  # the same transactional id: the zombie's transaction is aborted
-    with pytest.raises(KafkaException) as fenced:
-        zombie.commit_transaction(30)
-    assert fenced.value.args[0].fatal(), fenced.value.args[0]
+    try:
+        zombie.begin_transaction()
+        zombie.produce("tx-b", key=b"zombie-0", value=b"z", partition=0)
+        assert zombie.flush(30) == 0
+        # the same transactional id: the zombie's transaction is aborted
+        successor = kafka_clients.enter_context(producer(server, "tx-zombie"))
+        with pytest.raises(KafkaException) as fenced:
+            zombie.commit_transaction(30)
+        assert fenced.value.args[0].fatal(), fenced.value.args[0]
+    finally:
+        # a fenced producer's close() closes it and raises the fencing again (a SystemError around it in 2.16)
+        with suppress(KafkaException, SystemError):
+            zombie.close()
     successor.begin_transaction()
     successor.produce("tx-b", key=b"successor-0", value=b"s", partition=0)
     successor.commit_transaction(30)
