@@ -37,13 +37,14 @@ $(KCAT):
 
 # The suite runs on two workers (pytest-xdist), each taking whole test files so a file's shared servers
 # start once; most of a test's time is spent waiting on real servers, so two workers fit two cores. The files
-# holding the slowest tests are handed out first (tests/conftest.py orders them), not xdist's by-count order.
+# holding the slowest tests are handed out first (tests/conftest.py orders them), not xdist's by-count order;
+# tests/watchdog.py bounds a test that cannot be interrupted (loaded by name: `python -m pytest` runs from here).
 TEST_WORKERS ?= 2
 
 test: $(STAMP) $(CHROMIUM) $(KCAT)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(BIN)/python -m pytest -p tests.watchdog -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 bench: $(STAMP)
 	$(BIN)/mqindex bench all

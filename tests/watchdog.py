@@ -1,4 +1,4 @@
-"""A hard bound on a hung test and on a worker's exit, loaded by `-p tests.watchdog` (pyproject.toml).
+"""A hard bound on a hung test and on a worker's exit, loaded by `-p tests.watchdog` (the Makefile's `make test`).
 
 pytest-timeout (900 s a test) interrupts a test with a signal, which Python only acts on between bytecodes: a test
 stuck inside a C call that never returns (a Kafka client's native handle waiting on a stopped server, say) is
