@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,17 +43,34 @@ class Markers:
         return {}
 
 
+# every coordinator a test makes, with the metadata client it reads: closed (its completion threads stopped)
+# before that client is, or a completion thread still reading it crashes the interpreter
+_made: list[tuple[MetadataClient, transactions.TransactionCoordinator]] = []
+
+
+def _close_coordinators_of(meta: MetadataClient) -> None:
+    for m, c in [mc for mc in _made if mc[0] is meta]:
+        _made.remove((m, c))
+        c.close()
+
+
 @pytest.fixture
 def meta(tmp_path: Path) -> Iterator[MetadataClient]:
     m = MetadataClient(f"sqlite:///{tmp_path}/meta.sqlite", 0)
     try:
         yield m
     finally:
-        m.close()
+        try:
+            _close_coordinators_of(m)
+        finally:
+            m.close()
 
 
-def coordinator(meta: MetadataClient, markers: Markers) -> transactions.TransactionCoordinator:
-    return transactions.TransactionCoordinator(meta, 0, markers, lambda: int(time.time() * 1000))
+def coordinator(meta: MetadataClient, markers: Markers,
+                now: Callable[[], int] = lambda: int(time.time() * 1000)) -> transactions.TransactionCoordinator:
+    c = transactions.TransactionCoordinator(meta, 0, markers, now)
+    _made.append((meta, c))
+    return c
 
 
 def stored(meta: MetadataClient) -> transactions.TxnState:
@@ -202,7 +219,7 @@ def test_a_transaction_begun_from_memory_is_ended_after_its_coordinator_restarts
 def test_an_idle_producers_completion_is_stored_without_a_next_transaction(meta: MetadataClient) -> None:
     now = [1_000_000]
     markers = Markers()
-    coord = transactions.TransactionCoordinator(meta, 0, markers, lambda: now[0])
+    coord = coordinator(meta, markers, lambda: now[0])
     _, pid, epoch = coord.init_producer_id(TID, 60_000)
     coord.add_partitions(TID, pid, epoch, [("t", 0)])
     coord.end_txn(TID, pid, epoch, commit=True)
@@ -229,4 +246,7 @@ class _opened:
         return self.client
 
     def __exit__(self, *exc: object) -> None:
-        self.client.close()
+        try:
+            _close_coordinators_of(self.client)
+        finally:
+            self.client.close()
