@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from tests.conftest import abandon_kafka_client
+from tests.client_guard import abandon_kafka_client
 from tests.kafka.conftest import KafkaServerProcess
 from tests.kafka.test_transactions import make_topics
 
