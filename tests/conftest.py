@@ -31,7 +31,7 @@ def _slow_seconds(item: pytest.Item) -> float:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """`make test` hands whole test files to its two workers in the order collected (`--no-loadscope-reorder`):
+    """`make test` hands whole test files to its workers in the order collected (`--no-loadscope-reorder`):
     the files whose slow tests add up to the most seconds go first, then the others by their number of tests
     (what xdist's own reordering does), so a five-minute test runs beside the short ones instead of alone at
     the end while the other worker idles. The order is a pure function of the collection, the same on every

@@ -347,8 +347,8 @@ def _produce_stream(s: Served, topic: str, first: int, n: int) -> None:
 
 def test_stream_resumes_from_its_checkpoint_after_a_failed_batch(mq: Any, served: Served, tmp_path: Path) -> None:
     topic = "stream"
-    admin = AdminClient({"bootstrap.servers": served.server.bootstrap})  # kept alive until the result
-    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    with AdminClient({"bootstrap.servers": served.server.bootstrap}) as admin:  # closed here, not by the collector
+        admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
     _produce_stream(served, topic, 0, 300)
     out, ckpt, crash = tmp_path / "out", tmp_path / "ckpt", tmp_path / "crash-next-batch"
 
