@@ -63,14 +63,22 @@ def search_spec(args: argparse.Namespace) -> SearchSpec:
                       to_ms=parse_time(args.to_ts, "--to"), index=args.index, partitions=args.partitions)
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# what ends a line for some reader: C0 and C1 controls (a newline, \x1c-\x1e, NEL \x85) and the Unicode line and
+# paragraph separators (str.splitlines breaks on each of them); decoded record bytes hold any of them
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _escape(m: re.Match[str]) -> str:
+    c = ord(m.group())
+    return f"\\x{c:02x}" if c <= 0xFF else f"\\u{c:04x}"
 
 
 def _visible(text: str | None) -> str:
-    """A text field on one line: control characters (a newline in a value) as \\xNN escapes."""
+    """A text field on one line: control characters and line separators (a newline in a value) as \\xNN or
+    \\uNNNN escapes."""
     if text is None:
         return "null"
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return _CONTROL.sub(_escape, text)
 
 
 def _line(row: Any, as_json: bool) -> str:
