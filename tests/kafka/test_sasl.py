@@ -24,6 +24,7 @@ from kafka.errors import TopicAuthorizationFailedError
 from api.security.scram import derive_credential
 from tests.api.test_security_serve import _cert
 from tests.kafka.conftest import KafkaServerProcess
+from tests.kafka.test_acls import produce
 from tests.kafka.test_kafka_python import consume_all
 
 ADMIN_TOKEN = "admin-token-0123456789abcdef"
@@ -65,19 +66,6 @@ def conf(server: KafkaServerProcess, user: str, password: str, mechanism: str = 
 def create(c: dict[str, str], topic: str) -> None:
     with AdminClient(c) as admin:
         admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(20)
-
-
-def produce(c: dict[str, str], topic: str, n: int) -> list[KafkaError | None]:
-    errors: list[KafkaError | None] = []
-    p = Producer(c | {"acks": "all", "message.timeout.ms": 10_000, "retries": 0})
-    try:
-        for i in range(n):
-            p.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), on_delivery=lambda e, m: errors.append(e))
-        p.flush(20)
-    finally:
-        p.purge()
-        p.close()
-    return errors
 
 
 def test_scopes_over_sasl_plain_and_scram(sasl_server: KafkaServerProcess, kafka_clients: ExitStack) -> None:
