@@ -37,8 +37,8 @@ $(KCAT):
 
 # The suite runs on two workers (pytest-xdist), each taking whole test files so a file's shared servers
 # start once; most of a test's time is spent waiting on real servers, so two workers fit two cores (three ran
-# it in 21 min instead of 26, but two timing-sensitive tests failed at that contention). The files holding the slowest tests are handed out first
-# (tests/conftest.py orders them), not xdist's by-count order;
+# it in 21 min instead of 26, but two timing-sensitive tests failed at that contention). The files holding
+# the slowest tests are handed out first (tests/conftest.py orders them), not xdist's by-count order;
 # tests/watchdog.py bounds a test that cannot be interrupted (loaded by name: `python -m pytest` runs from here).
 TEST_WORKERS ?= 2
 
