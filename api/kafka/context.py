@@ -54,4 +54,8 @@ class Context:
         LeaveGroup, OffsetCommit, OffsetFetch) then answers NOT_COORDINATOR, so the client looks the
         coordinator up again (FindCoordinator) instead of two nodes each running a group of that name. The
         live nodes are read off the event loop (the membership view may be refreshed from the metadata)."""
-        return await self.run(lambda: self.coordinator_for(group) != self.node_id)
+        return await self.run(self.coordinated_elsewhere, group)
+
+    def coordinated_elsewhere(self, key: str) -> bool:
+        """not_coordinator's test, on the caller's thread (a worker thread already: the transaction APIs)."""
+        return self.coordinator_for(key) != self.node_id

@@ -53,11 +53,6 @@ def code(name: str, api_key: int, version: int) -> int:
     return c
 
 
-def _elsewhere(ctx: Context, key: str) -> bool:
-    """Whether another node coordinates `key` (Context.not_coordinator's test, on the caller's thread)."""
-    return ctx.coordinator_for(key) != ctx.node_id
-
-
 def _called(fn: Any, *args: Any) -> str:
     """The coordinator's answer; COORDINATOR_NOT_AVAILABLE (the client retries) when it could not finish now."""
     try:
@@ -73,7 +68,7 @@ def _called(fn: Any, *args: Any) -> str:
 async def _coordinated(ctx: Context, key: str, fn: Any, *args: Any) -> str:
     """NOT_COORDINATOR, or the coordinator's answer to fn(*args): one trip to a worker thread (module doc)."""
     def run() -> str:
-        return NOT_COORDINATOR if _elsewhere(ctx, key) else _called(fn, *args)
+        return NOT_COORDINATOR if ctx.coordinated_elsewhere(key) else _called(fn, *args)
     return await ctx.run(run)
 
 
@@ -82,7 +77,7 @@ async def init_transactional(ctx: Context, req: Any, version: int) -> Any:
     coord, tid = coordinator(ctx), req.transactional_id
 
     def run() -> tuple[str, int, int]:
-        if _elsewhere(ctx, tid):
+        if ctx.coordinated_elsewhere(tid):
             return NOT_COORDINATOR, -1, -1
         try:
             return coord.init_producer_id(tid, req.transaction_timeout_ms)
@@ -101,7 +96,7 @@ async def add_partitions(ctx: Context, req: Any, version: int) -> Any:
     coord, tid = coordinator(ctx), req.v3_and_below_transactional_id
 
     def run() -> tuple[str, set[tuple[str, int]]]:
-        if _elsewhere(ctx, tid):
+        if ctx.coordinated_elsewhere(tid):
             return NOT_COORDINATOR, set()
         bad = _unknown_partitions(ctx, wanted)
         if bad:
