@@ -309,7 +309,7 @@ _LEAK_HELP = ("close each client in a finally or a fixture (Producer: flush or p
 
 
 def _leak_message(leaks: list[str]) -> str:
-    return ("Kafka client(s) left open (the guard in tests/conftest.py closes them now): " + "; ".join(leaks) + ". "
+    return ("Kafka client(s) left open (the guard in tests/client_guard.py closes them now): " + "; ".join(leaks) + ". "
             + _LEAK_HELP)
 
 

@@ -1,6 +1,7 @@
-"""The guard of tests/conftest.py against Kafka clients left open: a pytest run in a subprocess, with the guard loaded
-as a plugin (`-p tests.conftest`) on tests of a temporary file whose clients point at a closed port. A test that
-leaks a client fails, naming it; one that closes its clients passes; the run ends (the guard closed the leaks)."""
+"""The guard of tests/client_guard.py (loaded by tests/conftest.py) against Kafka clients left open: a pytest run in a
+subprocess, with the guard loaded as a plugin (`-p tests.conftest`) on tests of a temporary file whose clients point
+at a closed port. A test that leaks a client fails, naming it; one that closes its clients passes; the run ends (the
+guard closed the leaks)."""
 
 from __future__ import annotations
 
