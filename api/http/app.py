@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, FastAPI, Response
@@ -17,6 +16,7 @@ from api.http.acl_routes import router as acl_router
 from api.http.auth import AuthenticateFirst, require
 from api.http.body_limit import BodyLimit
 from api.http.compaction_metrics import CompactionCollector
+from api.http.console_routes import page_with_scripts
 from api.http.console_routes import router as console_router
 from api.http.group_routes import router as group_router
 from api.http.health import Readiness
@@ -39,8 +39,6 @@ from api.http.txn_routes import router as txn_router
 from broker.node import BrokerNode
 from index_service.lookup_stats import LookupCollector
 from storage_tier import BlobStore
-
-PAGE = Path(__file__).parent.parent / "web" / "index.html"
 
 
 def create_app(settings: Settings, backend: Backend, stores: Mapping[str, BlobStore] | None = None,
@@ -86,7 +84,7 @@ def create_app(settings: Settings, backend: Backend, stores: Mapping[str, BlobSt
             parts += [got] if isinstance(got, bytes) else got
         return PiecesResponse(parts, media_type=CONTENT_TYPE_LATEST)
 
-    page_html = PAGE.read_text()
+    page_html = page_with_scripts()
 
     @app.get("/", include_in_schema=False, response_class=HTMLResponse)
     def page() -> HTMLResponse:

@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -45,6 +46,19 @@ from broker.partitions.topics import validate_topic_name
 router = APIRouter(responses=ERRORS, tags=["console"])
 WEB = Path(__file__).parent.parent / "web"
 SCRIPTS = {f.stem: f.read_text() for f in sorted(WEB.glob("*.js"))}  # read once, as the page is
+SCRIPT_TAG = re.compile(r'<script src="/console/([a-z_]+)\.js"></script>')
+
+
+def page_with_scripts() -> str:
+    """The console's page with its scripts written into it: one answer instead of one request per script before the
+    page can run (they are also served one by one, /console/NAME.js)."""
+    def inline(m: re.Match[str]) -> str:
+        name = m.group(1)
+        if name not in SCRIPTS:
+            raise LookupError(f"api/web/index.html names /console/{name}.js, which is not in {WEB}")
+        return f"<script data-script=\"{name}\">\n{SCRIPTS[name]}</script>"
+
+    return SCRIPT_TAG.sub(inline, (WEB / "index.html").read_text())
 PEER_TIMEOUT_S = 5.0
 
 

@@ -7,15 +7,25 @@ let pageStart = null, pageNext = null;  // partition -> first offset shown / off
 let tailing = null;  // the live tail's timer, null when off
 const TAIL_EVERY_MS = 500, TAIL_ROWS = 500, TAIL_BATCH = 100;
 
+let boundsAsked = null;  // {topic, answer}: the partitions asked for by openTopic, while the page's scopes load
+function askPartitions(topic) {
+  const answer = api("/v1/console/partitions?topic=" + encodeURIComponent(topic));
+  answer.catch(() => {});  // awaited by readBounds: its error is shown there
+  return { topic, answer };
+}
+
 function openTopic(name) {
   if (browseTopic !== name) { pageStart = pageNext = null; fillTable("browse-table", []); }
   browseTopic = name;
+  boundsAsked = askPartitions(name);  // on its way while show() asks for the scopes (the first load)
   history.replaceState(null, "", "?page=topic&topic=" + encodeURIComponent(name) + location.hash);
   return show("topic");
 }
 
 async function readBounds() {
-  const parts = (await api("/v1/console/partitions?topic=" + encodeURIComponent(browseTopic))).partitions;
+  const asked = boundsAsked && boundsAsked.topic === browseTopic ? boundsAsked : askPartitions(browseTopic);
+  boundsAsked = null;
+  const parts = (await asked.answer).partitions;
   bounds = {};
   for (const p of parts) bounds[p.partition] = { start: p.start_offset, end: p.end_offset };
   return parts;
@@ -28,8 +38,8 @@ loaders.topic = async function () {
   const detail = api("/v1/topics/" + encodeURIComponent(browseTopic));
   detail.catch(() => {});  // awaited below: its error is shown there
   const parts = await readBounds();
-  fillTable("topic-partitions", parts.map((p) => [p.partition, p.start_offset, p.end_offset, p.leader ?? "none",
-                                                  fmtBytes(p.bytes)]));
+  const drawn = fillTableInFrames("topic-partitions", parts.map((p) => [p.partition, p.start_offset, p.end_offset,
+                                                                       p.leader ?? "none", fmtBytes(p.bytes)]));
   const select = $("browse-partition"), chosen = select.value;
   const options = document.createDocumentFragment();
   options.append(new Option("all", "all"));
@@ -39,6 +49,7 @@ loaders.topic = async function () {
   const first = pageStart === null ? browse() : null;
   fillTable("topic-configs", Object.entries((await detail).configs).map(([k, c]) => [k, c.value, c.source]));
   if (first) await first;
+  await drawn;
 };
 
 function chosenPartitions() {

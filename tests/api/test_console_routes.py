@@ -95,10 +95,11 @@ def test_offset_at_a_time_and_its_bad_input(client: TestClient) -> None:
         assert field is None or r.json()["field"] == field, (params, r.text)
 
 
-def test_console_scripts_are_served_and_unknown_ones_are_404(client: TestClient) -> None:
+def test_console_scripts_are_in_the_page_and_served_and_unknown_ones_are_404(client: TestClient) -> None:
     page = client.get("/").text
+    assert 'src="/console/' not in page  # every script written into the page: no request per script
     for name in ("groups", "browser"):
-        assert f'src="/console/{name}.js"' in page
         r = client.get(f"/console/{name}.js")
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/javascript")
+        assert f'<script data-script="{name}">\n{r.text}</script>' in page
     assert client.get("/console/nope.js").status_code == 404
