@@ -39,7 +39,7 @@ from typing import Any
 
 import httpx
 
-from bench.common import emit, process_cpu_s, progress, save_results, table
+from bench.common import emit, process_cpu_s, process_minor_faults, progress, save_results, table
 from bench.serve_process import ServeProcess
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -59,16 +59,18 @@ def scrape(s: ServeProcess, n: int) -> dict[str, float]:
     /proc counts in 10 ms ticks), wall ms per scrape (median), the group series and bytes of the last one."""
     wall, render = [], []
     with httpx.Client(timeout=120) as client:
-        c0 = process_cpu_s(s.proc.pid)
+        c0, f0 = process_cpu_s(s.proc.pid), process_minor_faults(s.proc.pid)
         for _ in range(n):
             t0 = time.perf_counter()
             text = client.get(s.url + "/metrics").text
             wall.append((time.perf_counter() - t0) * 1000)
             render.append(1000 * counter(text, RENDER_CPU))
         cpu = (process_cpu_s(s.proc.pid) - c0) * 1000 / n
+        faults = (process_minor_faults(s.proc.pid) - f0) / n
     families = ("mqindex_group_lag{", "mqindex_group_lag_seconds{")
     series = sum(1 for line in text.splitlines() if line.startswith(families))
-    return {"cpu_ms": cpu, "render_cpu_ms": max(render), "wall_ms": statistics.median(wall), "group_series": series,
+    return {"cpu_ms": cpu, "render_cpu_ms": max(render), "wall_ms": statistics.median(wall), "minor_faults": faults,
+            "group_series": series,
             "bytes": len(text), "apply_cpu_s": counter(text, APPLY_CPU), "applies": counter(text, APPLIES),
             "time_read_cpu_s": counter(text, TIME_READS)}
 
@@ -233,8 +235,10 @@ def main(argv: list[str]) -> int:
             emit(table(f"Lag metrics per /metrics scrape: {a.groups:,} groups x {a.partitions} partitions "
                        f"(goal < {GOAL_SCRAPE_MS:.0f} ms server CPU)",
                        ["scrape", "server CPU ms a scrape", "lag lines' CPU ms (max)", "wall ms (median)",
-                        "group series", "body bytes", "x peer", "scrapes/s 2 cores allow", "quiet after (s)"],
-                       [[k, v["cpu_ms"], v["render_cpu_ms"], v["wall_ms"], v["group_series"], v["bytes"],
+                        "server minor faults a scrape", "group series", "body bytes", "x peer",
+                        "scrapes/s 2 cores allow", "quiet after (s)"],
+                       [[k, v["cpu_ms"], v["render_cpu_ms"], v["wall_ms"], v["minor_faults"], v["group_series"],
+                         v["bytes"],
                          v["cpu_ms"] / max(peer, 1e-3), CORES * 1000 / max(v["cpu_ms"], 1e-3),
                          v.get("settled_s", "")]
                         for k, v in lag.items()]))

@@ -69,6 +69,18 @@ def free_ports(n: int, low: int = 20000, high: int = 45000) -> list[int]:
             s.close()
 
 
+def _port_free(port: int) -> bool:
+    """Whether `port` can be bound on 127.0.0.1 now, as `weed` binds (with SO_REUSEADDR, as Go's listeners do: the
+    port's own connections left in TIME_WAIT do not count)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 class SeaweedFS:
     """One `weed server` with S3 on a free loopback port and its data in `data_dir`."""
 
@@ -106,6 +118,8 @@ class SeaweedFS:
         ] + ([f"-s3.domainName={self.domain_name}"] if self.domain_name else [])
 
     def start(self, bucket: str | None = "mqindex", timeout: float = 90.0) -> SeaweedFS:
+        if self.proc is not None:  # started again over the same data: the S3 port is the one clients were given
+            self._move_taken_ports()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         logf = open(self.data_dir / "weed.log", "ab")  # noqa: SIM115 - lives as long as the process
         self.proc = subprocess.Popen(self.command(), stdout=logf, stderr=subprocess.STDOUT,
@@ -116,6 +130,23 @@ class SeaweedFS:
         if bucket:
             self.wait_ready(bucket, timeout)
         return self
+
+    def _move_taken_ports(self) -> None:
+        """Before a restart: the internal ports (S3's gRPC, the volume server's and the filer's) that another
+        process took while this one was down are exchanged for free ones; no client holds them, and the data in
+        `data_dir` does not name them. The S3 port (the clients' endpoint) and the master's (its raft state names
+        it) are kept."""
+        names = ("s3_grpc", "volume_port", "volume_grpc", "filer_port", "filer_grpc")
+        keep = {self.s3_port, self.master_port, self.master_grpc}
+        taken = [n for n in names if not _port_free(getattr(self, n))]
+        if not taken:
+            return
+        fresh = iter([p for p in free_ports(len(taken) + len(keep)) if p not in keep])
+        for n in taken:
+            old = getattr(self, n)
+            setattr(self, n, next(fresh))
+            log.info("seaweedfs port taken while it was down: another one used",
+                     extra={"port_name": n, "taken": old, "now": getattr(self, n)})
 
     def wait_ready(self, bucket: str, timeout: float = 90.0) -> None:
         """Create `bucket`, retrying until the S3 port answers (raft election takes 10-15 s)."""
