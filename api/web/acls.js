@@ -70,6 +70,7 @@ loaders.topic = async function () {
   if (!browseTopic) return drawTopic();
   const mine = myRights([browseTopic]).catch(() => null);
   try { await drawTopic(); } finally {
+    await scopesAsked;  // show() does not wait for the scopes before drawing this page
     const r = await mine, b = $("produce");
     markScope(b, "produce");
     if (!b.disabled) markRight(b, !!(r && r.topics[browseTopic] && r.topics[browseTopic].produce), "WRITE on the topic");

@@ -38,8 +38,10 @@ loaders.topic = async function () {
   const detail = api("/v1/topics/" + encodeURIComponent(browseTopic));
   detail.catch(() => {});  // awaited below: its error is shown there
   const parts = await readBounds();
-  const drawn = fillTableInFrames("topic-partitions", parts.map((p) => [p.partition, p.start_offset, p.end_offset,
-                                                                       p.leader ?? "none", fmtBytes(p.bytes)]));
+  // the first rows are painted before the rest of the page's work: the other rows, the partition choice, and the
+  // first page of messages (whose answer the server works on while the browser lays the table out)
+  await fillTableInFrames("topic-partitions", parts.map((p) => [p.partition, p.start_offset, p.end_offset,
+                                                               p.leader ?? "none", fmtBytes(p.bytes)]));
   const select = $("browse-partition"), chosen = select.value;
   const options = document.createDocumentFragment();
   options.append(new Option("all", "all"));
@@ -49,7 +51,6 @@ loaders.topic = async function () {
   const first = pageStart === null ? browse() : null;
   fillTable("topic-configs", Object.entries((await detail).configs).map(([k, c]) => [k, c.value, c.source]));
   if (first) await first;
-  await drawn;
 };
 
 function chosenPartitions() {
