@@ -200,7 +200,8 @@ def page_loads(work: Path, sizes: dict[str, int], loads: int) -> dict[str, dict[
                         page.add_init_script(f"window.__want = {n};" + MARKS)
                         c0 = process_cpu_s(s.proc.pid)
                         page.goto(f"{s.url}/?page=topic&topic={name}")
-                        page.wait_for_function("window.__marks.complete && window.__marks.loaded", timeout=120_000)
+                        page.wait_for_function("['rendered', 'complete', 'loaded'].every((k) => window.__marks[k])",
+                                               timeout=120_000)
                         marks = page.evaluate("window.__marks")
                         if i:
                             rendered.append(marks["rendered"])
