@@ -345,6 +345,8 @@ class Cluster:
         self.balancer.stop()
         if self.watcher is not None:
             self.watcher.stop()
+        if self.failover is not None:
+            self.failover.stop()  # after the watcher, whose looks start its runs
         if self.index is not None:
             self.index.close()
 

@@ -72,6 +72,9 @@ class Failover:
         self.index_config = index_config  # the node's index settings: cluster_merge_* (published_merge.py)
         self.index_retention_ms = index_retention_ms  # --index-retention-ms: published files expire by it too
         self.expiry: PublishedExpiry | None = None  # opened at the first look as the failover leader
+        self._expiry_thread: threading.Thread | None = None  # its run under way (`_expire_published`)
+        self._expiry_lock = threading.Lock()
+        self._stopped = False
         self.history_per_node = history_per_node  # failover reports kept per node id
         self.index_store = index_store  # URL of the store rescued index files go to (the nodes' index store)
         self.rescue_dir = rescue_dir  # local scratch space of a rescue
@@ -113,17 +116,42 @@ class Failover:
                 self.take_over(n.node_id, led, alive)
 
     def _expire_published(self, alive: set[int]) -> None:
-        """Retention of the files of departed nodes and of index rescues (cluster/published_expiry.py)."""
+        """Retention of the files of departed nodes and of index rescues, and the merge of published files
+        (cluster/published_expiry.py), when due, on a thread of its own, one run at a time. A run lists, reads,
+        writes and deletes objects (a store client opened at the first); the assignment watcher's look that calls
+        this also hands partitions over and takes them, and a move or a failover must not wait behind it (a move's
+        hand-off waited up to half a second)."""
         if self.index_store is None:
             return
-        if self.expiry is None:
-            parts = self.parts
-            self.expiry = PublishedExpiry(parts.meta, open_store(self.index_store),
-                                          lambda t, q, off: data_is_live(parts, t, q, off), self.index_retention_ms,
-                                          now_ms, interval_s=getattr(self.index_config, "cluster_merge_interval_s",
-                                                                     DEFAULT_INTERVAL_S),
-                                          merge_config=config_from_index(self.index_config))
-        self.expiry.maybe_run(alive)
+        with self._expiry_lock:
+            running = self._expiry_thread is not None and self._expiry_thread.is_alive()
+            if self._stopped or running or (self.expiry is not None and not self.expiry.due()):
+                return
+            self._expiry_thread = threading.Thread(target=self._run_expiry, args=(alive,), name="published-expiry",
+                                                   daemon=True)
+            self._expiry_thread.start()
+
+    def _run_expiry(self, alive: set[int]) -> None:
+        try:
+            if self.expiry is None:
+                parts = self.parts
+                self.expiry = PublishedExpiry(
+                    parts.meta, open_store(self.index_store), lambda t, q, off: data_is_live(parts, t, q, off),
+                    self.index_retention_ms, now_ms,
+                    interval_s=getattr(self.index_config, "cluster_merge_interval_s", DEFAULT_INTERVAL_S),
+                    merge_config=config_from_index(self.index_config))
+            self.expiry.maybe_run(alive)
+        except Exception as exc:  # noqa: BLE001 - the next look starts another run
+            log.warning("expiry of published index files failed", extra={"error": f"{type(exc).__name__}: {exc}",
+                                                                         "store": self.index_store})
+
+    def stop(self) -> None:
+        """No new expiry run; the one under way is waited for (it uses the metadata client the node closes)."""
+        with self._expiry_lock:
+            self._stopped = True
+            thread = self._expiry_thread
+        if thread is not None:
+            thread.join()
 
     def take_over(self, dead: int, led: list[Partition], alive: list[int]) -> dict[str, Any]:
         started = time.monotonic()

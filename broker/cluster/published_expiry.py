@@ -58,6 +58,10 @@ class PublishedExpiry:
         self.merger: PublishedMerger | None = (PublishedMerger(meta, store, clock, merge_config)
                                                if merge_config is not None else None)
 
+    def due(self) -> bool:
+        """Whether `maybe_run` would run now."""
+        return time.monotonic() - self._last >= self.interval_s
+
     def maybe_run(self, alive: set[int]) -> list[str]:
         """Expire what is due, then merge what is due (`merger`, when set)."""
         if time.monotonic() - self._last < self.interval_s:
