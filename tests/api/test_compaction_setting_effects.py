@@ -209,6 +209,8 @@ def test_compaction_part_size(cycles: dict[str, Cycle]) -> None:
     # buffered (parts end at block boundaries): at 256 bytes one PUT per block, where the default (5 MiB) writes
     # it in one
     big, d = cycles["big"], cycles["d"]
-    assert big.report["merged"] >= 3 and d.report["merged"] == big.report["merged"]
-    # the same cycle otherwise (same workload, same merges)
+    # the same cycle otherwise (same workload, same merges): both leave the same stream set objects unmerged (how many
+    # there are to merge depends on the uploads' timing, as in test_compaction_cache_size: 3 and 4 in one CI run)
+    assert d.report["merged"] >= 3 and big.report["merged"] >= 3, (d.report, big.report)
+    assert ssos(d) - d.report["merged"] == ssos(big) - big.report["merged"], (d.before, big.before)
     assert d.requests["PUT"] >= big.requests["PUT"] + 3
