@@ -47,6 +47,7 @@ router = APIRouter(responses=ERRORS, tags=["console"])
 WEB = Path(__file__).parent.parent / "web"
 SCRIPTS = {f.stem: f.read_text() for f in sorted(WEB.glob("*.js"))}  # read once, as the page is
 SCRIPT_TAG = re.compile(r'<script src="/console/([a-z_]+)\.js"></script>')
+PEER_TIMEOUT_S = 5.0
 
 
 def page_with_scripts() -> str:
@@ -59,7 +60,6 @@ def page_with_scripts() -> str:
         return f"<script data-script=\"{name}\">\n{SCRIPTS[name]}</script>"
 
     return SCRIPT_TAG.sub(inline, (WEB / "index.html").read_text())
-PEER_TIMEOUT_S = 5.0
 
 
 def _check_topic(topic: str) -> None:

@@ -64,7 +64,7 @@ class PublishedExpiry:
 
     def maybe_run(self, alive: set[int]) -> list[str]:
         """Expire what is due, then merge what is due (`merger`, when set)."""
-        if time.monotonic() - self._last < self.interval_s:
+        if not self.due():
             return []
         self._last = time.monotonic()
         try:
