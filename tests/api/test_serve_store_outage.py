@@ -63,7 +63,7 @@ def retry_warnings(log_text: str) -> dict[str, list[float]]:
     return out
 
 
-@pytest.mark.slow(seconds=80)
+@pytest.mark.slow(seconds=40)
 def test_store_outage_turns_not_ready_then_ready_and_stop_is_bounded(tmp_path: Path, weed: SeaweedFS) -> None:
     server = ServerProcess(tmp_path / "data", "--store", weed.store_url("mqindex", "outage"),
                            "--upload-interval-s", "0.5")

@@ -17,7 +17,7 @@ def s3(weed: SeaweedFS):  # noqa: ANN201 - a boto3 client
                         aws_secret_access_key="mqindex")
 
 
-@pytest.mark.slow(seconds=50)  # the restart waits for the master's raft election
+@pytest.mark.slow(seconds=15)
 def test_restart_over_a_taken_internal_port_keeps_the_endpoint_and_the_objects(tmp_path: Path) -> None:
     weed = SeaweedFS(tmp_path / "weed")
     squatter = socket.socket()
