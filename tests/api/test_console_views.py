@@ -310,48 +310,6 @@ def test_produce_form_round_trip(server: KafkaServerProcess, browser: Browser, a
     page.context.close()
 
 
-def test_topic_page_opened_by_address_asks_for_its_partitions_once_before_its_scripts_start(
-        server: KafkaServerProcess, browser: Browser) -> None:
-    api(server, "POST", "/v1/topics", json={"name": "console-early", "partitions": 3})
-    produce(server, "console-early", [{"key": f"k{i}", "value": "v", "partition": i % 3} for i in range(7)])
-
-    def partition_requests(query: str, token: str) -> tuple[Page, list[str | None]]:
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        asked: list[str | None] = []
-        context.on("request", lambda r: asked.append(r.headers.get("authorization"))
-                   if "/v1/console/partitions" in r.url else None)
-        page = context.new_page()
-        page.goto(f"{server.url}/?{query}#token={token}")
-        expect(page.locator("body")).to_have_attribute("data-loaded", "topic")
-        return page, asked
-
-    page, asked = partition_requests("page=topic&topic=console-early", READER_TOKEN)
-    assert [r[:3] for r in cells(page, "topic-partitions")] == [["0", "0", "3"], ["1", "0", "2"], ["2", "0", "2"]]
-    assert asked == [f"Bearer {READER_TOKEN}"]  # asked once, with the token, and that answer drew the table
-    asked_at, parsed_at = page.evaluate("""() => [
-        performance.getEntriesByType("resource").find((e) => e.name.includes("/v1/console/partitions")).startTime,
-        performance.getEntriesByType("navigation")[0].domInteractive]""")
-    assert asked_at < parsed_at  # from the page's head, before the rest of the page was read
-    # a new token: the partitions are asked again with it, not taken from the first answer
-    page.fill("#token", ADMIN_TOKEN)
-    page.dispatch_event("#token", "change")
-    expect(page.locator("body")).to_have_attribute("data-loaded", "topic")
-    wait_for("the partitions asked with the new token", lambda: len(asked) == 2)
-    assert asked[1] == f"Bearer {ADMIN_TOKEN}"
-    page.context.close()
-
-    # the head's answer is an error: shown as any other
-    page, asked = partition_requests("page=topic&topic=no-such-topic", READER_TOKEN)
-    expect(page.locator("#topic-error")).to_contain_text("404")
-    expect(page.locator("#topic-partitions tbody tr")).to_have_count(0)
-    assert len(asked) == 1
-    page.context.close()
-    page, asked = partition_requests("page=topic&topic=console-early", "not-a-token")
-    expect(page.locator("#topic-error")).to_contain_text("401")
-    assert len(asked) == 1
-    page.context.close()
-
-
 def test_read_only_token_sees_every_view_with_actions_disabled(
         server: KafkaServerProcess, browser: Browser, artifacts_dir: Path) -> None:
     api(server, "POST", "/v1/topics", json={"name": "console-read", "partitions": 1})
