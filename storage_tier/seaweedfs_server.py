@@ -240,8 +240,16 @@ def _die_with_parent() -> None:
         pass
 
 
+class Interrupted(BaseException):
+    """Raised by a stop signal (SIGINT, SIGTERM, SIGHUP) in the helper: a BaseException, so the start's `except
+    Exception` retries do not take it. Not KeyboardInterrupt: CPython (3.11-3.12) remembers a KeyboardInterrupt
+    raised inside code run from a string (a namedtuple or dataclass made while boto3 is imported) as unhandled
+    even once it is caught, and a program run with `-m` then ends by SIGINT (status -2) instead of its own exit
+    code."""
+
+
 def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(signal.Signals(signum).name)
+    raise Interrupted(signal.Signals(signum).name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -254,22 +262,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, default=None, help="S3 port (default: a free one)")
     p.add_argument("--bucket", default="mqindex")
     args = p.parse_args(argv)
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _interrupt)
+    server: SeaweedFS | None = None
     try:
         server = SeaweedFS(args.dir, s3_port=args.port)
-    except SeaweedFSError as exc:
-        print(exc, file=sys.stderr)
-        return 1
-    server.die_with_parent = True
-    try:
+        server.die_with_parent = True
         server.start(bucket=args.bucket)
         print(f"SeaweedFS S3 ready: {server.store_url(args.bucket)}  (Ctrl-C stops it)", flush=True)
         assert server.proc is not None
         rc = server.proc.wait()
         print(f"weed exited with {rc}; see {server.data_dir}/weed.log", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
+    except (Interrupted, KeyboardInterrupt):
         return 0
     except SeaweedFSError as exc:
         print(exc, file=sys.stderr)
@@ -277,7 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # a second signal must not cut the stop short
             signal.signal(sig, signal.SIG_IGN)
-        server.stop()
+        if server is not None:
+            server.stop()
 
 
 if __name__ == "__main__":
