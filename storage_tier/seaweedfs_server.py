@@ -243,7 +243,8 @@ def _die_with_parent() -> None:
 class Interrupted(BaseException):
     """Raised by a stop signal (SIGINT, SIGTERM, SIGHUP) in the helper: a BaseException, so the start's `except
     Exception` retries do not take it. Not KeyboardInterrupt: CPython (3.11-3.12) remembers a KeyboardInterrupt
-    raised inside code run from a string (a namedtuple or dataclass made while boto3 is imported) as unhandled
+    raised inside code run from a string (as namedtuples and dataclasses are made, e.g. while boto3 is imported)
+    as unhandled
     even once it is caught, and a program run with `-m` then ends by SIGINT (status -2) instead of its own exit
     code."""
 
