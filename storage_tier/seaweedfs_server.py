@@ -244,9 +244,8 @@ class Interrupted(BaseException):
     """Raised by a stop signal (SIGINT, SIGTERM, SIGHUP) in the helper: a BaseException, so the start's `except
     Exception` retries do not take it. Not KeyboardInterrupt: CPython (3.11-3.12) remembers a KeyboardInterrupt
     raised inside code run from a string (as namedtuples and dataclasses are made, e.g. while boto3 is imported)
-    as unhandled
-    even once it is caught, and a program run with `-m` then ends by SIGINT (status -2) instead of its own exit
-    code."""
+    as unhandled even once it is caught, and a program run with `-m` then ends by SIGINT (status -2) instead of
+    its own exit code."""
 
 
 def _interrupt(signum: int, frame: object) -> None:
