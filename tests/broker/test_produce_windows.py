@@ -76,6 +76,18 @@ def test_a_fence_between_the_check_and_the_appends_stores_all_or_nothing(node: B
     append = ss[0].append
     fencer: list[threading.Thread] = []
 
+    class FencedBeforeTheAnswer:
+        """The first append's future, whose result comes once the fence is done: the fence lands before the
+        request is answered, whichever thread the machine runs first once the request is queued (the fencer,
+        waiting for the streams' append locks, or the produce, waiting for the WAL)."""
+
+        def __init__(self, fut: Any) -> None:
+            self.fut = fut
+
+        def result(self, *args: Any, **kw: Any) -> Any:
+            fencer[0].join(30)
+            return self.fut.result(*args, **kw)
+
     def then_fenced(*args: Any, **kw: Any) -> Any:
         fut = append(*args, **kw)
         # the node is fenced now (a survivor took it over: every stream this node has open is lost)
@@ -83,7 +95,7 @@ def test_a_fence_between_the_check_and_the_appends_stores_all_or_nothing(node: B
         t.start()
         t.join(0.5)  # done at once before; now it waits until the request is queued
         fencer.append(t)
-        return fut
+        return FencedBeforeTheAnswer(fut)
 
     monkeypatch.setattr(ss[0], "append", then_fenced)
     with pytest.raises(NotOwner):
