@@ -231,8 +231,8 @@ class SeaweedFS:
 
 def _die_with_parent() -> None:
     """In the child before exec: get SIGKILL when the process that started it dies (Linux), so a helper killed
-    outright (SIGKILL, OOM) does not leave `weed` behind. SIGKILL as stop() ends with: weed's SIGTERM takes 15 s
-    (stop())."""
+    outright (SIGKILL, OOM) does not leave `weed` behind. SIGKILL, as stop() ends: weed's own SIGTERM stop takes
+    15 s."""
     pr_set_pdeathsig = 1
     try:
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
@@ -274,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         rc = server.proc.wait()
         print(f"weed exited with {rc}; see {server.data_dir}/weed.log", file=sys.stderr)
         return 1
-    except (Interrupted, KeyboardInterrupt):
+    except Interrupted:  # every stop signal raises it (_interrupt)
         return 0
     except SeaweedFSError as exc:
         print(exc, file=sys.stderr)

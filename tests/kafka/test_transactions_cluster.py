@@ -73,14 +73,19 @@ def leaders(nodes: list[KafkaServerProcess]) -> dict[int, int]:
     return {p.partition_index: p.leader_id for t in meta.topics for p in t.partitions}
 
 
-def latest(nodes: list[KafkaServerProcess], partition: int, isolation: int) -> int:
-    """The partition's end (isolation 0) or last stable offset (1), asked of its leader."""
+def list_latest(nodes: list[KafkaServerProcess], partition: int, isolation: int) -> Any:
+    """ListOffsets' answer for the partition's end (isolation 0) or last stable offset (1), asked of its leader."""
     with Wire(nodes[leaders(nodes)[partition]].kafka_port) as w:
         resp = w.call((2, 7), replica_id=-1, isolation_level=isolation, topics=[
             dict(name=TOPIC, partitions=[dict(partition_index=partition, current_leader_epoch=-1, timestamp=-1)])])
-        p = resp.topics[0].partitions[0]
-        assert p.error_code == errors.NONE, p
-        return int(p.offset)
+        return resp.topics[0].partitions[0]
+
+
+def latest(nodes: list[KafkaServerProcess], partition: int, isolation: int) -> int:
+    """The partition's end (isolation 0) or last stable offset (1), asked of its leader."""
+    p = list_latest(nodes, partition, isolation)
+    assert p.error_code == errors.NONE, p
+    return int(p.offset)
 
 
 def read_all(nodes: list[KafkaServerProcess], isolation: str, expect: int, timeout: float = 60) -> list[bytes]:
