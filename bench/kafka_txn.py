@@ -5,6 +5,10 @@ Kafka listener, confluent-kafka (librdkafka) on both sides of each ratio, in the
    commit; again) against the same client as an idempotent, non-transactional producer (acks=all, linger 5 ms),
    the same records, the same topic; MB/s, the ratio (goal >= 0.7x at 100 records per transaction), the
    server's CPU per MiB and per transaction and the rates the machine's cores allow at that cost (the ceilings).
+   A third row, the same idempotent producer flushing after every --txn-size records, is what a transaction's
+   records alone cost: commit_transaction() flushes them and waits for their acknowledgements before EndTxn, so
+   no transactional producer of this client can go faster than it, and the transactional row's ratio to it is
+   what the transaction itself (AddPartitionsToTxn, EndTxn, the markers) costs.
 2. commit markers, end to end: small transactions, one at a time, with a read_committed consumer following the
    topic; for each, the time commit_transaction() takes (EndTxn: answered once the decision is stored; the
    markers follow) and the time from calling it until the consumer has received the transaction's last record
@@ -62,6 +66,33 @@ def idempotent_produce(server: Any, topic: str, records: int) -> dict[str, Any]:
     if left or failed:
         raise RuntimeError(f"idempotent produce: {left} not delivered, {len(failed)} failed ({failed[:3]})")
     return _figures(records, secs, cpu)
+
+
+def flushed_produce(server: Any, topic: str, records: int, per_flush: int) -> dict[str, Any]:
+    """The idempotent producer, flushed (every record acknowledged) after each `per_flush` records: a
+    transaction's records without the transaction (module doc, 1.)."""
+    p = _producer(server.bootstrap)
+    value, failed = os.urandom(RECORD), []
+    for i in range(100):
+        _send(p, topic, value, f"warm-{i}".encode(), failed)
+    p.flush(60)
+    flushes: list[float] = []
+    cpu0, t0 = server.cpu_s(), time.perf_counter()
+    rounds = max(1, records // per_flush)
+    for t in range(rounds):
+        for i in range(per_flush):
+            _send(p, topic, value, f"{t}-{i}".encode(), failed)
+        c0 = time.perf_counter()
+        if p.flush(60):
+            raise RuntimeError("flushed produce: records not delivered within 60 s")
+        flushes.append(time.perf_counter() - c0)
+    secs, cpu = time.perf_counter() - t0, server.cpu_s() - cpu0
+    if failed:
+        raise RuntimeError(f"flushed produce: {len(failed)} failed ({failed[:3]})")
+    out = _figures(rounds * per_flush, secs, cpu)
+    out.update(rounds=rounds, server_cpu_ms_round=1000 * cpu / rounds, flush_p50_ms=percentile(flushes, 50) * 1000,
+               flush_p99_ms=percentile(flushes, 99) * 1000)
+    return out
 
 
 def transactional_produce(server: Any, topic: str, records: int, per_txn: int) -> dict[str, Any]:
@@ -161,10 +192,13 @@ def run(work: Path, store: str, server_type: Any, partitions: int, records: int,
     server = server_type(work, "txn-node", store).start()
     try:
         server.create_topic("bench-idem", partitions)
+        server.create_topic("bench-flushed", partitions)
         server.create_topic("bench-txn", partitions)
         server.create_topic("bench-marker", partitions)
         print("[bench] idempotent produce", file=sys.stderr, flush=True)
         idem = idempotent_produce(server, "bench-idem", records)
+        print(f"[bench] idempotent produce flushed every {per_txn} records", file=sys.stderr, flush=True)
+        flushed = flushed_produce(server, "bench-flushed", records, per_txn)
         print("[bench] transactional produce", file=sys.stderr, flush=True)
         txn = transactional_produce(server, "bench-txn", records, per_txn)
         print("[bench] commit marker latency", file=sys.stderr, flush=True)
@@ -172,23 +206,28 @@ def run(work: Path, store: str, server_type: Any, partitions: int, records: int,
     finally:
         server.stop()
     load_after = os.getloadavg()
-    results = {"idempotent": idem, "transactional": txn, "markers": lat, "partitions": partitions,
+    results = {"idempotent": idem, "flushed": flushed, "transactional": txn, "markers": lat, "partitions": partitions,
                "records_per_transaction": per_txn, "load_before": load_before, "load_after": load_after}
     cores = os.cpu_count() or 1
     emit(f"load average (1, 5, 15 min) before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
          f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
     emit(table(f"Kafka transactional vs idempotent produce, same client (confluent-kafka, acks=all, linger 5 ms), "
                f"{records} records of 1 KiB, {partitions} partitions, {per_txn} records per transaction",
-               ["", "MB/s", "records/s", "ratio", "commit p50 ms", "commit p99 ms", "server CPU ms/MiB",
-                f"CPU ceiling MB/s ({cores} cores)"],
-               [["idempotent (enable.idempotence)", idem["mb_s"], idem["records_s"], 1.0, "", "",
+               ["", "MB/s", "records/s", "ratio", "ratio to the flushed row", "commit (flush) p50 ms",
+                "commit (flush) p99 ms", "server CPU ms/MiB", f"CPU ceiling MB/s ({cores} cores)"],
+               [["idempotent (enable.idempotence)", idem["mb_s"], idem["records_s"], 1.0, "", "", "",
                  idem["server_cpu_ms_mib"], idem["cpu_ceiling_mb_s"]],
+                [f"idempotent, flushed every {per_txn} records ({flushed['rounds']} flushes)", flushed["mb_s"],
+                 flushed["records_s"], flushed["mb_s"] / idem["mb_s"], 1.0, flushed["flush_p50_ms"],
+                 flushed["flush_p99_ms"], flushed["server_cpu_ms_mib"], flushed["cpu_ceiling_mb_s"]],
                 [f"transactional ({txn['transactions']} transactions)", txn["mb_s"], txn["records_s"],
-                 txn["mb_s"] / idem["mb_s"], txn["commit_p50_ms"], txn["commit_p99_ms"], txn["server_cpu_ms_mib"],
-                 txn["cpu_ceiling_mb_s"]]]))
-    emit(table(f"Transactions ({per_txn} records each): rate and server CPU",
-               ["transactions/s", "server CPU ms per transaction", f"CPU ceiling transactions/s ({cores} cores)"],
-               [[txn["transactions_s"], txn["server_cpu_ms_txn"], txn["cpu_ceiling_txn_s"]]]))
+                 txn["mb_s"] / idem["mb_s"], txn["mb_s"] / flushed["mb_s"], txn["commit_p50_ms"],
+                 txn["commit_p99_ms"], txn["server_cpu_ms_mib"], txn["cpu_ceiling_mb_s"]]]))
+    emit(table(f"Transactions ({per_txn} records each): rate and server CPU, against the flushed idempotent producer",
+               ["", "per second", "server CPU ms each", f"CPU ceiling per second ({cores} cores)"],
+               [["transactions", txn["transactions_s"], txn["server_cpu_ms_txn"], txn["cpu_ceiling_txn_s"]],
+                [f"flushes of {per_txn} records", flushed["rounds"] / flushed["seconds"],
+                 flushed["server_cpu_ms_round"], cores * 1000 / max(flushed["server_cpu_ms_round"], 1e-9)]]))
     emit(table(f"Commit markers end to end ({lat['transactions']} transactions of 10 records over {partitions} "
                "partitions, one at a time, a read_committed consumer following)",
                ["", "p50 ms", "p99 ms"],
