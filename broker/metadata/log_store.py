@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
+from broker.errors import MetadataError
 from broker.metadata import pg_schema
 from storage_tier.store_url import sqlite_path
 
@@ -158,32 +159,57 @@ class _PostgresTxn(_Sql):
                             [(first_offset + i, _dump(r)) for i, r in enumerate(records)])
 
 
+class LogClosed(MetadataError):
+    """The metadata log was closed (the node is stopping): a call made after that, or waiting while it closed."""
+
+
 class _LogBase:
-    """Lock-free reads through one connection guarded by a thread lock (the subclasses open it)."""
+    """Lock-free reads through one connection guarded by a thread lock (the subclasses open it).
+
+    `close` takes that lock too, and a call after it raises LogClosed: a SQLite connection closed while
+    another thread runs a statement on it crashes the process (sqlite3 frees what the statement uses), as a
+    node stopping while its threads still read the metadata did."""
 
     url: str
     _lock: threading.Lock
     _view: _Sql
+    _conn: Any
+    _closed: bool = False
+
+    def _open_view(self) -> _Sql:
+        """The connection's view, under the lock; LogClosed once closed."""
+        if self._closed:
+            raise LogClosed(f"the metadata log {self.url} is closed")
+        return self._view
 
     def read_since(self, offset: int) -> list[LogEntry]:
         with self._lock:
-            return self._view.read_since(offset)
+            return self._open_view().read_since(offset)
 
     def first_offset(self) -> int | None:
         with self._lock:
-            return self._view.first_offset()
+            return self._open_view().first_offset()
 
     def snapshots(self) -> list[SnapshotInfo]:
         with self._lock:
-            return self._view.snapshots()
+            return self._open_view().snapshots()
 
     def read_snapshot(self, log_offset: int) -> tuple[str, bytes] | None:
         with self._lock:
-            return self._view.read_snapshot(log_offset)
+            return self._open_view().read_snapshot(log_offset)
 
     def mark_snapshot_damaged(self, log_offset: int) -> None:
         with self._lock:
-            self._view.mark_snapshot_damaged(log_offset)
+            self._open_view().mark_snapshot_damaged(log_offset)
+
+    def close(self) -> None:
+        """Close the connection once no call is using it; later calls raise LogClosed. Closing twice is
+        harmless."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._conn.close()
 
 
 class SqliteLog(_LogBase):
@@ -203,6 +229,7 @@ class SqliteLog(_LogBase):
     @contextmanager
     def locked(self) -> Iterator[LockedLog]:
         with self._lock:
+            self._open_view()
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 yield _SqliteTxn(self._conn)
@@ -210,9 +237,6 @@ class SqliteLog(_LogBase):
                 self._conn.execute("ROLLBACK")
                 raise
             self._conn.execute("COMMIT")
-
-    def close(self) -> None:
-        self._conn.close()
 
 
 class PostgresLog(_LogBase):
@@ -233,12 +257,11 @@ class PostgresLog(_LogBase):
 
     @contextmanager
     def locked(self) -> Iterator[LockedLog]:
-        with self._lock, self._conn.transaction():
-            self._conn.execute("LOCK TABLE meta_log IN EXCLUSIVE MODE")
-            yield _PostgresTxn(self._conn)
-
-    def close(self) -> None:
-        self._conn.close()
+        with self._lock:
+            self._open_view()
+            with self._conn.transaction():
+                self._conn.execute("LOCK TABLE meta_log IN EXCLUSIVE MODE")
+                yield _PostgresTxn(self._conn)
 
 
 def open_log(url: str) -> SqliteLog | PostgresLog:

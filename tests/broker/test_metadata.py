@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 import threading
 import zlib
 from collections.abc import Callable
@@ -343,3 +345,41 @@ def test_snapshot_keeps_the_preparing_incarnation(meta_url_factory: UrlFactory) 
     image = snapshot.decode(old, snapshot.checksum(old), "test")
     assert image.objects[oid].node_id is None and image.objects[oid].state == PREPARED
     c.close()
+
+
+_CLOSE_WHILE_READ = """
+import sys, threading
+from broker.metadata import MetadataClient
+from broker.metadata.log_store import LogClosed
+c = MetadataClient(sys.argv[1], 5, namespace="_kafka_test")
+c.register_node()
+started, ended = threading.Barrier(3), []
+def read():
+    started.wait()
+    try:
+        while True:
+            c.log.read_since(0)
+            c.kv_get("k")
+    except LogClosed as exc:
+        ended.append(str(exc))
+threads = [threading.Thread(target=read) for _ in range(2)]
+for t in threads:
+    t.start()
+started.wait()
+c.close()
+c.close()
+for t in threads:
+    t.join(30)
+print(len(ended), ended[0])
+"""
+
+
+def test_closing_while_other_threads_read(meta_url_factory: UrlFactory) -> None:
+    """A node stopping closes its metadata while its threads may still read it: they get LogClosed, naming the
+    log, and the process goes on (a SQLite connection closed under a running statement crashed it). In a child
+    process, so that a crash fails this test instead of ending the run."""
+    url = meta_url_factory()
+    run = subprocess.run([sys.executable, "-c", _CLOSE_WHILE_READ, url], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, f"exit {run.returncode}: {run.stderr[-2000:]}"
+    count, _, message = run.stdout.strip().partition(" ")
+    assert count == "2" and message == f"the metadata log {url} is closed"
