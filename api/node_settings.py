@@ -133,6 +133,13 @@ NODE_SETTINGS: tuple[NodeSetting, ...] = (
                 "metadata snapshot even if fewer records came", "metadata.snapshot_interval_s", 0.01),
     NodeSetting("metadata_snapshots_kept", int, 2, "metadata snapshots kept; the log is truncated below the "
                 "oldest kept one", "metadata.snapshots_kept", 1),
+    # the Kafka listener (api/kafka/): read by the listener, not by the node
+    NodeSetting("auto_create_topics", int, 1, "1: a Kafka client's Metadata request that names a topic which does not "
+                "exist and allows auto-creation (producers do by default) creates it with default_partitions, as "
+                "Kafka's auto.create.topics.enable; 0: it is answered UNKNOWN_TOPIC_OR_PARTITION",
+                "kafka.auto_create_topics", 0, 1),
+    NodeSetting("default_partitions", int, 1, "partitions of a topic created automatically, or by CreateTopics "
+                "without a count (Kafka's num.partitions)", "kafka.default_partitions", 1, 10_000),
     # value searches of the HTTP API (api/http/search_jobs.py): read by the app, not by the node
     NodeSetting("search_max_concurrent", int, 1, "value searches (POST /v1/searches) running at a time; more "
                 "are refused with 429 (0: searches off)", "search.max_concurrent", 0),
@@ -177,8 +184,8 @@ def open_kwargs(values: dict[str, Any]) -> dict[str, Any]:
     metadata: dict[str, Any] = {}
     for s in NODE_SETTINGS:
         v = values.get(s.name, s.default)
-        if s.target.startswith("search."):
-            continue  # the HTTP app's (api/http/search_routes.py)
+        if s.target.startswith(("search.", "kafka.")):
+            continue  # the HTTP app's (api/http/search_routes.py), the Kafka listener's (api/kafka/server.py)
         if s.target.startswith("metadata."):
             metadata[s.target.removeprefix("metadata.")] = v
         elif s.target.startswith("compaction."):

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
+from api.kafka.errors import UNKNOWN_TOPIC_OR_PARTITION
 from api.kafka.schemas import APIS, build
 from api.security.access import AccessControl
 from api.security.authorizer import kafka_principal
@@ -411,6 +412,27 @@ _ADMIN_CHANGES: dict[int, tuple[str, str, str, str, str]] = {
     44: ("config_alter", "alter_configs", "config", "responses", "resource_name"),
     42: ("group_delete", "delete", "group", "results", "group_id"),
 }
+
+
+def may_create_topic(caller: Caller, name: str) -> int | None:
+    """None when a Metadata request of `caller` may create the topic `name` (node setting auto_create_topics), as
+    its CreateTopics would be allowed; else the code that topic is answered with. Scopes that do not allow
+    CreateTopics leave it UNKNOWN_TOPIC_OR_PARTITION (as with auto-creation off: a read-only consumer keeps
+    waiting for it); access control rules need CREATE on the cluster or on the topic, and refuse it with
+    TOPIC_AUTHORIZATION_FAILED (Kafka's answer), the denial audited. An allowed creation is audited as
+    CreateTopics' are (topic_create)."""
+    if kafka_denial(APIS[CREATE_TOPICS].name, caller.principal) is not None:
+        return UNKNOWN_TOPIC_OR_PARTITION
+    if caller.access.authorizer.rules and not (caller.allowed_quietly("cluster", CLUSTER_NAME, "create")
+                                               or caller.allowed("topic", name, "create")):
+        return TOPIC_AUTHORIZATION_FAILED
+    return None
+
+
+def audit_topic_created(caller: Caller, name: str, code: int) -> None:
+    """The audit line of a topic a Metadata request created (or failed to), as audit_admin writes CreateTopics'."""
+    caller.access.admin_change("topic_create", caller.principal.name, "topic", name, "create", "kafka",
+                               **({} if code == 0 else {"error_code": code}))
 
 
 def audit_admin(api_key: int, resp: Any, caller: Caller) -> None:

@@ -25,6 +25,8 @@ class Context:
     host: str
     port: int
     coordinator: Any = None  # api.kafka.group_coordinator.GroupCoordinator
+    auto_create_topics: bool = True  # node setting auto_create_topics (api/node_settings.py)
+    default_partitions: int = 1  # node setting default_partitions
 
     @property
     def node_id(self) -> int:

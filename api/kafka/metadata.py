@@ -1,13 +1,25 @@
-"""ApiVersions, Metadata and FindCoordinator."""
+"""ApiVersions, Metadata and FindCoordinator.
+
+Metadata naming a topic that does not exist creates it, as Kafka does with auto.create.topics.enable (its
+default): when the request allows it (`allow_auto_topic_creation`, v4 and later; earlier versions always do),
+the node setting `auto_create_topics` is on (default) and the caller may create topics (scopes and access
+rules: authorization.may_create_topic). The topic gets `default_partitions` partitions and the server's default
+configs, and is answered in the same response: its partitions LEADER_NOT_AVAILABLE until a node leads them
+(the client asks again, as after Kafka's creation). Producers allow it by default (librdkafka, kafka-python,
+aiokafka); librdkafka's consumers do not (`allow.auto.create.topics`)."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from typing import Any
 
 from api.kafka import errors
 from api.kafka.context import Context
 from api.kafka.schemas import APIS, build
-from broker.partitions.topic_errors import TopicNotFound
+from broker.partitions.topic_errors import TopicExists, TopicNotFound
+
+log = logging.getLogger("mqindex.kafka.metadata")
 
 GROUP, TRANSACTION = 0, 1  # FindCoordinator's key types
 
@@ -48,16 +60,56 @@ def _topic_meta(ctx: Context, name: str, brokers: dict[int, tuple[str, int]]) ->
     return dict(error_code=errors.NONE, name=info.name, is_internal=False, partitions=out)
 
 
-async def metadata(ctx: Context, req: Any, version: int) -> Any:
+def _create(ctx: Context, name: str, created: Callable[[str, int], None] | None) -> int:
+    """Create `name` with the default partitions (module doc): its error code (NONE when created, or created
+    meanwhile by another request)."""
+    try:
+        ctx.node.create_topic(name, ctx.default_partitions)
+    except TopicExists:
+        return errors.NONE
+    except Exception as exc:  # noqa: BLE001 - answered for that topic with Kafka's code
+        code = errors.code_for(exc)
+        log.warning("topic not created automatically", extra={"topic": name, "error": str(exc)})
+        if created is not None:
+            created(name, code)
+        return code
+    log.info("topic created automatically (a Kafka client's metadata request named it)",
+             extra={"topic": name, "partitions": ctx.default_partitions})
+    if created is not None:
+        created(name, errors.NONE)
+    return errors.NONE
+
+
+def _auto_create(req: Any, version: int) -> bool:
+    return version < 4 or bool(req.allow_auto_topic_creation)
+
+
+async def metadata(ctx: Context, req: Any, version: int, may_create: Callable[[str], int | None] | None = None,
+                   created: Callable[[str, int], None] | None = None) -> Any:
+    """`may_create(name)`: None when the caller may create the topic, else the code to answer it with (no
+    `may_create`: nothing is created); `created(name, code)` is told of each creation (module doc)."""
     def answer() -> dict[str, Any]:
         brokers = ctx.brokers()
         if req.topics is None or (version == 0 and not req.topics):
             names = [t.name for t in ctx.node.partitions.list_topics()]
         else:
             names = [t.name for t in req.topics]
+        creates = may_create is not None and ctx.auto_create_topics and req.topics and _auto_create(req, version)
+        topics = []
+        for name in names:
+            t = _topic_meta(ctx, name, brokers)
+            if creates and name and t["error_code"] == errors.UNKNOWN_TOPIC_OR_PARTITION:
+                code = may_create(name)  # type: ignore[misc]
+                if code is None:
+                    code = _create(ctx, name, created)
+                    if code == errors.NONE:
+                        t = _topic_meta(ctx, name, brokers)
+                if code != errors.NONE:
+                    t["error_code"] = code
+            topics.append(t)
         return dict(throttle_time_ms=0, cluster_id="mqindex", controller_id=min(brokers),
                     brokers=[dict(node_id=n, host=h, port=p, rack=None) for n, (h, p) in sorted(brokers.items())],
-                    topics=[_topic_meta(ctx, n, brokers) for n in names])
+                    topics=topics)
 
     return build(APIS[3].response, version, **await ctx.run(answer))
 

@@ -52,7 +52,17 @@ from api.kafka import (
     topics_admin,
     transactions,
 )
-from api.kafka.authorization import Caller, audit_admin, filter_response, merge, refusal, refused_topics, split
+from api.kafka.authorization import (
+    Caller,
+    audit_admin,
+    audit_topic_created,
+    filter_response,
+    may_create_topic,
+    merge,
+    refusal,
+    refused_topics,
+    split,
+)
 from api.kafka.context import Context
 from api.kafka.framing import DEFAULT_MAX_REQUEST, FrameError, frame, parse_header, peek_api, read_frame
 from api.kafka.group_coordinator import GroupCoordinator
@@ -79,7 +89,7 @@ HANDLERS: dict[int, Handler] = {
 API_VERSIONS = 18
 MAX_UNAUTHENTICATED_FRAME = 512 << 10  # Kafka's sasl.server.max.receive.size default
 _BEFORE_AUTHENTICATION = {API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE}
-PRODUCE, FETCH = 0, 1
+PRODUCE, FETCH, METADATA = 0, 1, 3
 MAX_IN_FLIGHT = 256  # requests of one connection (librdkafka keeps up to max.in.flight, 1000000 without
 # idempotence, 5 with, in flight): the more a connection's requests are queued, the larger the WAL's group commit.
 # At 32, 16 KiB batches filled group commits of about 230 KiB and produced 56 MB/s; at 128-512, 450-570 KiB and
@@ -211,8 +221,10 @@ def decode_request(data: bytes) -> tuple[Any, Any, int] | bytes:
 class KafkaServer:
     def __init__(self, node: Any, host: str, port: int, advertised: str | None = None,
                  max_request_bytes: int = DEFAULT_MAX_REQUEST, tls: TlsConfig | None = None,
-                 authenticator: Authenticator | None = None, access: AccessControl | None = None) -> None:
+                 authenticator: Authenticator | None = None, access: AccessControl | None = None,
+                 auto_create_topics: bool = True, default_partitions: int = 1) -> None:
         self.node = node
+        self.auto_create_topics, self.default_partitions = auto_create_topics, default_partitions
         self.access = access or OPEN
         self.tls = tls
         self.authenticator = authenticator
@@ -258,7 +270,7 @@ class KafkaServer:
         host, port = (self.advertised.rsplit(":", 1) if self.advertised else (self.host, str(self.port)))
         coordinator = GroupCoordinator()
         coordinator.start()
-        self.ctx = Context(self.node, host, int(port), coordinator)
+        self.ctx = Context(self.node, host, int(port), coordinator, self.auto_create_topics, self.default_partitions)
         expiry = asyncio.get_running_loop().create_task(transactions.expiry_loop(self.ctx))
         protocol = ("SASL_" if self.authenticator is not None else "") + ("SSL" if self.tls else "PLAINTEXT")
         log.info("kafka listener serving", extra={"node_id": self.node.node_id, "host": self.host,
@@ -305,6 +317,10 @@ class KafkaServer:
             return await produce.append(self.ctx, req, version, refused_topics(req, caller))
         if api_key == FETCH:
             return await fetch.fetch(self.ctx, req, version, refused_topics(req, caller, FETCH))
+        if api_key == METADATA:  # a topic it names may be created (auto_create_topics), if the rules allow it
+            resp = await metadata.metadata(self.ctx, req, version, lambda name: may_create_topic(caller, name),
+                                           lambda name, code: audit_topic_created(caller, name, code))
+            return filter_response(api_key, req, resp, caller)
         if api_key in acls.HANDLERS:
             return await acls.HANDLERS[api_key](self.ctx, caller, req, version)
         allowed, refused = split(api_key, req, caller)  # the topics, groups, configs the rules refuse: answered apart

@@ -16,12 +16,10 @@ from broker.errors import InvalidField
 from broker.partitions import topic_config
 from broker.partitions.topics import validate_topic_name
 
-DEFAULT_PARTITIONS = 1
-
 
 async def create_topics(ctx: Context, req: Any, version: int) -> Any:
     def create(t: Any) -> dict[str, Any]:
-        n = DEFAULT_PARTITIONS if t.num_partitions == -1 else t.num_partitions
+        n = ctx.default_partitions if t.num_partitions == -1 else t.num_partitions
         out: dict[str, Any] = dict(name=t.name, error_code=errors.NONE, error_message=None,
                                    topic_config_error_code=errors.NONE, num_partitions=n, replication_factor=1,
                                    configs=[])
