@@ -2,7 +2,8 @@
 confluent-kafka group consuming from partitions led by different nodes, and groups that only have committed
 offsets, are listed and described the same from every node (a node forwards a describe to the group's
 coordinator and gathers the list from every node), with the members, assignments and the lag the test counts;
-the console's throughput history is gathered from every node the same way."""
+the console's throughput history is gathered from every node the same way; a producer that knows one node makes
+a topic nobody created, which every node then lists and answers lookups of."""
 
 from __future__ import annotations
 
@@ -127,3 +128,26 @@ def test_every_node_lists_and_describes_every_group(cluster: Cluster) -> None:
         assert t["topics"][TOPIC]["messages"] == PARTITIONS * PER_PARTITION
         per_node = {x["node_id"]: x["messages"] for x in t["nodes"]}
         assert per_node == {n: PER_PARTITION * sum(1 for v in leaders.values() if v == n) for n in range(3)}
+
+
+def test_a_client_makes_a_topic_through_any_node(cluster: Cluster) -> None:
+    """A producer that knows one node only writes to a topic nobody created: that node creates it (auto_create_topics,
+    docs/KAFKA.md), the cluster places its partition, the producer is sent to its leader, and every node lists the
+    topic and finds its records by key."""
+    c, topic = cluster, "made-by-a-client"
+    producer = Producer({"bootstrap.servers": f"127.0.0.1:{c.nodes[1].kafka_port}", "acks": "all",  # type: ignore[attr-defined]
+                         "message.timeout.ms": 30_000})
+    delivered: list[Any] = []
+    for i in range(10):
+        producer.produce(topic, key=f"client-{i}".encode(), value=f"made {i}".encode(),
+                         on_delivery=lambda err, msg: delivered.append(err))
+    assert producer.flush(60) == 0 and delivered == [None] * 10, delivered
+    for n in range(3):
+        wait_until(lambda n=n: [t["partitions"] for t in get(c, n, "/v1/topics") if t["name"] == topic] == [1], 30,
+                   f"node {n} to list {topic}")
+
+    def found() -> list[str]:
+        r = httpx.get(f"{c.url(2)}/v1/messages", params={"topic": topic, "key": "client-7"}, timeout=30)
+        return [m["value"] for m in r.json().get("messages", [])] if r.status_code == 200 else []
+
+    wait_until(lambda: found() == ["made 7"], 30, "node 2 to find client-7")
