@@ -138,8 +138,9 @@ NODE_SETTINGS: tuple[NodeSetting, ...] = (
                 "exist and allows auto-creation (producers do by default) creates it with default_partitions, as "
                 "Kafka's auto.create.topics.enable; 0: it is answered UNKNOWN_TOPIC_OR_PARTITION",
                 "kafka.auto_create_topics", 0, 1),
-    NodeSetting("default_partitions", int, 1, "partitions of a topic created automatically, or by CreateTopics "
-                "without a count (Kafka's num.partitions)", "kafka.default_partitions", 1, 10_000),
+    NodeSetting("default_partitions", int, 1, "partitions of a topic created without a count: automatically, by "
+                "CreateTopics, POST /v1/topics or `mqindex topics create` (Kafka's num.partitions)",
+                "kafka.default_partitions", 1, 10_000),
     # value searches of the HTTP API (api/http/search_jobs.py): read by the app, not by the node
     NodeSetting("search_max_concurrent", int, 1, "value searches (POST /v1/searches) running at a time; more "
                 "are refused with 429 (0: searches off)", "search.max_concurrent", 0),

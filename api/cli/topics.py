@@ -22,7 +22,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     create = sub.add_parser("create", help="create a topic")
     create.add_argument("name", help="topic name: 1-249 letters, digits, '.', '_' and '-'")
-    create.add_argument("--partitions", type=int, default=1, help="number of partitions (default: %(default)s)")
+    create.add_argument("--partitions", type=int, default=None,
+                        help="number of partitions (default: the server's default_partitions, 1 unless set)")
     alter = sub.add_parser("alter", help="set or remove configs of a topic")
     alter.add_argument("name", help="the topic")
     alter.add_argument("--delete-config", action="append", default=[], metavar="NAME",
@@ -89,8 +90,10 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "delete":
         return _delete(args)
     if args.action == "create":
-        _request(args, "POST", "/v1/topics", send={"name": args.name, "partitions": args.partitions,
-                                                  "configs": _configs(args)})
+        send = {"name": args.name, "configs": _configs(args)}
+        if args.partitions is not None:
+            send["partitions"] = args.partitions
+        _request(args, "POST", "/v1/topics", send=send)
     elif args.action == "alter":
         change = _configs(args)
         for name in args.delete_config:

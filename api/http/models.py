@@ -81,7 +81,8 @@ class TopicConfigsChange(TopicConfigsNew):
 class TopicIn(BaseModel):
     name: str = Field(description="1-249 characters of [a-zA-Z0-9._-]", examples=["orders"],
                       pattern=TOPIC_PATTERN)
-    partitions: int = Field(1, ge=1, le=10000)
+    partitions: int | None = Field(None, ge=1, le=10000,
+                                   description="absent: the server's default_partitions (1 unless set)")
     configs: TopicConfigsNew | None = Field(None, description="topic configs: retention.ms, retention.bytes "
                                                                "(-1 = unlimited; absent = the server default)")
 

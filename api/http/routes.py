@@ -44,6 +44,7 @@ from api.http.models import (
 )
 from api.http.produce_json import produce_messages, produced_answer
 from api.http.store_time import StoreTime, iso
+from api.node_settings import BY_NAME
 from broker.partitions.kafka_clients import committed_reads
 
 T = TypeVar("T")
@@ -88,7 +89,12 @@ def message_out(m: OutMessage) -> MessageOut:
 @router.post("/v1/topics", status_code=201, response_model=TopicOut, dependencies=[Depends(require("admin"))])
 async def create_topic(body: TopicIn, request: Request) -> Any:
     configs = body.configs.as_dict() if body.configs is not None else None
-    return await call(request, Backend.create_topic, body.name, body.partitions, configs)
+    partitions = body.partitions
+    if partitions is None:  # the node setting default_partitions, as Kafka's CreateTopics without a count
+        settings = getattr(request.app.state, "settings", None)
+        given = settings.node.get("default_partitions") if settings is not None else None
+        partitions = int(given if given is not None else BY_NAME["default_partitions"].default)
+    return await call(request, Backend.create_topic, body.name, partitions, configs)
 
 
 @router.get("/v1/topics", response_model=list[TopicOut], dependencies=[Depends(require("read"))])

@@ -77,3 +77,21 @@ def test_admin_verbs_tables_and_json(tmp_path: Path) -> None:
             {"name": "audit", "partitions": 1, "topic_id": 2}, {"name": "orders", "partitions": 2, "topic_id": 1}]
     finally:
         server.stop()
+
+
+def test_topics_without_a_count_take_default_partitions(tmp_path: Path) -> None:
+    """`mqindex topics create` and POST /v1/topics without a count take the node setting default_partitions (as
+    Kafka's CreateTopics and auto-created topics do); a count given wins; a count out of range is refused."""
+    server = ServerProcess(tmp_path / "data", "--default-partitions", "3").start()
+    try:
+        url = server.url
+        assert json.loads(ok(url, "topics", "create", "by-cli", "--json"))["partitions"] == 3
+        assert httpx.post(f"{url}/v1/topics", json={"name": "by-http"}, timeout=30).json()["partitions"] == 3
+        assert httpx.post(f"{url}/v1/topics", json={"name": "given", "partitions": 2}, timeout=30).json()[
+            "partitions"] == 2
+        bad = httpx.post(f"{url}/v1/topics", json={"name": "zero", "partitions": 0}, timeout=30)
+        assert bad.status_code == 400 and bad.json()["field"].endswith("partitions"), bad.text
+        listed = {t["name"]: t["partitions"] for t in httpx.get(f"{url}/v1/topics", timeout=30).json()}
+        assert listed == {"by-cli": 3, "by-http": 3, "given": 2}
+    finally:
+        server.stop()
