@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import random
 import shutil
 import signal
 import socket
@@ -36,8 +37,24 @@ def find_weed() -> str:
     )
 
 
-def free_ports(n: int, low: int = 20000, high: int = 45000) -> list[int]:
-    """n distinct ports that are free on 127.0.0.1 right now (kept below 55535, see module doc)."""
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (32768 by default on Linux): any process's outgoing
+    connection may take a port from there."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_ports(n: int, low: int = 20000, high: int | None = None) -> list[int]:
+    """n distinct ports that are free on 127.0.0.1 right now (kept below 55535, see module doc), by default below
+    the ephemeral range: a restart keeps the master's port (its raft state names it), and a port of that range
+    can be taken by another process's outgoing connection while the server is down (a restart failed with "bind:
+    address already in use" on the master's port 40248)."""
+    if high is None:
+        high = min(45000, _ephemeral_low())
+        if high - low < 1000:  # an unusual ephemeral range: the former bounds
+            high = 45000
     ports: list[int] = []
     socks = []
     try:
@@ -51,7 +68,8 @@ def free_ports(n: int, low: int = 20000, high: int = 45000) -> list[int]:
             else:
                 s.close()
                 # ask for one in range explicitly
-                for cand in range(low + (os.getpid() * 7 + len(ports) * 131) % (high - low), high):
+                start = random.randrange(low, high)  # several processes choosing at once rarely meet
+                for cand in [*range(start, high), *range(low, start)]:
                     if cand in ports:
                         continue
                     t = socket.socket()
