@@ -58,7 +58,10 @@ def send_offsets(p: Producer, offsets: list[TopicPartition], group: object, time
     if t.is_alive():
         raise Stalled("send_offsets_to_transaction stalled (librdkafka#5456)")
     if failed:
-        raise failed[0]
+        try:
+            raise failed[0]
+        finally:  # the list would hold the exception, whose traceback holds this frame: a reference cycle keeping
+            failed.clear()  # the loop's dropped producer alive (and open) until a garbage collection
 
 
 class Loop(threading.Thread):
