@@ -150,6 +150,11 @@ NODE_SETTINGS: tuple[NodeSetting, ...] = (
 BY_NAME = {s.name: s for s in NODE_SETTINGS}
 
 
+def value(given: dict[str, Any], name: str) -> Any:
+    """The setting `name` from the values given (Settings.node), else its default."""
+    return given.get(name, BY_NAME[name].default)
+
+
 def coerce(s: NodeSetting, value: Any) -> int | float | None:
     """A setting's value from TOML, an environment string or a flag; a clear error otherwise."""
     from api.config import ConfigError

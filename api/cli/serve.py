@@ -188,15 +188,12 @@ def run(args: argparse.Namespace) -> int:
     if settings.kafka_listener:  # -- Kafka listener (api/kafka) --
         from api.kafka import KafkaServer
         from api.kafka.context import split_address
-        from api.node_settings import BY_NAME
-
-        def node_setting(name: str) -> int:
-            return int(settings.node.get(name, BY_NAME[name].default))
+        from api.node_settings import value
 
         kafka = KafkaServer(node, *split_address(settings.kafka_listener), tls=kafka_tls,
                             authenticator=kafka_auth, advertised=settings.kafka_advertised or None, access=access,
-                            auto_create_topics=bool(node_setting("auto_create_topics")),
-                            default_partitions=node_setting("default_partitions"))
+                            auto_create_topics=bool(value(settings.node, "auto_create_topics")),
+                            default_partitions=int(value(settings.node, "default_partitions")))
         kafka.start()
     app = app_for_node(settings, node)
     app.state.access = access  # the same rules for HTTP (api/http/auth.py)

@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 
+from api import node_settings
 from api.backend import Backend, InMessage, OutMessage
 from api.http.auth import check, check_message_id, may, require
 from api.http.errors import TOO_DEEP, as_http, client_error
@@ -44,7 +45,6 @@ from api.http.models import (
 )
 from api.http.produce_json import produce_messages, produced_answer
 from api.http.store_time import StoreTime, iso
-from api.node_settings import BY_NAME
 from broker.partitions.kafka_clients import committed_reads
 
 T = TypeVar("T")
@@ -92,8 +92,7 @@ async def create_topic(body: TopicIn, request: Request) -> Any:
     partitions = body.partitions
     if partitions is None:  # the node setting default_partitions, as Kafka's CreateTopics without a count
         settings = getattr(request.app.state, "settings", None)
-        given = settings.node.get("default_partitions") if settings is not None else None
-        partitions = int(given if given is not None else BY_NAME["default_partitions"].default)
+        partitions = int(node_settings.value(settings.node if settings is not None else {}, "default_partitions"))
     return await call(request, Backend.create_topic, body.name, partitions, configs)
 
 

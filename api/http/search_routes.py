@@ -22,12 +22,12 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 from starlette.concurrency import run_in_threadpool
 
+from api import node_settings
 from api.http.auth import check, may, principal, require
 from api.http.errors import client_error
 from api.http.models import ErrorOut
 from api.http.routes import ERRORS
 from api.http.search_jobs import SearchBusy, SearchManager
-from api.node_settings import BY_NAME
 from jobs.value_search import SearchError, SearchSpec, parse_time, plan_search
 
 router = APIRouter(responses={**ERRORS, 429: {"model": ErrorOut, "description": "search_max_concurrent searches run"}})
@@ -49,7 +49,7 @@ class SearchIn(BaseModel):
 
 
 def setting(request: Request, name: str) -> Any:
-    return request.app.state.settings.node.get(name, BY_NAME[name].default)
+    return node_settings.value(request.app.state.settings.node, name)
 
 
 def manager(request: Request) -> SearchManager:

@@ -65,19 +65,17 @@ def _create(ctx: Context, name: str, created: Callable[[str, int], None] | None)
     meanwhile by another request)."""
     try:
         ctx.node.create_topic(name, ctx.default_partitions)
+        code = errors.NONE
+        log.info("topic created automatically (a Kafka client's metadata request named it)",
+                 extra={"topic": name, "partitions": ctx.default_partitions})
     except TopicExists:
         return errors.NONE
     except Exception as exc:  # noqa: BLE001 - answered for that topic with Kafka's code
         code = errors.code_for(exc)
         log.warning("topic not created automatically", extra={"topic": name, "error": str(exc)})
-        if created is not None:
-            created(name, code)
-        return code
-    log.info("topic created automatically (a Kafka client's metadata request named it)",
-             extra={"topic": name, "partitions": ctx.default_partitions})
     if created is not None:
-        created(name, errors.NONE)
-    return errors.NONE
+        created(name, code)
+    return code
 
 
 def _auto_create(req: Any, version: int) -> bool:
