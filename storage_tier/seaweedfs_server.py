@@ -56,31 +56,24 @@ def free_ports(n: int, low: int = 20000, high: int | None = None) -> list[int]:
         if high - low < 1000:  # an unusual ephemeral range: the former bounds
             high = 45000
     ports: list[int] = []
-    socks = []
+    socks: list[socket.socket] = []  # held until all are chosen, so none is chosen twice
     try:
         while len(ports) < n:
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            p = s.getsockname()[1]
-            if low <= p < high and p not in ports:
-                ports.append(p)
-                socks.append(s)
+            start = random.randrange(low, high)  # several processes choosing at once rarely meet
+            for cand in [*range(start, high), *range(low, start)]:
+                if cand in ports:
+                    continue
+                t = socket.socket()
+                try:
+                    t.bind(("127.0.0.1", cand))
+                except OSError:
+                    t.close()
+                    continue
+                ports.append(cand)
+                socks.append(t)
+                break
             else:
-                s.close()
-                # ask for one in range explicitly
-                start = random.randrange(low, high)  # several processes choosing at once rarely meet
-                for cand in [*range(start, high), *range(low, start)]:
-                    if cand in ports:
-                        continue
-                    t = socket.socket()
-                    try:
-                        t.bind(("127.0.0.1", cand))
-                    except OSError:
-                        t.close()
-                        continue
-                    ports.append(cand)
-                    socks.append(t)
-                    break
+                raise RuntimeError(f"no free port in {low}-{high} on 127.0.0.1")
         return ports
     finally:
         for s in socks:
