@@ -12,10 +12,14 @@ event loop unless it could wait (topic metadata not cached, log-cache back-press
 then on a worker thread); the wait for the fsync awaits the WAL's futures on the loop. A thread hop costs a
 wake-up and a turn at the GIL (up to the 5 ms switch interval when another thread runs Python), per request.
 
-Before it acknowledges, an answer waits for a catch-up of the metadata begun after its batches were durable
+Before it acknowledges, an answer waits for a catch-up of the metadata begun after its batches were queued
 (broker/partitions/kafka_clients/fresh_answers.py, one catch-up shared by every answer waiting then) and answers
-UNKNOWN_TOPIC_OR_PARTITION for a topic deleted meanwhile, on another node too: the deletion drops those records,
-so they are never acknowledged and then dropped (the HTTP path does the same, broker/partitions/produce.py)."""
+UNKNOWN_TOPIC_OR_PARTITION for a topic deleted before that, on another node too: a deletion committed before the
+request arrived drops those records, so they are never acknowledged and then dropped. The catch-up runs while the
+WAL writes and fsyncs the batches, not after: a deletion committed after the request arrived is concurrent with
+it, and acknowledging then is the order "produced, then deleted" (the records go with the topic, as any record
+acknowledged before a deletion does). Begun once the batches were durable, the catch-up added its whole time,
+about 1.3 ms at p50, to every answer."""
 
 from __future__ import annotations
 
@@ -58,7 +62,8 @@ class ProduceAnswer:
     long-polling fetch on the same connection, or to a slow reader)."""
 
     __slots__ = ("_outcomes", "_waits", "_acks", "_version", "_correlation_id", "_check", "_verdict", "_fresh",
-                 "_topic_ids", "_topic_id_of", "_gone", "_decided")
+                 "_topic_ids", "_topic_id_of", "_gone", "_decided", "_lock", "_left", "_durable_verdict",
+                 "_catch_up_error")
 
     def __init__(self, outcomes: Outcomes, waits: Waits, acks: int, version: int, correlation_id: int,
                  fresh: FreshAnswers | None = None, topic_ids: dict[str, int] | None = None,
@@ -67,11 +72,18 @@ class ProduceAnswer:
         self._version, self._correlation_id = version, correlation_id
         self._check = waits[0][1].check if waits else None  # the node's: every partition's is the same
         self._verdict: str | None = _UNDECIDED  # why the node could not acknowledge then (None: it could)
-        # with `fresh`: the verdict waits for a metadata catch-up begun once the batches are durable
+        # with `fresh`: the verdict also waits for a metadata catch-up begun now, once the batches are queued; it
+        # runs while the WAL writes them, and the answer is ready when both are done (`_left` counts them down)
         self._fresh = fresh if waits else None
         self._topic_ids, self._topic_id_of = topic_ids or {}, topic_id_of
         self._gone: set[str] = set()  # topics deleted before that catch-up: their partitions are not acknowledged
         self._decided: Future[None] | None = Future() if self._fresh is not None else None
+        self._lock = threading.Lock()
+        self._left = 2
+        self._durable_verdict: str | None = None
+        self._catch_up_error: BaseException | None = None
+        if self._fresh is not None:
+            self._fresh.after(self._caught_up)
         # the WAL completes its appends in order: once the last this request queued is done, all of them are, and
         # so are the first appends of its retried batches (queued by earlier requests)
         last = next((q.appended for _, q in reversed(waits) if q.appended is not None), None)
@@ -105,11 +117,24 @@ class ProduceAnswer:
         if self._fresh is None:
             self._verdict = verdict
             return
-        fresh, self._fresh = self._fresh, None  # decided once (result() may decide an undecided answer)
-        fresh.after(lambda error: self._after_catch_up(verdict, error))
+        self._durable_verdict = verdict
+        self._one_done()
+
+    def _caught_up(self, error: BaseException | None) -> None:
+        """On the catch-up's thread: the catch-up begun once the batches were queued has finished."""
+        self._catch_up_error = error
+        self._one_done()
+
+    def _one_done(self) -> None:
+        with self._lock:
+            self._left -= 1
+            if self._left:
+                return
+        self._after_catch_up(self._durable_verdict, self._catch_up_error)
 
     def _after_catch_up(self, verdict: str | None, error: BaseException | None) -> None:
-        """On the catch-up's thread: the topics deleted meanwhile, then the verdict; the answer is ready."""
+        """Once the batches are durable and the catch-up finished: the topics deleted before it, then the verdict;
+        the answer is ready."""
         try:
             if error is not None:  # the records are stored: an error answer would have them sent twice
                 log.warning("metadata not read before a produce's answer: a deletion of its topic on another node "
