@@ -110,6 +110,12 @@ class Loop(threading.Thread):
         return False
 
     def run(self) -> None:
+        try:
+            self._run()
+        except BaseException as exc:  # noqa: BLE001 - a failure while dropping the clients: reported by the test
+            self.error = exc
+
+    def _run(self) -> None:
         deadline = time.monotonic() + 240
         while not self.stop.is_set():
             if time.monotonic() > deadline:
@@ -137,7 +143,11 @@ class Loop(threading.Thread):
                 if c is not None:
                     c.close()
                 if p is not None:
-                    p.flush(0)
+                    try:
+                        p.flush(0)
+                    except KafkaException as exc:  # a fenced producer's every call raises its fatal error (its
+                        if not exc.args[0].fatal():  # transaction outlived transaction.timeout.ms while the node
+                            raise  # was down, and the coordinator aborted it): dropped all the same, started again
 
 
 def read_committed(s: KafkaServerProcess, expect: int) -> list[bytes]:
