@@ -23,6 +23,7 @@ from tests.client_guard import (  # noqa: F401 - the Kafka client guard's hooks 
     pytest_runtest_teardown,
     pytest_sessionfinish,
 )
+from tests.http_tls import share_default_tls_context
 
 
 def _slow_seconds(item: pytest.Item) -> float:
@@ -43,6 +44,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         count[item.path] = count.get(item.path, 0) + 1
     items.sort(key=lambda item: (-seconds[item.path], -count[item.path]))
 
+
+share_default_tls_context()  # httpx.get & co. build no TLS context per call (tests/http_tls.py)
 
 # `mqindex serve` listens for Kafka on 127.0.0.1:9092 by default: test servers run side by side, so only the
 # tests that want a Kafka listener get one (tests/kafka passes --kafka-listener with a free port)

@@ -35,6 +35,7 @@ from api.http import merged_pages
 from api.http.auth import may, principal, require
 from api.http.errors import as_http, client_error
 from api.http.models import MAX_INT, MAX_PAGE, TOPIC_PATTERN
+from api.http.peer_client import peer_client
 from api.http.routes import ERRORS, TIME_FORMS, message_out
 from api.http.store_time import StoreTime
 from api.security.principals import SCOPES
@@ -282,7 +283,7 @@ def _own_throughput(request: Request) -> dict[str, Any]:
 async def _peer_throughput(request: Request, node_id: int, base: str) -> dict[str, Any]:
     headers = {"authorization": request.headers["authorization"]} if "authorization" in request.headers else {}
     try:
-        async with httpx.AsyncClient(timeout=PEER_TIMEOUT_S) as client:
+        async with peer_client(PEER_TIMEOUT_S) as client:
             r = await client.get(base + "/v1/console/throughput", params={"scope": "node"}, headers=headers)
         if r.status_code == 200:
             return r.json()  # type: ignore[no-any-return]

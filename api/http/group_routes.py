@@ -30,6 +30,7 @@ from starlette.concurrency import run_in_threadpool
 
 from api.http.auth import may, require
 from api.http.errors import as_http, client_error
+from api.http.peer_client import peer_client
 from api.http.routes import ERRORS
 from api.http.store_time import parse_store_time
 from api.kafka import group_admin
@@ -112,7 +113,7 @@ async def _forward(request: Request, base: str, path: str, body: Any = None) -> 
     if "authorization" in request.headers:
         headers["authorization"] = request.headers["authorization"]
     try:
-        async with httpx.AsyncClient(timeout=PEER_TIMEOUT_S) as client:
+        async with peer_client(PEER_TIMEOUT_S) as client:
             r = await client.request(request.method, base + path, headers=headers, json=body)
     except httpx.HTTPError as exc:
         raise HTTPException(503, detail={"error": f"node at {base} did not answer: {exc}", "field": None}) from exc
@@ -179,7 +180,7 @@ class _Leaders:
         headers = {FORWARDED: "1"}
         if "authorization" in request.headers:
             headers["authorization"] = request.headers["authorization"]
-        self.client = httpx.AsyncClient(timeout=PEER_TIMEOUT_S, headers=headers)
+        self.client = peer_client(PEER_TIMEOUT_S, headers)
 
     async def load(self, topics: list[str]) -> None:
         node = self.request.app.state.backend
