@@ -16,6 +16,8 @@ from broker.partitions.client_messages import OutMessage
 from index_file import IndexHit
 from storage_tier import StorageUnavailable
 
+PAST_THE_END = 1 << 62  # an offset no partition reaches: a read there answers at once, with nothing
+
 
 class Peers:
     def __init__(self, token: str | None = None, timeout_s: float = 10.0) -> None:
@@ -53,6 +55,16 @@ class Peers:
             if m["offset"] == offset:
                 return _message(m)
         return None
+
+    def serves(self, base: str, topic: str, partition: int) -> bool:
+        """Whether the node at `base` serves the partition now: a read past its end answers 200 there (503 while
+        it opens the partition, 421 when it does not lead it)."""
+        try:
+            r = self._client.get(f"{base}/v1/topics/{topic}/partitions/{partition}/messages",
+                                 params={"offset": PAST_THE_END, "max": 1})
+        except httpx.HTTPError:
+            return False
+        return r.status_code == 200
 
     def close(self) -> None:
         self._client.close()

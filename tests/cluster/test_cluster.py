@@ -47,6 +47,11 @@ def test_partitions_spread_move_under_a_producer_and_every_key_is_found_from_eve
             body = r.json()
             assert body["from"] == current and body["to"] == target
             seconds.append(body["seconds"])
+            # answered once the target serves the partition (also when another node was asked): a read there right
+            # away is answered, neither 503 (still opening) nor 421
+            r = httpx.get(f"{c.url(target)}/v1/topics/{TOPIC}/partitions/{part}/messages",
+                          params={"offset": 0, "max": 1}, timeout=30)
+            assert r.status_code == 200, (move, r.status_code, r.text)
     finally:
         producer.stop_flag.set()
         producer.join(60)
