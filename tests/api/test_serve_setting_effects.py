@@ -211,7 +211,10 @@ def test_block_cache_bytes(servers: dict[str, ServerProcess]) -> None:
     # reading uploaded records again: with no block cache every read goes to the object store
     def gets_per_read(name: str) -> list[float]:
         url = servers[name].url
-        wait_for(f"{name} uploaded the batches", lambda: broker_requests(url, "PUT") >= 1)
+        # every record uploaded (not only a first object): a read before then is answered from the log cache, and
+        # an upload between two reads sends the next one to the store
+        wait_for(f"{name} uploaded the batches", lambda: broker_requests(url, "PUT") >= 1 and get(
+            url + "/v1/console/node").json()["wal_bytes_not_uploaded"] == 0)
         out = []
         for _ in range(3):
             before = broker_requests(url, "GET")
