@@ -259,8 +259,21 @@ class Interrupted(BaseException):
     its own exit code."""
 
 
+_STOP_ASKED: list[str] = []  # the stop signals received, kept for when their exception was swallowed
+
+
 def _interrupt(signum: int, frame: object) -> None:
-    raise Interrupted(signal.Signals(signum).name)
+    # Python runs a signal handler between any two bytecodes, also inside a __del__ method or a garbage collector
+    # callback (the start imports boto3 and makes clients, where both run often), and an exception raised there is
+    # printed and dropped: the helper would then go on starting and serve until killed. So the signal is also
+    # remembered, and the helper checks for it once started and while it serves.
+    _STOP_ASKED.append(signal.Signals(signum).name)
+    raise Interrupted(_STOP_ASKED[-1])
+
+
+def _stop_if_asked() -> None:
+    if _STOP_ASKED:
+        raise Interrupted(_STOP_ASKED[0])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -280,9 +293,16 @@ def main(argv: list[str] | None = None) -> int:
         server = SeaweedFS(args.dir, s3_port=args.port)
         server.die_with_parent = True
         server.start(bucket=args.bucket)
+        _stop_if_asked()
         print(f"SeaweedFS S3 ready: {server.store_url(args.bucket)}  (Ctrl-C stops it)", flush=True)
         assert server.proc is not None
-        rc = server.proc.wait()
+        while True:
+            _stop_if_asked()
+            try:
+                rc = server.proc.wait(0.2)
+                break
+            except subprocess.TimeoutExpired:
+                continue
         print(f"weed exited with {rc}; see {server.data_dir}/weed.log", file=sys.stderr)
         return 1
     except Interrupted:  # every stop signal raises it (_interrupt)
