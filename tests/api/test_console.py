@@ -5,10 +5,11 @@ every page on an empty cluster, then with data, the admin actions with an admin 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import httpx
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, Page, Route, expect
 
 from tests.api import test_web_page as web
 from tests.api.server import ServerProcess
@@ -196,6 +197,35 @@ def test_console_admin_actions_follow_the_tokens_scopes(tmp_path: Path, browser:
         goto(page, "topics")
         for sel in admin_buttons:
             expect(page.locator(sel)).to_be_enabled()
+        page.close()
+    finally:
+        server.stop()
+
+
+def test_a_page_left_before_its_answer_came_does_not_mark_itself_drawn(tmp_path: Path, browser: Browser) -> None:
+    """The objects page asked again (as entering a token does), then Topics clicked before its answer came: once
+    that answer is in, the page shown (and marked drawn, which every console test waits on) is still Topics."""
+    server = ServerProcess(tmp_path / "data").start()
+    try:
+        page = open_page(browser, server.url, "objects", "")
+        held: list[Route] = []
+        # the answer waits until the test lets it through
+        page.route("**/v1/console/objects", lambda route: held.append(route))
+        page.click("#nav-objects")
+        page.wait_for_function("() => document.body.dataset.loaded === ''")
+        deadline = time.monotonic() + 10
+        while not held:
+            assert time.monotonic() < deadline, "the objects page did not ask for its data"
+            page.wait_for_timeout(20)
+        goto(page, "topics")
+        page.evaluate("() => { document.getElementById('compaction-last').textContent = ''; }")
+        for route in held:
+            route.continue_()
+        # the objects page drew its late answer (in its hidden section), and its show() has ended
+        page.wait_for_function("() => document.getElementById('compaction-last').textContent !== ''")
+        page.evaluate("() => new Promise((done) => setTimeout(done, 0))")
+        expect(page.locator("body")).to_have_attribute("data-loaded", "topics")
+        expect(page.locator("#nav-topics")).to_have_attribute("aria-current", "page")
         page.close()
     finally:
         server.stop()
