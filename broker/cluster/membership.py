@@ -148,8 +148,11 @@ class Membership:
         sent = self.clock()
         if not self.leases.heartbeat(self.node_id, self.node_epoch, self.lease_ms):
             self.fenced = True
-            log.error("lease lost: a newer incarnation of this node registered", extra={
-                "node_id": self.node_id, "node_epoch": self.node_epoch})
+            # the row moved to a newer epoch: a survivor fenced this node after its lease ran out (a renewal later
+            # than the lease: `late_s` > 0), or a newer incarnation of it registered
+            log.error("lease lost: this node was fenced (failed over by another node, or a newer incarnation of it "
+                      "registered)", extra={"node_id": self.node_id, "node_epoch": self.node_epoch,
+                                            "late_s": round(sent - self.held_until, 3)})
             self.on_fenced()
             return
         if sent > self.held_until:  # the lease had run out before this renewal: held again only from now
