@@ -7,30 +7,26 @@ id), so this was the test process's largest cost, time taken from the servers un
 side does the same with one context (api/http/peer_client.py).
 
 Only clients made with httpx's defaults (verify=True, no client certificate, the environment trusted) share the
-context, which is the one httpx builds for them (`httpx.create_ssl_context()`); a client given its own `verify`
-or `cert` (the TLS tests) gets its own as before. Nothing about the requests changes: each call still opens its
-own connection."""
+context, which is the one httpx builds for them (`api.http.peer_client.default_tls()`, the server's); a
+client given its own `verify` or `cert` (the TLS tests) gets its own as before. Nothing about the requests
+changes: each call still opens its own connection."""
 
 from __future__ import annotations
 
 import ssl
-import threading
 from typing import Any
 
 from httpx._transports import default as _transports
 
+from api.http.peer_client import default_tls
+
 _create = _transports.create_ssl_context
-_lock = threading.Lock()
-_shared: list[ssl.SSLContext] = []
 
 
 def _create_ssl_context(verify: Any = True, cert: Any = None, trust_env: bool = True) -> ssl.SSLContext:
     if verify is not True or cert is not None or not trust_env:
         return _create(verify=verify, cert=cert, trust_env=trust_env)
-    with _lock:
-        if not _shared:
-            _shared.append(_create(verify=True, cert=None, trust_env=True))
-        return _shared[0]
+    return default_tls()
 
 
 def share_default_tls_context() -> None:

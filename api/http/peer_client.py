@@ -15,10 +15,11 @@ import httpx
 
 
 @functools.cache
-def _tls() -> ssl.SSLContext:
+def default_tls() -> ssl.SSLContext:
+    """The process's one TLS context of httpx's defaults (built at the first call)."""
     return httpx.create_ssl_context()
 
 
 def peer_client(timeout_s: float, headers: dict[str, str] | None = None) -> httpx.AsyncClient:
     """An AsyncClient for calls to other nodes (close it, or use it in `async with`)."""
-    return httpx.AsyncClient(timeout=timeout_s, headers=headers, verify=_tls())
+    return httpx.AsyncClient(timeout=timeout_s, headers=headers, verify=default_tls())
