@@ -6,6 +6,8 @@ import argparse
 import gc
 import logging
 import signal
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,6 +43,31 @@ def settle_collector() -> None:
     """
     gc.freeze()
     gc.set_threshold(YOUNG_COLLECTION_AFTER, *gc.get_threshold()[1:])
+
+
+#: a collection pausing every thread at least this long is logged (it delays lease renewals, see below)
+SLOW_COLLECTION_S = 0.25
+
+
+def report_slow_collections(slow_s: float = SLOW_COLLECTION_S) -> Callable[[str, dict[str, int]], None]:
+    """Log each garbage collection that held every thread of the server for `slow_s` or more, with its
+    generation and what it found. Such a pause also holds this node's lease renewal and its answers (a renewal
+    later than the lease gets a live node failed over), so the log says when one happened. Returns the
+    callback registered in gc.callbacks (a test removes it)."""
+    started = [0.0]
+
+    def timed(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = time.monotonic()
+            return
+        took = time.monotonic() - started[0]
+        if took >= slow_s:
+            log.warning("garbage collection paused every thread", extra={
+                "generation": info["generation"], "seconds": round(took, 3), "collected": info["collected"],
+                "uncollectable": info["uncollectable"], "tracked_objects": sum(gc.get_count())})
+
+    gc.callbacks.append(timed)
+    return timed
 
 
 #: seconds between two probes of the object store (and the shared WAL's store) while serving
@@ -211,6 +238,7 @@ def run(args: argparse.Namespace) -> int:
                        READINESS_PROBE_S).start()
     app.state.readiness = either(app.state.readiness, watch.reason)
     settle_collector()
+    report_slow_collections()
     scheme = "https" if tls else "http"
     log.info("serving %s://%s:%s (store %s, metadata %s, data %s)", scheme, settings.host, settings.port,
              settings.store, settings.metadata, settings.data_dir,

@@ -146,7 +146,14 @@ class Membership:
                     "node_id": self.node_id, "node_epoch": self.node_epoch, "reason": why})
             return
         sent = self.clock()
-        if not self.leases.heartbeat(self.node_id, self.node_epoch, self.lease_ms):
+        renewed = self.leases.heartbeat(self.node_id, self.node_epoch, self.lease_ms)
+        took = self.clock() - sent
+        since = sent - (self.held_until - self.lease_ms / 1000)  # since the last renewal that succeeded was sent
+        if since > self.lease_ms / 2000 or took > self.lease_ms / 3000:
+            log.warning("lease renewal late", extra={"node_id": self.node_id, "node_epoch": self.node_epoch,
+                                                     "since_last_s": round(since, 3), "renewal_s": round(took, 3),
+                                                     "lease_s": self.lease_ms / 1000})
+        if not renewed:
             self.fenced = True
             # the row moved to a newer epoch: a survivor fenced this node after its lease ran out (a renewal later
             # than the lease: `late_s` > 0), or a newer incarnation of it registered

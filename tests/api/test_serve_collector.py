@@ -49,3 +49,28 @@ def test_cyclic_garbage_is_still_collected(served_collector: list[int]) -> None:
         Node()
     assert 0 in served_collector
     assert gc.get_count()[0] < YOUNG_COLLECTION_AFTER
+
+
+def test_a_slow_collection_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    from api.cli.serve import report_slow_collections
+
+    timed = report_slow_collections(slow_s=0.0)  # every collection counts as slow here
+    try:
+        with caplog.at_level("WARNING", logger="mqindex.serve"):
+            gc.collect(2)
+    finally:
+        gc.callbacks.remove(timed)
+    paused = [r for r in caplog.records if r.getMessage() == "garbage collection paused every thread"]
+    assert paused and paused[-1].generation == 2 and paused[-1].seconds >= 0  # type: ignore[attr-defined]
+
+
+def test_a_quick_collection_is_not_logged(caplog: pytest.LogCaptureFixture) -> None:
+    from api.cli.serve import report_slow_collections
+
+    timed = report_slow_collections(slow_s=60.0)
+    try:
+        with caplog.at_level("WARNING", logger="mqindex.serve"):
+            gc.collect(0)
+    finally:
+        gc.callbacks.remove(timed)
+    assert not [r for r in caplog.records if r.getMessage() == "garbage collection paused every thread"]
