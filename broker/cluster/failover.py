@@ -160,6 +160,8 @@ class Failover:
         node = meta.image.nodes.get(dead)
         if node is None:
             return {}
+        if not self._still_expired(dead):
+            return {}
         # with a shared WAL, the replay under way is recorded in the fencing transaction itself (REPLAYS_PREFIX)
         replay = ({f"{REPLAYS_PREFIX}{dead}": json.dumps({"by": self.parts.node_id})}
                   if self.wal_store is not None else None)
@@ -175,6 +177,17 @@ class Failover:
         self.parts.claim(parts, serve=False)  # not writable until the dead node's acknowledged records are in
         self._pending[dead] = (new_epoch, parts, alive, started)
         return self._try_finish(dead)
+
+    def _still_expired(self, dead: int) -> bool:
+        """Whether node `dead`'s lease is still expired, asked again just before it is fenced: the verdict that
+        started this failover is as old as the looks made since (the published files' expiry, the leaders, the
+        metadata's catch-up), and a node whose renewal came late but came meanwhile is alive and serving."""
+        lease = next((n for n in self.membership.nodes() if n.node_id == dead), None)
+        if lease is not None and lease.state != EXPIRED:
+            log.warning("failover abandoned: the node renewed its lease", extra={"node_id": dead,
+                                                                                  "node_epoch": lease.epoch})
+            return False
+        return True
 
     def _resume_pending(self) -> None:
         """Take up the failovers interrupted after their partitions were opened here, before the dead node's

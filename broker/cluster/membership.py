@@ -68,10 +68,15 @@ class LeaseObserver:
         clock's)."""
         return self._first_look is not None and self.clock() - self._first_look >= self.lease_s
 
-    def judge(self, rows: list[NodeLease]) -> list[NodeLease]:
-        """The rows with their state as this observer sees it now."""
+    def judge(self, rows: list[NodeLease], asked_at: float | None = None) -> list[NodeLease]:
+        """The rows with their state as this observer sees it now. `asked_at`: when the rows were asked for (this
+        clock, before the query). A row unchanged since it was first seen is known unchanged only until then: the
+        query may have waited (for the database, for the GIL) before the judging, and the node may have renewed
+        meanwhile, so a lease is counted from its first sighting to `asked_at`, never to the judging's time. A
+        version seen for the first time is dated at the judging (later: it expires later)."""
         with self._lock:
             now = self.clock()
+            asked = now if asked_at is None else min(asked_at, now)
             watched = self._first_look is not None
             if not watched:
                 self._first_look = now
@@ -83,7 +88,7 @@ class LeaseObserver:
                     self._seen[n.node_id] = seen
                 if n.ended:
                     state = n.state
-                elif now - seen[1] >= self.lease_s:
+                elif asked - seen[1] >= self.lease_s:
                     state = EXPIRED
                 elif seen[2]:
                     state = ALIVE
@@ -207,7 +212,8 @@ class Membership:
 
     def nodes(self) -> list[NodeLease]:
         """Every node's lease, its state as this node's observer judges it (LeaseObserver)."""
-        return self.observer.judge(self.leases.nodes())
+        asked = self.clock()
+        return self.observer.judge(self.leases.nodes(), asked)
 
     def alive(self, max_age_s: float = 0.5) -> dict[int, NodeLease]:
         """Live nodes (this one included), from a view at most `max_age_s` old."""
