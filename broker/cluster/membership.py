@@ -127,7 +127,7 @@ class Membership:
         #: formats every live node announced it reads, as of the last renewal (`reads_everywhere`)
         self._read_everywhere: frozenset[str] = frozenset()
         self._reads: dict[int, frozenset[str]] = {}  # node id -> what it announced, as of the last renewal
-        self._beat = Periodic("broker-heartbeat", max(lease_ms / 3000, 0.05), self.heartbeat)
+        self._beat = Periodic("broker-heartbeat", max(lease_ms / 3000, 0.05), self.heartbeat, from_start=True)
 
     def start(self) -> None:
         sent = self.clock()
