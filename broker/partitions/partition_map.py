@@ -63,6 +63,9 @@ class PartitionMap:
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._by_stream: dict[int, Partition] = {}
         self._names_by_id: dict[int, str] = {}
+        #: ids of the topics forgotten here as deleted: never learnt again (ids are never given to another topic;
+        #: a read of the registry made before a deletion may try, see `add_topic`)
+        self._forgotten_ids: set[int] = set()
         self._lock = threading.RLock()
         self._claim_lock = threading.Lock()
         storage.on_lost = self.on_lost
@@ -77,10 +80,15 @@ class PartitionMap:
             return list(self._partitions.values())
 
     def add_topic(self, info: TopicInfo) -> list[Partition]:
+        """Serve the topic's partitions from this map. A topic forgotten as deleted is not added back: the caller
+        read it from the registry before the deletion, and this map forgot it since (it would be served again,
+        its streams gone, until the node restarted)."""
         known = self.cached_topic(info.name)
         if known is not None and known.topic_id != info.topic_id:  # deleted and created again meanwhile
             self.forget_topic(known.name, known.topic_id)
         with self._lock:
+            if info.topic_id in self._forgotten_ids:
+                return []
             self._topics[info.name] = info
             self._names_by_id[info.topic_id] = info.name
             out = []
@@ -228,6 +236,7 @@ class PartitionMap:
             if info is None or info.topic_id != topic_id:
                 return []
             del self._topics[name]
+            self._forgotten_ids.add(topic_id)
             if self._names_by_id.get(topic_id) == name:
                 del self._names_by_id[topic_id]
             parts = [self._partitions.pop((name, i)) for i in range(info.partitions) if (name, i) in self._partitions]
@@ -278,6 +287,9 @@ class PartitionMap:
             validate_topic_name(name)
             raise TopicNotFound(name)
         self.learn_and_claim(info)
+        with self._lock:
+            if info.topic_id in self._forgotten_ids:  # deleted since the registry was read
+                raise TopicNotFound(name)
         return info
 
     def cached_topic(self, name: str) -> TopicInfo | None:

@@ -10,12 +10,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from broker.node import BrokerNode
 from broker.partitions.client_messages import InMessage
 from broker.partitions.kafka_clients import group_offsets
+from broker.partitions.topic_errors import TopicNotFound
 from storage_tier import open_store
 
 
@@ -105,3 +107,30 @@ def test_group_offset_keys_of_a_topic_whatever_the_group_id(group: str, topic: s
     assert group_offsets.is_topic_key(key, topic)
     assert group_offsets.is_topic_key(key, other) == (other == topic)
     assert not group_offsets.is_topic_key(f"topics/{topic}", topic)
+
+
+def test_a_lookup_that_read_the_registry_before_the_deletion_does_not_bring_the_topic_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request (or a background task) reads the topic from the registry, the topic is deleted and this node
+    forgets it, then the request learns what it read: before, the deleted topic was served again by this node
+    (GET /v1/topics/NAME answered 200 after the deletion, seen on a cluster)."""
+    node = BrokerNode.open(tmp_path / "node", f"file://{tmp_path}/objects", f"sqlite:///{tmp_path}/meta.sqlite",
+                           upload_interval_s=3600)
+    try:
+        node.create_topic("t", 2)
+        read_before = node.partitions.registry.get("t")
+        assert read_before is not None
+        node.delete_topic("t")
+        monkeypatch.setattr(node.partitions.registry, "get", lambda name, refresh=True: read_before)
+        with pytest.raises(TopicNotFound):
+            node.describe_topic("t")
+        assert node.partitions.cached_topic("t") is None
+        assert not [p for p in node.partitions.all() if p.topic.name == "t"]
+        monkeypatch.undo()
+        with pytest.raises(TopicNotFound):
+            node.describe_topic("t")
+        node.create_topic("t", 1)  # the name again: a new topic, served
+        assert node.describe_topic("t")["partitions"] == 1
+        assert node.produce("t", [InMessage(b"new")])[0].offset == 0
+    finally:
+        node.close()
