@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from api.cli.serve_checks import bind_port, check_port_free, check_reachable, check_wal_url
+from api.cli.serve_checks import bind_port, check_kafka_advertised, check_port_free, check_reachable, check_wal_url
 from api.config import Settings, load_settings
 from api.node_settings import NODE_SETTINGS, open_kwargs
 from api.security.redact import REDACTOR, secrets_of_url
@@ -181,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
                              kafka_tls_cert=args.kafka_tls_cert, kafka_tls_key=args.kafka_tls_key,
                              kafka_tls_client_ca=args.kafka_tls_client_ca,
                              **{s.name: getattr(args, s.name) for s in NODE_SETTINGS}).resolved()
+    check_kafka_advertised(settings.kafka_listener, settings.kafka_advertised)
     tls = secure_start(settings)  # secrets registered for redaction, TLS files checked, protected mode
     REDACTOR.add(secrets_of_url(settings.wal))
     check_wal_url(settings.wal, settings.store)

@@ -69,6 +69,28 @@ def check_reachable(stores: dict[str, str], databases: dict[str, str], wait_s: f
                     from None
 
 
+#: host parts of a listener that bind every interface: no client can be told to connect to them
+WILDCARD_HOSTS = ("", "*", "0.0.0.0", "::", "[::]")
+
+
+def check_kafka_advertised(listener: str, advertised: str) -> None:
+    """StartupError naming the flag when the address Kafka clients would be told to connect to binds every interface
+    (0.0.0.0, ::): the Kafka listener's own with no --kafka-advertised, or --kafka-advertised itself. It is handed
+    out in every Metadata and FindCoordinator answer, and a client on another host would connect to 0.0.0.0, which
+    is itself. Kafka refuses the same (advertised.listeners cannot use the nonroutable meta-address). Both values
+    are HOST:PORT already (api/config.py)."""
+    if not listener:
+        return
+    flag, told = ("--kafka-advertised", advertised) if advertised else ("--kafka-listener", listener)
+    host, _, port = told.rpartition(":")
+    if host.strip() not in WILDCARD_HOSTS:
+        return
+    what = "binds every interface, and clients" if flag == "--kafka-listener" else "is a wildcard: clients"
+    raise StartupError(f"{flag} {told} {what} cannot be told to connect to {host}: give the address they reach this "
+                       f"node by with --kafka-advertised HOST:PORT (e.g. --kafka-advertised "
+                       f"{socket.gethostname()}:{port}; with TLS, a name the certificate holds)")
+
+
 def check_wal_url(wal: str, store: str) -> None:
     """StartupError naming --wal unless the WAL URL parses and keeps its objects apart from the object store's
     (equal to the store, or inside its bucket and prefix, the WAL's objects would mix with the store's)."""

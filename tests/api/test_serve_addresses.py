@@ -33,3 +33,21 @@ def test_malformed_address_is_one_line_naming_the_flag(tmp_path: Path, flag: str
     # not mistaken for a security matter, and nothing opened
     assert "authentication" not in r.stderr and "refusing" not in r.stderr
     assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize(("flags", "named"), [
+    (["--kafka-listener", "0.0.0.0:0"], "--kafka-listener 0.0.0.0:0 binds every interface"),
+    (["--kafka-listener", "[::]:0"], "--kafka-listener [::]:0 binds every interface"),
+    (["--kafka-listener", "0.0.0.0:0", "--kafka-advertised", "0.0.0.0:9092"], "--kafka-advertised 0.0.0.0:9092 is a"),
+])
+def test_a_wildcard_address_told_to_kafka_clients_is_refused(tmp_path: Path, flags: list[str], named: str) -> None:
+    """Clients are told where to connect in every Metadata answer: 0.0.0.0 would send them to themselves (Kafka
+    refuses it too). Anonymous access is allowed here so that protected mode is not what refuses."""
+    r = subprocess.run([MQINDEX, "serve", "--data-dir", str(tmp_path / "data"), "--port", "0", "--allow-anonymous",
+                        *flags], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert r.returncode == 1, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("mqindex serve: error: ") and named in lines[0], lines[0]
+    assert "give the address they reach this node by with --kafka-advertised HOST:PORT" in lines[0]
+    assert not (tmp_path / "data").exists()

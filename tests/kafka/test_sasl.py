@@ -192,7 +192,8 @@ def test_sasl_ssl(tmp_path: Path) -> None:
 def test_protected_mode_on_the_kafka_listener(tmp_path: Path) -> None:
     mqindex = str(Path(sys.executable).parent / "mqindex")
     out = subprocess.run([mqindex, "serve", "--data-dir", str(tmp_path / "d"), "--port", "0",
-                          "--kafka-listener", "0.0.0.0:0"], capture_output=True, text=True, timeout=60)
+                          "--kafka-listener", "0.0.0.0:0", "--kafka-advertised", "broker.example.com:9092"],
+                         capture_output=True, text=True, timeout=60)
     assert out.returncode != 0
     assert "refusing to serve Kafka on 0.0.0.0" in out.stdout + out.stderr and "--allow-anonymous" in out.stderr
 
