@@ -12,18 +12,86 @@ import base64
 import json
 import os
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-DEFAULT_URL = os.environ.get("MQINDEX_URL", "http://127.0.0.1:8080")
+from api.cli.main import UsageError
+
+DEFAULT_URL = "http://127.0.0.1:8080"
 
 
 class ClientError(RuntimeError):
     pass
 
 
+def _url_problem(value: str) -> str | None:
+    """What is wrong with a server URL, or None: urllib's own words for a URL without a scheme ("unknown url type:
+    localhost") say nothing of what to give."""
+    if value.lower().startswith(("http://", "https://")):
+        return None
+    if "://" in value:
+        return "the URL must start with http:// or https://"
+    return f"give the scheme, e.g. http://{value} (the URL must start with http:// or https://)"
+
+
+def _url_arg(value: str) -> str:
+    """--url as argparse reads it: a URL without http:// or https:// is a usage error."""
+    problem = _url_problem(value)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{value}: {problem}")
+    return value
+
+
+def server_url(args: argparse.Namespace) -> str:
+    """The server's URL: --url, else MQINDEX_URL (a usage error naming it when it has no http(s) scheme), else
+    the default."""
+    if args.url is not None:
+        return str(args.url)
+    env = os.environ.get("MQINDEX_URL")
+    if not env:
+        return DEFAULT_URL
+    problem = _url_problem(env)
+    if problem:
+        raise UsageError(f"MQINDEX_URL={env} (from the environment; --url overrides it): {problem}")
+    return env
+
+
+def at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: a whole number, at least `low` (a usage error naming the flag otherwise; the server would
+    refuse it, or, for a count, nothing would be asked and the answer would look like an empty result)."""
+
+    def whole_number(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if n < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low} (got {n})")
+        return n
+
+    return whole_number
+
+
+def store_time(text: str) -> int:
+    """An argparse type: a store time as ms since the epoch, given as such or as ISO 8601 (UTC when it has no
+    zone; a date alone is its midnight), as the server takes it; a usage error naming the flag otherwise."""
+    value = text.strip()
+    if value.isdigit():
+        return int(value)
+    try:
+        dt = datetime.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a time (ISO 8601 like 2026-11-28T10:00:00, UTC without "
+                                         f"a zone, or milliseconds since the epoch)") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return max(0, int(dt.timestamp() * 1000))  # nothing is stored before 1970 (the server takes it as 0 too)
+
+
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--url", default=DEFAULT_URL, help="server URL (or MQINDEX_URL) (default: %(default)s)")
+    p.add_argument("--url", type=_url_arg,
+                   help=f"server URL, http:// or https:// (default: MQINDEX_URL, else {DEFAULT_URL})")
     p.add_argument("--token", default=os.environ.get("MQINDEX_TOKEN"),
                    help="bearer token (default: MQINDEX_TOKEN, else none)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -36,24 +104,26 @@ def add_produce_arguments(p: argparse.ArgumentParser) -> None:
                                  "(sent as base64 when it is not UTF-8 text)")
     p.add_argument("--key", help="message key (default: none)")
     p.add_argument("--header", action="append", default=[], metavar="K=V", help="a header (repeatable; default: none)")
-    p.add_argument("--partition", type=int, help="partition to write to (default: the key's, else the server picks)")
+    p.add_argument("--partition", type=at_least(0),
+                   help="partition to write to (default: the key's, else the server picks)")
 
 
 def add_consume_arguments(p: argparse.ArgumentParser) -> None:
     _common(p)
     p.add_argument("topic", help="topic to read")
-    p.add_argument("-p", "--partition", type=int, required=True, help="partition to read")
-    p.add_argument("-o", "--offset", type=int, default=0, help="first offset to read (default: %(default)s)")
-    p.add_argument("-n", "--count", type=int, default=20, help="messages to read (default: %(default)s)")
+    p.add_argument("-p", "--partition", type=at_least(0), required=True, help="partition to read")
+    p.add_argument("-o", "--offset", type=at_least(0), default=0, help="first offset to read (default: %(default)s)")
+    p.add_argument("-n", "--count", type=at_least(1), default=20, help="messages to read (default: %(default)s)")
 
 
 def add_query_arguments(p: argparse.ArgumentParser) -> None:
     _common(p)
     p.add_argument("topic", help="topic to search")
     p.add_argument("key", help="the key: a record key, a word of header KEYS or header UNIQ_KEY")
-    p.add_argument("--begin", help="store time from: ms since epoch or ISO 8601 (default: the oldest)")
-    p.add_argument("--end", help="store time to: ms since epoch or ISO 8601 (default: now)")
-    p.add_argument("--max", type=int, default=64,
+    p.add_argument("--begin", type=store_time,
+                   help="store time from: ms since epoch or ISO 8601 (default: the oldest)")
+    p.add_argument("--end", type=store_time, help="store time to: ms since epoch or ISO 8601 (default: now)")
+    p.add_argument("--max", type=at_least(1), default=64,
                    help="messages to show in all, pages are followed (default: %(default)s)")
 
 
@@ -70,20 +140,6 @@ def iso_time(ms: int | None) -> str:
         return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
     except (OverflowError, OSError, ValueError):
         return str(ms)
-
-
-def _time(value: str | None, name: str) -> int | None:
-    if value is None:
-        return None
-    if value.isdigit():
-        return int(value)
-    try:
-        dt = datetime.fromisoformat(value)
-    except ValueError:
-        raise ClientError(f"--{name} {value!r} is neither milliseconds nor an ISO 8601 time") from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return int(dt.timestamp() * 1000)
 
 
 def _hint(status: int) -> str:
@@ -123,7 +179,7 @@ def _request(args: argparse.Namespace, method: str, path: str, params: dict[str,
     """One request (`send`: its JSON body); a 421 (another node leads the partition) is followed to the leader
     it names."""
     headers = {"Authorization": f"Bearer {args.token}"} if args.token else {}
-    base = args.url.rstrip("/")
+    base = server_url(args).rstrip("/")
     for _ in range(3):
         try:
             status, body = _send(method, base + path, headers, params, send)
@@ -237,7 +293,7 @@ def run_consume(args: argparse.Namespace) -> int:
 
 def run_query(args: argparse.Namespace) -> int:
     params: dict[str, Any] = {"topic": args.topic, "key": args.key}
-    begin, end = _time(args.begin, "begin"), _time(args.end, "end")
+    begin, end = args.begin, args.end
     if begin is not None:
         params["begin"] = begin
     if end is not None:
@@ -280,8 +336,8 @@ def add_nodes_arguments(p: argparse.ArgumentParser) -> None:
 def add_reassign_arguments(p: argparse.ArgumentParser) -> None:
     _common(p)
     p.add_argument("topic", help="topic of the partition")
-    p.add_argument("partition", type=int, help="the partition to move")
-    p.add_argument("--to", type=int, required=True, help="the node that leads the partition from now on")
+    p.add_argument("partition", type=at_least(0), help="the partition to move")
+    p.add_argument("--to", type=at_least(0), required=True, help="the node that leads the partition from now on")
 
 
 def add_rebalance_arguments(p: argparse.ArgumentParser) -> None:

@@ -14,7 +14,7 @@ import argparse
 import json
 from typing import Any
 
-from api.cli.client import _common, _request, _table
+from api.cli.client import _common, _request, _table, at_least, store_time
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -29,9 +29,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     to = reset.add_mutually_exclusive_group(required=True)
     to.add_argument("--to-earliest", action="store_true", help="to each partition's first offset")
     to.add_argument("--to-latest", action="store_true", help="to each partition's end (skip everything)")
-    to.add_argument("--to-datetime", metavar="ISO", help="to the first message at or after this time "
+    to.add_argument("--to-datetime", metavar="ISO", type=store_time, help="to the first message at or after this time "
                                                          "(ISO 8601, UTC without a zone, or ms)")
-    to.add_argument("--to-offset", type=int, metavar="N", help="to offset N (clamped into the partition)")
+    to.add_argument("--to-offset", type=at_least(0), metavar="N", help="to offset N (clamped into the partition)")
     to.add_argument("--shift-by", type=int, metavar="N", help="move the committed offset by N (+/-)")
     reset.add_argument("--topic", action="append", default=[], metavar="T",
                        help="a topic (T) or some of its partitions (T:0,2); repeatable "

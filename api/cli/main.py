@@ -43,6 +43,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
 QUIET = frozenset({"api.cli.client", "api.cli.topics", "api.cli.compact", "api.cli.groups", "api.cli.acls"})
 
 
+class UsageError(Exception):
+    """A mistake in what the user gave that is found after the arguments are parsed (in an environment variable,
+    say): the command's usage and the message, exit status 2, as argparse answers a bad argument."""
+
+
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Every option that takes a value shows its default: the help's own words, else "(default: X)"."""
 
@@ -102,7 +107,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     commands = {only: COMMANDS[only]} if only is not None else available()
     for name, (module, help_text) in commands.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.set_defaults(_module=module, _name=name)
+        p.set_defaults(_module=module, _name=name, _parser=p)
         if argv is None or name == only:
             mod = importlib.import_module(module)
             add = getattr(mod, f"add_{name.replace('-', '_')}_arguments", None) or mod.add_arguments
@@ -129,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     run = getattr(mod, f"run_{args._name.replace('-', '_')}", None) or mod.run
     try:
         return int(run(args) or 0)
+    except UsageError as exc:
+        args._parser.error(str(exc))  # usage and message on stderr, exit 2
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # noqa: BLE001 - one clear line for the user, not a traceback
@@ -140,5 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # python -m api.cli.main: the package's module, whose UsageError the commands raise
+    from api.cli import main as package_main
+
+    sys.exit(package_main.main())

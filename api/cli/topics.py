@@ -15,14 +15,14 @@ import argparse
 import json
 from typing import Any
 
-from api.cli.client import _common, _request, _table
+from api.cli.client import _common, _request, _table, at_least
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     create = sub.add_parser("create", help="create a topic")
     create.add_argument("name", help="topic name: 1-249 letters, digits, '.', '_' and '-'")
-    create.add_argument("--partitions", type=int, default=None,
+    create.add_argument("--partitions", type=at_least(1), default=None,
                         help="number of partitions (default: the server's default_partitions, 1 unless set)")
     alter = sub.add_parser("alter", help="set or remove configs of a topic")
     alter.add_argument("name", help="the topic")

@@ -44,10 +44,11 @@ def test_cli_round_trip(tmp_path: Path) -> None:
         assert [m["value"] for m in page["messages"]] == ["first", "second from stdin"] and page["next_offset"] == 2
 
         for args, needle in [(("query", "nope", "k"), "404"), (("get", "xyz"), "400"),
-                             (("produce", "orders", "v", "--header", "novalue"), "KEY=VALUE"),
-                             (("query", "orders", "k", "--begin", "yesterday"), "--begin")]:
+                             (("produce", "orders", "v", "--header", "novalue"), "KEY=VALUE")]:
             r = cli(url, *args)
             assert r.returncode == 1 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        r = cli(url, "query", "orders", "k", "--begin", "yesterday")  # a usage error: argparse's, exit status 2
+        assert r.returncode == 2 and "argument --begin: 'yesterday' is not a time" in r.stderr, r.stderr
         r = subprocess.run([MQINDEX, "query", "orders", "k", "--url", "http://127.0.0.1:1"], capture_output=True,
                            text=True, timeout=60)
         assert r.returncode == 1 and "cannot reach" in r.stderr and "mqindex serve" in r.stderr

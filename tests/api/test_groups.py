@@ -246,7 +246,10 @@ def test_cli_lists_describes_resets_and_deletes(server: KafkaServerProcess) -> N
     described = json.loads(cli(server, "describe", "cli-group", "--json").stdout)
     assert [r["committed_offset"] for r in described["offsets"]] == [3, 3]
     bad = cli(server, "reset-offsets", "cli-group", "--to-datetime", "soon")
-    assert bad.returncode != 0 and "datetime is not a time" in bad.stderr
+    assert bad.returncode == 2 and "error: argument --to-datetime: 'soon' is not a time (ISO 8601" in bad.stderr
+    at = cli(server, "reset-offsets", "cli-group", "--to-datetime", "2023-11-14T22:13:25", "--dry-run", "--json")
+    assert at.returncode == 0, at.stderr  # UTC without a zone: T0 + 5 s, partition 0's offset 3, partition 1's 2
+    assert [r["new_offset"] for r in json.loads(at.stdout)["offsets"]] == [3, 2]
     gone = cli(server, "delete", "cli-group")
     assert gone.returncode == 0 and "True" in gone.stdout, gone.stderr
     missing = cli(server, "describe", "cli-group")
