@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -133,11 +135,15 @@ def main(argv: list[str] | None = None) -> int:
     mod = importlib.import_module(args._module)
     run = getattr(mod, f"run_{args._name.replace('-', '_')}", None) or mod.run
     try:
-        return int(run(args) or 0)
+        rc = int(run(args) or 0)
+        sys.stdout.flush()  # here, not at exit: a reader gone (`| head`) is found while it can be answered
+        return rc
     except UsageError as exc:
         args._parser.error(str(exc))  # usage and message on stderr, exit 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _reader_gone()
     except Exception as exc:  # noqa: BLE001 - one clear line for the user, not a traceback
         if args.verbose:
             raise
@@ -145,6 +151,22 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"mqindex {args._name}: error: {REDACTOR.text(str(exc))}", file=sys.stderr)
         return 1
+
+
+def _reader_gone() -> int:
+    """The end of a pipe was closed (`mqindex consume ... | head -1`): stop quietly, as Unix tools do.
+
+    Python ignores SIGPIPE, so a write to a closed pipe raises BrokenPipeError instead of ending the process the
+    way it ends `cat` or `seq`. The standard library's recipe (the `signal` module's "Note on SIGPIPE"): point
+    stdout at /dev/null, so that the interpreter's last flush at exit does not fail again with "Exception
+    ignored ... BrokenPipeError". The exit status is 141 (128 + SIGPIPE), what the shell reports for `seq` or
+    `yes` stopped the same way: not 0, since the output was cut short (`set -o pipefail` sees it as for any
+    other tool), and not 1, which this command uses for its errors.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":  # python -m api.cli.main: the package's module, whose UsageError the commands raise

@@ -1,0 +1,42 @@
+"""What the client commands print, against real servers: a reader that stops early (`| head -1`) ends the command
+quietly with the status a Unix tool gets (141, 128 + SIGPIPE) and nothing on stderr."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from tests.api.server import ADMIN, ServerProcess
+
+MQINDEX = str(Path(sys.executable).parent / "mqindex")
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("MQINDEX_TOKEN", "MQINDEX_URL")}
+    return subprocess.run([MQINDEX, *args], capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_a_pipe_closed_early_ends_the_command_quietly(console_server: ServerProcess) -> None:
+    url = console_server.url
+    r = httpx.post(f"{url}/v1/topics", json={"name": "crash", "partitions": 1}, headers=ADMIN, timeout=60)
+    assert r.status_code == 201, r.text
+    # 2000 rows of some 150 characters: far more than a pipe holds, so the command is still writing when head exits
+    for first in (0, 1000):  # a request holds at most 1000 messages
+        r = httpx.post(f"{url}/v1/topics/crash/messages", headers=ADMIN, timeout=60, json={
+            "messages": [{"key": f"k{i}", "value": f"{i:060d}"} for i in range(first, first + 1000)]})
+        assert r.status_code == 200, r.text
+    for fmt in ((), ("--json",)):
+        command = " ".join([MQINDEX, "consume", "crash", "-p", "0", "-n", "2000", "--url", url, "--token",
+                            "admin-tok", *fmt])
+        r = subprocess.run(["bash", "-c", f"{command} | head -1; exit ${{PIPESTATUS[0]}}"], capture_output=True,
+                           text=True, timeout=120)
+        assert (r.returncode, r.stderr) == (141, ""), (r.returncode, r.stderr)
+        assert r.stdout.count("\n") == 1, r.stdout  # the first line only
+        assert r.stdout.split() == (["{"] if fmt else ["MSG_ID", "PARTITION", "OFFSET", "KEY", "TIME", "VALUE"])
+    # the whole output, read to its end: status 0
+    whole = cli("consume", "crash", "-p", "0", "-n", "2000", "--url", url, "--token", "admin-tok")
+    assert whole.returncode == 0 and len(whole.stdout.splitlines()) == 2001, whole.stderr
