@@ -198,7 +198,8 @@ def _request(args: argparse.Namespace, method: str, path: str, params: dict[str,
 
 
 def _table(rows: list[dict[str, Any]], cols: list[str]) -> str:
-    cells = [[str(r.get(c, "")) for c in cols] for r in rows]
+    # a missing value (null: a message without a key, a group without a commit) shows as "-", as in every table
+    cells = [["-" if r.get(c) is None else str(r[c]) for c in cols] for r in rows]
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(cols)]
     lines = ["  ".join(c.upper().ljust(w) for c, w in zip(cols, widths, strict=True)).rstrip()]
     lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in cells]
@@ -209,7 +210,8 @@ def _show_messages(args: argparse.Namespace, messages: list[dict[str, Any]]) -> 
     if args.json:
         print(json.dumps(messages, indent=2))
         return
-    rows = [{**m, "time": iso_time(m["timestamp"]), "value": (m["value"] or "")[:60]} for m in messages]
+    rows = [{**m, "time": iso_time(m["timestamp"]), "value": None if m["value"] is None else m["value"][:60]}
+            for m in messages]
     print(_table(rows, ["msg_id", "partition", "offset", "key", "time", "value"]))
 
 

@@ -1,5 +1,6 @@
 """What the client commands print, against real servers: a reader that stops early (`| head -1`) ends the command
-quietly with the status a Unix tool gets (141, 128 + SIGPIPE) and nothing on stderr."""
+quietly with the status a Unix tool gets (141, 128 + SIGPIPE) and nothing on stderr; a missing key shows as "-"
+as every table shows a missing value (not Python's None)."""
 
 from __future__ import annotations
 
@@ -40,3 +41,18 @@ def test_a_pipe_closed_early_ends_the_command_quietly(console_server: ServerProc
     # the whole output, read to its end: status 0
     whole = cli("consume", "crash", "-p", "0", "-n", "2000", "--url", url, "--token", "admin-tok")
     assert whole.returncode == 0 and len(whole.stdout.splitlines()) == 2001, whole.stderr
+
+
+def test_a_message_without_a_key_shows_a_dash(console_server: ServerProcess) -> None:
+    url = console_server.url
+    auth = ("--url", url, "--token", "admin-tok")
+    assert cli("topics", "create", "keyless", *auth).returncode == 0
+    r = cli("produce", "keyless", "no key here", "--header", "KEYS=word-1", *auth)
+    assert r.returncode == 0, r.stderr
+    for args in (("consume", "keyless", "-p", "0"), ("query", "keyless", "word-1")):
+        r = cli(*args, *auth)
+        assert r.returncode == 0, r.stderr
+        header, row = r.stdout.splitlines()
+        assert header.split() == ["MSG_ID", "PARTITION", "OFFSET", "KEY", "TIME", "VALUE"]
+        assert row.split()[1:4] == ["0", "0", "-"] and row.endswith("no key here"), r.stdout
+        assert "None" not in r.stdout
