@@ -142,11 +142,14 @@ def iso_time(ms: int | None) -> str:
         return str(ms)
 
 
-def _hint(status: int) -> str:
+def _hint(status: int, error: object) -> str:
+    """What to do about a refusal, after the server's words (which say what was lacking: not said twice)."""
     if status == 401:
         return " (give a token with --token or MQINDEX_TOKEN)"
     if status == 403:
-        return " (this token lacks the scope: give one that has it with --token or MQINDEX_TOKEN)"
+        if "scope" in str(error):  # "token lacks the 'admin' scope"
+            return " (give a token that has it with --token or MQINDEX_TOKEN)"
+        return " (give a token allowed to do this with --token or MQINDEX_TOKEN)"  # an ACL's refusal
     return ""
 
 
@@ -193,7 +196,7 @@ def _request(args: argparse.Namespace, method: str, path: str, params: dict[str,
         break
     if status >= 400:
         error = body.get("error", body) if isinstance(body, dict) else body
-        raise ClientError(f"{status}: {error}{_hint(status)}")
+        raise ClientError(f"{status}: {error}{_hint(status, error)}")
     return body
 
 

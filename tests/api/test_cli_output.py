@@ -1,6 +1,6 @@
 """What the client commands print, against real servers: a reader that stops early (`| head -1`) ends the command
 quietly with the status a Unix tool gets (141, 128 + SIGPIPE) and nothing on stderr; a missing key shows as "-"
-as every table shows a missing value (not Python's None)."""
+as every table shows a missing value (not Python's None); a refusal says what was lacking once, then what to do."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 
+from api.security.tokens import fingerprint
 from tests.api.server import ADMIN, ServerProcess
 
 MQINDEX = str(Path(sys.executable).parent / "mqindex")
@@ -56,3 +57,26 @@ def test_a_message_without_a_key_shows_a_dash(console_server: ServerProcess) -> 
         assert header.split() == ["MSG_ID", "PARTITION", "OFFSET", "KEY", "TIME", "VALUE"]
         assert row.split()[1:4] == ["0", "0", "-"] and row.endswith("no key here"), r.stdout
         assert "None" not in r.stdout
+
+
+def test_a_refusal_says_what_was_lacking_once(tmp_path: Path) -> None:
+    admin, reader = "admin-token-0123456789abcdef", "reader-token-0123456789abcdef"
+    server = ServerProcess(tmp_path / "data", "--kafka-listener", "",
+                           env={"MQINDEX_TOKENS": f"{admin}=read,produce,admin;{reader}=read"}).start()
+    try:
+        url = server.url
+        r = cli("topics", "create", "team-b.orders", "--url", url, "--token", reader)
+        assert (r.returncode, r.stdout) == (1, "")
+        assert r.stderr == ("mqindex topics: error: 403: token lacks the 'admin' scope (give a token that has it "
+                            "with --token or MQINDEX_TOKEN)\n")
+        # an ACL's refusal: not a missing scope, and not said to be one
+        assert cli("topics", "create", "team-b.orders", "--url", url, "--token", admin).returncode == 0
+        r = cli("acls", "add", "--principal", f"User:token-{fingerprint(reader)}", "--topic", "team-a.",
+                "--prefixed", "--operation", "read", "--url", url, "--token", admin)
+        assert r.returncode == 0, r.stderr
+        r = cli("query", "team-b.orders", "k1", "--url", url, "--token", reader)
+        assert (r.returncode, r.stdout) == (1, "")
+        assert r.stderr == ("mqindex query: error: 403: not authorized (give a token allowed to do this with --token "
+                            "or MQINDEX_TOKEN)\n")
+    finally:
+        server.stop()
