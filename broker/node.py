@@ -240,6 +240,13 @@ class BrokerNode:
         self._check_usable()
         return self.cluster.delete_topic(name).as_dict()
 
+    def add_partitions(self, name: str, count: int) -> dict[str, Any]:
+        """Grow the topic to `count` partitions (broker/cluster/cluster.py: Cluster.add_partitions); the topic as
+        described after."""
+        self._check_usable()
+        self.cluster.add_partitions(name, count)
+        return self.describe_topic(name)
+
     def describe_topic(self, name: str) -> dict[str, Any]:
         return topic_admin.describe(self.partitions, name, self.retention)
 

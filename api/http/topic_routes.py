@@ -3,6 +3,8 @@
     GET   /v1/topics/{topic}            the topic with its configs, each {"value", "source": topic|default}
     DELETE /v1/topics/{topic}           (admin) delete the topic: its partitions, data, configs, group offsets;
                                         {"name", "partitions", "topic_id", "deleted": true}; 404 when unknown
+    POST  /v1/topics/{topic}/partitions (admin) {"partitions": N}: grow the topic to N partitions (only grows, as
+                                        Kafka's CreatePartitions); the topic as GET shows it, once each is served
     PATCH /v1/topics/{topic}/configs    {"configs": {"retention.ms": 172800000, "retention.bytes": null}}
                                         (a value sets, null removes: back to the server default)
     GET   /v1/config                    (admin) the node's and its index's effective settings, and the server's
@@ -62,6 +64,18 @@ async def delete_topic(topic: TopicPath, request: Request) -> Any:
     """Delete the topic on every node: produce, fetch, key and id lookups no longer see it, and a topic
     created again under the name starts empty at offset 0."""
     return {**await call(request, Backend.delete_topic, topic), "deleted": True}
+
+
+class PartitionsIn(BaseModel):
+    partitions: int = Field(ge=1, le=10000, strict=True, examples=[8],
+                            description="the topic's new partition count: more than it has now")
+
+
+@router.post("/v1/topics/{topic}/partitions", response_model=TopicDetailOut, dependencies=[Depends(require("admin"))])
+async def add_partitions(topic: TopicPath, body: PartitionsIn, request: Request) -> Any:
+    """Grow the topic to `partitions` partitions, spread over the live nodes; existing partitions keep their
+    records. 400 when the count is not more than the topic has (the count only grows), 404 when unknown."""
+    return await call(request, Backend.add_partitions, topic, body.partitions)
 
 
 @router.patch("/v1/topics/{topic}/configs", response_model=TopicDetailOut,

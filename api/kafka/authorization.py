@@ -109,6 +109,11 @@ def _delete_topics(req: Any, version: int, code: int) -> dict[str, Any]:
                                                for n in req.topic_names])
 
 
+def _create_partitions(req: Any, version: int, code: int) -> dict[str, Any]:
+    return dict(throttle_time_ms=0, results=[dict(name=t.name, error_code=code, error_message="not authorized")
+                                             for t in req.topics])
+
+
 def _describe_configs(req: Any, version: int, code: int) -> dict[str, Any]:
     return dict(throttle_time_ms=0, results=[
         dict(error_code=code, error_message="not authorized", resource_type=r.resource_type,
@@ -127,6 +132,7 @@ REFUSALS: dict[int, Refusal] = {
     11: _join_group, 12: _top_level(), 13: _leave_group,
     14: _top_level(protocol_type=None, protocol_name=None, assignment=b""),
     19: _create_topics, 20: _delete_topics, 22: _top_level(producer_id=-1, producer_epoch=-1),
+    37: _create_partitions,
     32: _describe_configs, 33: _alter_configs, 44: _alter_configs,
     29: _top_level(error_message="not authorized", resources=[]),
     30: lambda req, version, code: dict(throttle_time_ms=0, results=[dict(error_code=code,
@@ -205,6 +211,7 @@ ITEMS: dict[int, tuple[str, Callable[[Any], Resource | None], str, str]] = {
     19: ("topics", _topic("create"), "topics", "name"),
     20: ("topic_names", lambda n: ("topic", n, "delete"), "responses", "name"),
     28: ("topics", _topic("read"), "topics", "name"),
+    37: ("topics", _topic("alter"), "results", "name"),
     32: ("resources", _config("describe_configs"), "results", "resource_name"),
     33: ("resources", _config("alter_configs"), "responses", "resource_name"),
     42: ("groups_names", lambda g: ("group", g, "delete"), "results", "group_id"),
@@ -408,6 +415,7 @@ def filter_response(api_key: int, req: Any, resp: Any, caller: Caller) -> Any:
 _ADMIN_CHANGES: dict[int, tuple[str, str, str, str, str]] = {
     19: ("topic_create", "create", "topic", "topics", "name"),
     20: ("topic_delete", "delete", "topic", "responses", "name"),
+    37: ("topic_partitions_add", "alter", "topic", "results", "name"),
     33: ("config_alter", "alter_configs", "config", "responses", "resource_name"),
     44: ("config_alter", "alter_configs", "config", "responses", "resource_name"),
     42: ("group_delete", "delete", "group", "results", "group_id"),

@@ -21,6 +21,8 @@ from kafka.protocol.admin import (
     AlterConfigsResponse,
     CreateAclsRequest,
     CreateAclsResponse,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteAclsRequest,
@@ -140,6 +142,7 @@ APIS: dict[int, Api] = {a.key: a for a in (
     _api(DescribeAclsRequest, DescribeAclsResponse, 3),
     _api(CreateAclsRequest, CreateAclsResponse, 3),
     _api(DeleteAclsRequest, DeleteAclsResponse, 3),
+    _api(CreatePartitionsRequest, CreatePartitionsResponse, 3),
 )}
 
 

@@ -85,6 +85,7 @@ HANDLERS: dict[int, Handler] = {
     33: configs.alter_configs, 44: configs.incremental_alter_configs, 15: groups.describe_groups,
     16: groups.list_groups, 42: groups.delete_groups, 47: groups.offset_delete, 24: transactions.add_partitions,
     25: transactions.add_offsets, 26: transactions.end_txn, 28: transactions.txn_offset_commit,
+    37: topics_admin.create_partitions,
 }
 API_VERSIONS = 18
 MAX_UNAUTHENTICATED_FRAME = 512 << 10  # Kafka's sasl.server.max.receive.size default

@@ -1,8 +1,14 @@
-"""CreateTopics and DeleteTopics.
+"""CreateTopics, DeleteTopics and CreatePartitions.
 
 DeleteTopics deletes each named topic through the node (any node accepts it; the leaders learn it from the
 metadata): NONE when deleted, UNKNOWN_TOPIC_OR_PARTITION for a topic that does not exist, each topic
-answered on its own."""
+answered on its own.
+
+CreatePartitions grows each named topic to the count asked (broker/cluster/cluster.py: Cluster.add_partitions;
+the new partitions spread over the live nodes): INVALID_PARTITIONS for a count not above the current one (the
+message says the current count), INVALID_REPLICA_ASSIGNMENT for manual assignments (the cluster places
+partitions), INVALID_REQUEST for a topic named twice, UNKNOWN_TOPIC_OR_PARTITION for a topic that does not
+exist; with validate_only, checked and not done."""
 
 from __future__ import annotations
 
@@ -14,7 +20,7 @@ from api.kafka.context import Context
 from api.kafka.schemas import APIS, build
 from broker.errors import InvalidField
 from broker.partitions import topic_config
-from broker.partitions.topics import validate_topic_name
+from broker.partitions.topics import MAX_PARTITIONS, validate_topic_name
 
 
 async def create_topics(ctx: Context, req: Any, version: int) -> Any:
@@ -57,3 +63,33 @@ async def delete_topics(ctx: Context, req: Any, version: int) -> Any:
     results = [await ctx.run(delete, n) for n in req.topic_names]
     return build(APIS[20].response, version, throttle_time_ms=0, responses=results)
 
+
+
+async def create_partitions(ctx: Context, req: Any, version: int) -> Any:
+    named = [t.name for t in req.topics]
+    twice = {n for n in named if named.count(n) > 1}
+
+    def grow(t: Any) -> dict[str, Any]:
+        try:
+            if t.name in twice:
+                return dict(name=t.name, error_code=errors.INVALID_REQUEST,
+                            error_message=f"topic {t.name!r} is named more than once in the request")
+            if t.assignments:
+                return dict(name=t.name, error_code=errors.INVALID_REPLICA_ASSIGNMENT,
+                            error_message="manual partition assignments are not supported: the cluster places "
+                                          "new partitions on its live nodes")
+            if req.validate_only:
+                now = ctx.node.describe_topic(t.name)["partitions"]
+                if not now < t.count <= MAX_PARTITIONS:
+                    raise InvalidField("partitions", f"topic {t.name!r} has {now} partitions: the count can only "
+                                                     f"grow, up to {MAX_PARTITIONS} (asked for {t.count})")
+            else:
+                ctx.node.add_partitions(t.name, t.count)
+        except InvalidField as exc:
+            return dict(name=t.name, error_code=errors.INVALID_PARTITIONS, error_message=refusal_text(exc))
+        except Exception as exc:  # noqa: BLE001 - answered per topic with Kafka's code
+            return dict(name=t.name, error_code=errors.code_for(exc), error_message=str(exc))
+        return dict(name=t.name, error_code=errors.NONE, error_message=None)
+
+    results = [await ctx.run(grow, t) for t in req.topics]
+    return build(APIS[37].response, version, throttle_time_ms=0, results=results)

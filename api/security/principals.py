@@ -23,8 +23,8 @@ KAFKA_API_SCOPES: dict[str, str] = {
 }
 #: Kafka APIs about the cluster rather than a topic: refused with CLUSTER_AUTHORIZATION_FAILED, the others with
 #: TOPIC_AUTHORIZATION_FAILED (GROUP_AUTHORIZATION_FAILED for the group APIs).
-KAFKA_CLUSTER_APIS = frozenset({"CreateTopics", "AlterConfigs", "IncrementalAlterConfigs", "CreatePartitions",
-                                "InitProducerId", "CreateAcls", "DeleteAcls", "DescribeAcls"})
+KAFKA_CLUSTER_APIS = frozenset({"CreateTopics", "AlterConfigs", "IncrementalAlterConfigs", "InitProducerId",
+                                "CreateAcls", "DeleteAcls", "DescribeAcls"})
 KAFKA_GROUP_APIS = frozenset({"OffsetFetch", "OffsetCommit", "FindCoordinator", "JoinGroup", "SyncGroup",
                               "Heartbeat", "LeaveGroup", "ListGroups", "DescribeGroups", "DeleteGroups",
                               "OffsetDelete"})

@@ -170,6 +170,24 @@ class Cluster:
         self._wait_served(info, chosen, wait_s)
         return info
 
+    def add_partitions(self, name: str, count: int, wait_s: float = 30.0) -> TopicInfo:
+        """Grow the topic to `count` partitions (TopicRegistry.add_partitions), the new ones spread over the live
+        nodes as a creation spreads them; returns once each new partition is served. The other nodes learn the
+        count at their watcher's next look, and their leaders of new partitions open them then."""
+        before, after = self.parts.registry.add_partitions(name, count)
+        new = [p for p in self.parts.add_topic(after) if p.index >= before.partitions]
+        load: dict[int, int] = {}
+        for lead in leaders(self.meta, refresh=True).values():
+            load[lead.node] = load.get(lead.node, 0) + 1
+        alive = set(self.membership.alive(max_age_s=0)) | {self.node_id}
+        chosen = spread(count - before.partitions, alive, load)
+        set_leaders(self.meta, {(after.topic_id, before.partitions + i): node for i, node in enumerate(chosen)})
+        mine = [p for p in new if chosen[p.index - before.partitions] == self.node_id]
+        self.parts.claim(mine)
+        self.parts.write_states([p for p in mine if p.owned], clean=False)
+        self._wait_served(after, [None] * before.partitions + chosen, wait_s)
+        return after
+
     def delete_topic(self, name: str) -> TopicInfo:
         """Delete the topic from any node: its streams, keys, configs, group offsets and leader assignments go
         in one metadata transaction; this node forgets it now, the leaders at their watcher's next look (they
@@ -179,9 +197,11 @@ class Cluster:
         self.parts.forget_topic(info.name, info.topic_id)
         return info
 
-    def _wait_served(self, info: TopicInfo, chosen: list[int], wait_s: float) -> None:
+    def _wait_served(self, info: TopicInfo, chosen: list[int | None], wait_s: float) -> None:
         deadline = time.monotonic() + wait_s
         for i, node in enumerate(chosen):
+            if node is None:  # a partition that was served before (partitions added): not waited for
+                continue
             sid = info.streams[i].data_stream
             while True:
                 s = self.meta.get_stream(sid)

@@ -51,6 +51,7 @@ class AssignmentWatcher:
         self.lock = threading.Lock()  # one reconcile at a time (the thread, a drain, a test)
         self._stop = threading.Event()
         self._waiting_since: float | None = None  # a take-over found the streams still open since then
+        self._bodies: dict[str, str] = {}  # the topics' stored values at the last look (a count changed: re-read)
         self._thread = threading.Thread(target=self._run, name="broker-assignment", daemon=True)
 
     def start(self) -> None:
@@ -76,11 +77,16 @@ class AssignmentWatcher:
             parts = self.parts
             parts.meta.catch_up()
             parts.forget_deleted()  # topics deleted by any node: stop serving them, drop their cached records
-            for name in parts.registry.names():
-                if parts.cached_topic(name) is None:
+            bodies = parts.registry.bodies()
+            for name, body in bodies.items():
+                known = parts.cached_topic(name)
+                # a topic created elsewhere, or given more partitions (its stored value changed: parsed only then)
+                if known is None or (body is not self._bodies.get(name)
+                                     and parts.registry.count_in(body) != known.partitions):
                     info = parts.registry.get(name, refresh=False)
                     if info is not None:
                         parts.add_topic(info)
+            self._bodies = bodies
             lead = leaders(parts.meta)
             waiting = False
             for p in parts.all():

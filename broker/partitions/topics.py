@@ -120,6 +120,42 @@ class TopicRegistry:
                                          "streams": sids})
         return TopicInfo(name, topic_id, partitions, created, streams)
 
+    def add_partitions(self, name: str, count: object) -> tuple[TopicInfo, TopicInfo]:
+        """Grow the topic to `count` partitions (Kafka's CreatePartitions: a count, never fewer); returns the topic
+        (before, after). The new partitions' streams and keys are written first and `topics/<name>` last, only if
+        it is still what was read: a topic deleted, or grown by another caller, meanwhile is refused (TopicNotFound,
+        InvalidField) and the new streams are left unused, as a creation that lost its name leaves them. Existing
+        partitions keep their streams and records; keys hash over the new count from then on, as in Kafka."""
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_PARTITIONS:
+            raise InvalidField("partitions", f"must be an integer in [1, {MAX_PARTITIONS}], got {count!r}")
+        raw = self.meta.kv_get(f"topics/{name}")
+        before = self.get(name, refresh=False) if raw is not None else None
+        if raw is None or before is None:
+            validate_topic_name(name)
+            raise TopicNotFound(name)
+        if count <= before.partitions:
+            raise InvalidField("partitions", f"topic {name!r} has {before.partitions} partitions: the count can only "
+                                             f"grow (asked for {count})")
+        added = count - before.partitions
+        sids = self.meta.create_streams(2 * added)
+        new = tuple(PartitionStreams(sids[2 * i], sids[2 * i + 1]) for i in range(added))
+        keys = {f"partitions/{before.topic_id}/{before.partitions + i}":
+                json.dumps({"meta_stream": s.meta_stream, "data_stream": s.data_stream}) for i, s in enumerate(new)}
+        body = json.dumps({**json.loads(raw), "partitions": count}, sort_keys=True)
+        # the new partitions' keys and the count in one transaction, if the topic is still what was read
+        if not self.meta.kv_update_if({f"topics/{name}": raw}, {**keys, f"topics/{name}": body}):
+            log.warning("topic changed while partitions were added; streams left unused",
+                        extra={"topic": name, "topic_id": before.topic_id, "streams": sids})
+            now = self.get(name)
+            if now is None or now.topic_id != before.topic_id:
+                raise TopicNotFound(name)
+            raise InvalidField("partitions", f"topic {name!r} was changed meanwhile (it has {now.partitions} "
+                                             "partitions now): ask again")
+        after = TopicInfo(name, before.topic_id, count, before.created_ms, before.streams + new)
+        log.info("partitions added", extra={"topic": name, "topic_id": before.topic_id, "partitions_before":
+                                            before.partitions, "partitions": count, "streams": sids})
+        return before, after
+
     def get(self, name: str, refresh: bool = True) -> TopicInfo | None:
         raw = self.meta.kv_get(f"topics/{name}", refresh=refresh)
         if raw is None:
@@ -198,6 +234,16 @@ class TopicRegistry:
 
     def name_of(self, topic_id: int) -> str | None:
         return self.meta.kv_get(f"topic_ids/{topic_id}")
+
+    def bodies(self) -> dict[str, str]:
+        """Every live topic's name -> its stored `topics/<name>` value (unchanged values are the same objects from
+        one call to the next while the image holds them: a caller can tell a change without parsing)."""
+        return {k.split("/", 1)[1]: v for k, v in self.meta.kv_items("topics/", refresh=False).items()}
+
+    @staticmethod
+    def count_in(body: str) -> int:
+        """The partition count a `topics/<name>` value holds."""
+        return int(json.loads(body)["partitions"])
 
     def names(self) -> list[str]:
         return sorted(k.split("/", 1)[1] for k in self.meta.kv_items("topics/"))

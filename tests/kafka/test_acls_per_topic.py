@@ -22,6 +22,7 @@ from confluent_kafka.admin import (
     AclPermissionType,
     AdminClient,
     ConfigResource,
+    NewPartitions,
     NewTopic,
     ResourcePatternType,
     ResourceType,
@@ -171,6 +172,26 @@ def test_a_request_naming_an_allowed_and_a_refused_topic_is_answered_per_topic(s
     with pytest.raises(KafkaException) as not_described:
         described[ConfigResource("topic", B)].result(20)
     assert not_described.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_create_partitions_needs_alter_on_each_topic(server: KafkaServerProcess, kafka_clients: ExitStack) -> None:
+    """CreatePartitions naming two topics, the caller allowed to alter one: that one grows, the other is refused
+    with TOPIC_AUTHORIZATION_FAILED (Kafka's ALTER on the topic) and keeps its count."""
+    root = kafka_clients.enter_context(AdminClient(conf(server, "root")))
+    grown, kept = "team-a.grown", "team-b.kept"
+    for f in root.create_topics([NewTopic(t, 1, 1) for t in (grown, kept)]).values():
+        f.result(20)
+    grant(server, allow("User:alice", ResourceType.TOPIC, grown, AclOperation.ALTER),
+          allow("User:alice", ResourceType.TOPIC, kept, AclOperation.DESCRIBE))
+    alice = kafka_clients.enter_context(AdminClient(conf(server, "alice")))
+    asked = alice.create_partitions([NewPartitions(grown, 3), NewPartitions(kept, 3)])
+    asked[grown].result(30)
+    with pytest.raises(KafkaException) as refused:
+        asked[kept].result(30)
+    assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    counts = {t: len(root.list_topics(t, timeout=10).topics[t].partitions) for t in (grown, kept)}
+    assert counts == {grown: 3, kept: 1}
+    assert denials(server, kept) >= 1
 
 
 def idempotent_errors(s: KafkaServerProcess, user: str, topic: str) -> set[int]:

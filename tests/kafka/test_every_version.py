@@ -239,6 +239,19 @@ def delete_topics(w: Wire, v: int, s: KafkaServerProcess) -> None:
     assert topic_meta(w, name).error_code == errors.UNKNOWN_TOPIC_OR_PARTITION
 
 
+def create_partitions(w: Wire, v: int, s: KafkaServerProcess) -> None:
+    name = f"grown-v{v}"
+    create_topic(w, name, 1)
+    resp = w.call((37, v), topics=[dict(name=name, count=3, assignments=None)], timeout_ms=10_000,
+                  validate_only=False)
+    assert [(r.name, r.error_code) for r in resp.results] == [(name, errors.NONE)], resp
+    assert len(topic_meta(w, name).partitions) == 3
+    resp = w.call((37, v), topics=[dict(name=name, count=2, assignments=None)], timeout_ms=10_000,
+                  validate_only=False)
+    refused = resp.results[0]
+    assert refused.error_code == errors.INVALID_PARTITIONS and "has 3 partitions" in refused.error_message, resp
+
+
 PRODUCER_IDS: set[int] = set()
 
 
@@ -428,7 +441,7 @@ CASES: dict[int, Callable[[Wire, int, KafkaServerProcess], None]] = {
     11: join_group, 12: heartbeat, 13: leave_group, 14: sync_group, 18: api_versions, 19: create_topics,
     20: delete_topics, 22: init_producer_id, 32: describe_configs, 33: alter_configs, 44: incremental_alter_configs,
     15: describe_groups, 16: list_groups, 42: delete_groups, 47: offset_delete, 24: add_partitions_to_txn,
-    25: add_offsets_to_txn, 26: end_txn, 28: txn_offset_commit,
+    25: add_offsets_to_txn, 26: end_txn, 28: txn_offset_commit, 37: create_partitions,
     29: lambda w, v, s: _acls(w, describe_v=v), 30: lambda w, v, s: _acls(w, create_v=v),
     31: lambda w, v, s: _acls(w, delete_v=v),
 }
