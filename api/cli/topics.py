@@ -1,10 +1,12 @@
-"""`mqindex topics`: create, list, describe and alter topics (their retention configs) through a server.
+"""`mqindex topics`: create, list, describe and alter topics (their retention configs, their partition count)
+through a server.
 Tables by default, `--json` on every action.
 
     mqindex topics create orders --partitions 3 --retention-ms 172800000
     mqindex topics list
     mqindex topics alter orders --retention-ms 604800000 --retention-bytes -1
     mqindex topics alter orders --delete-config retention.ms      (back to the server default)
+    mqindex topics alter orders --partitions 6                   (only grows; keys hash over the new count)
     mqindex topics describe orders                               (configs and partitions: leader, offsets, bytes)
     mqindex topics delete orders                                 (its partitions, data, configs, group offsets)
 """
@@ -24,8 +26,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     create.add_argument("name", help="topic name: 1-249 letters, digits, '.', '_' and '-'")
     create.add_argument("--partitions", type=at_least(1), default=None,
                         help="number of partitions (default: the server's default_partitions, 1 unless set)")
-    alter = sub.add_parser("alter", help="set or remove configs of a topic")
+    alter = sub.add_parser("alter", help="set or remove configs of a topic, or add partitions to it")
     alter.add_argument("name", help="the topic")
+    alter.add_argument("--partitions", type=at_least(1), default=None,
+                       help="grow the topic to this many partitions (more than it has; default: unchanged)")
     alter.add_argument("--delete-config", action="append", default=[], metavar="NAME",
                        help="remove a config (the server default applies again); repeatable (default: none)")
     describe = sub.add_parser("describe", help="show a topic, its configs and its partitions")
@@ -98,9 +102,13 @@ def run(args: argparse.Namespace) -> int:
         change = _configs(args)
         for name in args.delete_config:
             change[name] = None
-        if not change:
-            raise ValueError("nothing to alter: give --retention-ms, --retention-bytes or --delete-config")
-        _request(args, "PATCH", f"/v1/topics/{args.name}/configs", send={"configs": change})
+        if not change and args.partitions is None:
+            raise ValueError("nothing to alter: give --partitions, --retention-ms, --retention-bytes or "
+                             "--delete-config")
+        if args.partitions is not None:
+            _request(args, "POST", f"/v1/topics/{args.name}/partitions", send={"partitions": args.partitions})
+        if change:
+            _request(args, "PATCH", f"/v1/topics/{args.name}/configs", send={"configs": change})
     body = _request(args, "GET", f"/v1/topics/{args.name}")
     if args.action == "describe":
         parts = _request(args, "GET", "/v1/console/partitions", params={"topic": args.name})["partitions"]

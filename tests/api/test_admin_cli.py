@@ -95,3 +95,22 @@ def test_topics_without_a_count_take_default_partitions(tmp_path: Path) -> None:
         assert listed == {"by-cli": 3, "by-http": 3, "given": 2}
     finally:
         server.stop()
+
+
+def test_topics_alter_adds_partitions(tmp_path: Path) -> None:
+    """`mqindex topics alter NAME --partitions N` grows the topic (with configs in the same call, or alone); a
+    count that does not grow is one line naming the current count, exit 1, and nothing changes."""
+    server = ServerProcess(tmp_path / "data").start()
+    try:
+        url = server.url
+        ok(url, "topics", "create", "orders", "--partitions", "2")
+        grown = json.loads(ok(url, "topics", "alter", "orders", "--partitions", "4", "--retention-ms", "60000",
+                              "--json"))
+        assert grown["partitions"] == 4 and grown["configs"]["retention.ms"] == {"value": 60000, "source": "topic"}
+        assert "partitions=4" in ok(url, "topics", "describe", "orders")
+        r = cli(url, "topics", "alter", "orders", "--partitions", "3")
+        assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert "has 4 partitions" in r.stderr and "only grow" in r.stderr, r.stderr
+        assert json.loads(ok(url, "topics", "describe", "orders", "--json"))["partitions"] == 4
+    finally:
+        server.stop()
