@@ -93,7 +93,7 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
-        message, field = plain(errors[0]) if errors else ("bad request", None)
+        message, field = plain(errors[0], exc.body) if errors else ("bad request", None)
         return JSONResponse(status_code=400, content=REDACTOR.value({"error": message, "field": field}))
 
     @app.exception_handler(StarletteHTTPException)

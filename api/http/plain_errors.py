@@ -45,6 +45,14 @@ def shown(value: Any, raw: bool = False) -> str:
     return text[:56] + '..."' if text.startswith('"') and not raw else text[:57] + "..."
 
 
+def _sentence_start(text: str) -> str:
+    """`text` to go on after a colon: its first letter lower-cased when it starts an ordinary word ("Expecting
+    value"), kept when the word is written in capitals ("EOF while parsing a value", "JSON ...")."""
+    if text[:1].isupper() and not text[1:2].isupper():
+        return text[:1].lower() + text[1:]
+    return text
+
+
 def _joined(names: Sequence[str]) -> str:
     return " and ".join(names) if len(names) <= 2 else ", ".join(names[:-1]) + " and " + names[-1]
 
@@ -101,27 +109,36 @@ def _predicate(kind: str, ctx: Mapping[str, Any], value: Any, msg: str, raw: boo
         return f"must be {ctx.get('expected', 'one of the documented values')}{got}"
     if kind == "value_error":
         return str(ctx.get("error", msg.removeprefix("Value error, ")))
-    return f"is not valid: {msg[:1].lower()}{msg[1:]}"
+    return f"is not valid: {_sentence_start(msg)}"
 
 
-def _json_reason(error: Mapping[str, Any]) -> str:
-    """Why a body is not valid JSON, from pydantic's parser ("Invalid JSON: ...") or the json module's."""
+def _json_reason(error: Mapping[str, Any], doc: Any = None) -> str:
+    """Why a body is not valid JSON, from the json module's parser (FastAPI's body parsing, the produce route's:
+    its reason, the error's position in the loc and the text parsed, `doc`) as "<reason> at line L column C", or
+    from pydantic's ("Invalid JSON: <reason> at line L column C")."""
     ctx = error.get("ctx") or {}
     reason = str(ctx.get("error") or error.get("msg", "")).removeprefix("Invalid JSON: ")
     position = [p for p in error.get("loc", ()) if isinstance(p, int)]
-    where = f" (at character {position[0]})" if position and "JSON decode error" in error.get("msg", "") else ""
-    return f"{reason[:1].lower()}{reason[1:]}{where}"
+    where = ""
+    if position and "JSON decode error" in error.get("msg", ""):
+        pos = position[0]
+        if isinstance(doc, str) and 0 <= pos <= len(doc):  # counted as the json module counts them
+            where = f" at line {doc.count(chr(10), 0, pos) + 1} column {pos - doc.rfind(chr(10), 0, pos)}"
+        else:
+            where = f" at character {pos}"
+    return f"{_sentence_start(reason)}{where}"
 
 
-def plain(error: Mapping[str, Any]) -> tuple[str, str]:
-    """(sentence, field) for one validation error; the field is "body" for an error of the whole body."""
+def plain(error: Mapping[str, Any], doc: Any = None) -> tuple[str, str]:
+    """(sentence, field) for one validation error; the field is "body" for an error of the whole body. `doc` is
+    the text of a body the json module could not parse (where its error is told by line and column)."""
     kind = str(error.get("type", ""))
     loc = list(error.get("loc", ()))
     ctx = error.get("ctx") or {}
     value = error.get("input")
     msg = str(error.get("msg", "bad request"))
     if kind == "json_invalid":
-        return f"body is not valid JSON: {_json_reason(error)}", WHOLE_BODY
+        return f"body is not valid JSON: {_json_reason(error, doc)}", WHOLE_BODY
     if loc and loc[-1] == "[key]":  # a key of an object (a header's name): named by the object, not itself
         owner = field_of(loc[:-2]) or WHOLE_BODY
         return f"{owner} has a name that {_predicate(kind, ctx, value, msg, False)}", owner
@@ -131,7 +148,7 @@ def plain(error: Mapping[str, Any]) -> tuple[str, str]:
             return f"body is required: it {BODY_OBJECT}", WHOLE_BODY
         if kind in ("dict_type", "model_type", "model_attributes_type"):
             return f"body {BODY_OBJECT}", WHOLE_BODY
-        return f"body is not valid: {msg[:1].lower()}{msg[1:]}", WHOLE_BODY
+        return f"body is not valid: {_sentence_start(msg)}", WHOLE_BODY
     if kind == "extra_forbidden":
         parent = field_of(loc[:-1]) or ""
         if parent.endswith("configs"):
@@ -142,3 +159,4 @@ def plain(error: Mapping[str, Any]) -> tuple[str, str]:
     if kind == "string_pattern_mismatch" and isinstance(value, str):
         return f"{field} {shown(value)} {_predicate(kind, ctx, value, msg, raw)}", field
     return f"{field} {_predicate(kind, ctx, value, msg, raw)}", field
+

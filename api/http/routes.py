@@ -126,16 +126,20 @@ def is_json(content_type: str | None) -> bool:
     return main == "application" and (sub == "json" or sub.endswith("+json"))
 
 
-def _produce_body_slow(raw: bytes, errors: list[Any]) -> ProduceIn:
+def _produce_body_slow(raw: bytes) -> ProduceIn:
     """A body pydantic's JSON parser refused (it refuses lone surrogates in escapes, which the json module
-    reads): parsed again the way FastAPI does, so such text is refused naming its field."""
+    reads): parsed again the way FastAPI does, so such text is refused naming its field, and a body that is not
+    JSON is refused in the words FastAPI's routes use (the json module's reason, told by line and column)."""
     try:
         data = json.loads(raw)
     except RecursionError:  # past pydantic's depth limit too: refused as FastAPI's parsing refuses it
         raise RequestValidationError([{"type": "json_invalid", "loc": ("body",), "msg": TOO_DEEP,
                                        "input": None}]) from None
-    except ValueError:
-        raise RequestValidationError(errors) from None
+    except json.JSONDecodeError as exc:  # as FastAPI reports it for the other routes (fastapi/routing.py)
+        raise RequestValidationError([{"type": "json_invalid", "loc": ("body", exc.pos), "msg": "JSON decode error",
+                                       "input": {}, "ctx": {"error": exc.msg}}], body=exc.doc) from None
+    except UnicodeDecodeError:  # as api/http/errors.py tells it for the other routes
+        raise client_error("body", "is not valid JSON: it is not UTF-8 text") from None
     try:
         return ProduceIn.model_validate(data)
     except ValidationError as exc:
@@ -174,7 +178,7 @@ def _produce_messages(raw: bytes) -> list[InMessage]:
         errors = exc.errors(include_url=False)
         if not errors or errors[0]["type"] != "json_invalid":
             raise RequestValidationError(errors) from None
-        body = _produce_body_slow(raw, errors)
+        body = _produce_body_slow(raw)
     messages = []
     for i, m in enumerate(body.messages):
         try:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from api.config import Settings
 from api.http.app import app_for_node
+from api.http.plain_errors import plain
 from broker.node import BrokerNode
 
 
@@ -66,3 +67,33 @@ def test_values_and_keys_round_trip(client: TestClient, messages: list[tuple[str
     first = r.json()["results"][0]["offset"]
     got = client.get("/v1/topics/t/partitions/0/messages", params={"offset": first, "max": len(messages)}).json()
     assert [(m["value"], m["key"]) for m in got["messages"]] == messages
+
+
+@pytest.mark.parametrize("content", [b"{bad", b'{"messages":', b'{"name": "a",}', b"[1,,]", b'{\n"a": 1\n"b": 2}',
+                                     b"\xff", b'{"a": "\xc3"}', b"{\"a\": 'b'}"])
+def test_json_errors_read_the_same_on_every_route(client: TestClient, content: bytes) -> None:
+    """The produce route (which parses its own body) tells a body that is not JSON in the same words as a route
+    whose body FastAPI parses: "body is not valid JSON: <reason>", the reason as the json module says it (its
+    first word in lower case, a word in capitals kept), with the line and column."""
+    before = end(client)
+    headers = {"content-type": "application/json"}
+    produce = client.post("/v1/topics/t/messages", content=content, headers=headers)
+    topics = client.post("/v1/topics", content=content, headers=headers)
+    assert produce.status_code == topics.status_code == 400, (produce.text, topics.text)
+    assert produce.json() == topics.json()
+    assert produce.json()["field"] == "body"
+    assert produce.json()["error"].startswith("body is not valid JSON: ")
+    assert end(client) == before
+
+
+@pytest.mark.parametrize("reason, told", [
+    ("Invalid JSON: EOF while parsing a value at line 1 column 9", "EOF while parsing a value at line 1 column 9"),
+    ("Invalid JSON: JSON nested too deep", "JSON nested too deep"),
+    ("Invalid JSON: Expected value at line 1 column 1", "expected value at line 1 column 1"),
+    ("Invalid JSON: key must be a string at line 1 column 2", "key must be a string at line 1 column 2"),
+])
+def test_a_parsers_reason_keeps_its_capitals(reason: str, told: str) -> None:
+    """pydantic's JSON errors (the message a client is told, api/http/plain_errors.py): only an ordinary first
+    word is lower-cased ("eOF while parsing" was told before)."""
+    error = {"type": "json_invalid", "loc": (), "msg": reason, "ctx": {"error": reason.removeprefix("Invalid JSON: ")}}
+    assert plain(error) == (f"body is not valid JSON: {told}", "body")
