@@ -36,11 +36,11 @@ def messages(list msgs, Py_ssize_t max_value_bytes, object max_partition):
         if type(m) is not dict:
             return None
         d = <dict>m
-        present = 0
-        value = key = None
-        if "value" in d:
-            value = d["value"]
-            present += 1
+        if "value" not in d:
+            return None  # required (null for a tombstone): pydantic refuses the message naming it
+        value = d["value"]
+        present = 1
+        key = None
         if "key" in d:
             key = d["key"]
             present += 1
@@ -60,7 +60,7 @@ def messages(list msgs, Py_ssize_t max_value_bytes, object max_partition):
             if type(encoding) is not str or encoding != "utf-8":
                 return None
         if present != PyDict_Size(d):
-            return None  # a field the fast path does not know
+            return None  # a field the body does not have: pydantic refuses it, naming the field
         if value is not None:
             if type(value) is not str:
                 return None

@@ -5,9 +5,10 @@ the body into its bytes object, with no JSON parser's objects in between.
 Written here because a JSON parser makes a `str` of every value (orjson validates and copies it), and the
 message then encodes it back to UTF-8 (a second copy): about half of the event loop's time for a 256 KiB body,
 for bytes that end up as they came. No JSON library hands out a string's UTF-8 bytes. This reads only the shape
-produce_json accepts: {"messages": [message, ...]}, each message an object of "value" and "key" (a string or
-null), "headers" (an object of strings), "partition" (null, or an integer written without sign, fraction or
-exponent) and "encoding" ("utf-8"), each field at most once, in any order, with JSON's whitespace anywhere.
+produce_json accepts: {"messages": [message, ...]}, each message an object of "value" (a string or null,
+required) and optionally "key" (a string or null), "headers" (an object of strings), "partition" (null, or an
+integer written without sign, fraction or exponent) and "encoding" ("utf-8"), each field at most once, in any
+order, with JSON's whitespace anywhere, and no other field.
 Strings are checked as JSON requires (no control character, valid UTF-8 without surrogates, known escapes,
 \\u escapes decoded, surrogate pairs joined). Anything else, valid JSON or not, gives None and the caller reads
 the body with orjson as before, so this answers the same messages or nothing (the tests compare the two).
@@ -359,12 +360,9 @@ cdef class _Scan:
         partition = None
         if not self.expect(123):  # '{'
             return None
-        if self.i < self.n and self.p[self.i] == 125:
-            self.i += 1
-            return _new(InMessage, (None, None, pairs, None, None))
         while True:
             f = self.field()
-            if f == 0 or seen & f:
+            if f == 0 or seen & f:  # an unknown field ({} too), or one twice: pydantic names it
                 return None
             seen |= f
             if not self.expect(58):  # ':'
@@ -398,6 +396,8 @@ cdef class _Scan:
                 self.i = _ws(self.p, self.i + 1, self.n)
                 continue
             if self.i < self.n and self.p[self.i] == 125:  # '}'
+                if not seen & F_VALUE:  # required (null for a tombstone): pydantic names it
+                    return None
                 self.i += 1
                 return _new(InMessage, (value, key, pairs, partition, None))
             return None

@@ -94,14 +94,21 @@ class TopicOut(BaseModel):
 
 
 class MessageIn(BaseModel):
+    """One message of a produce body. `value` is required, null for a message without one (a tombstone): a
+    message without it (`{}`, `{"key": "k"}`) is refused as the mistake it most likely is, as is a field not
+    named here (a misspelled "vaule" would otherwise store a message without its value)."""
+
+    model_config = ConfigDict(extra="forbid")
     key: Text | None = None
-    value: Text | None = Field(None, description="text, or base64 when encoding is base64")
+    value: Text | None = Field(description="text, or base64 when encoding is base64; null for a message without a "
+                                           "value (a tombstone)")
     headers: dict[Text, Text] = Field(default_factory=dict)
     partition: int | None = Field(None, ge=0, le=MAX_PARTITION)
     encoding: Literal["utf-8", "base64"] = "utf-8"
 
 
 class ProduceIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     messages: list[MessageIn] = Field(min_length=1, max_length=MAX_MESSAGES_PER_REQUEST)
 
 

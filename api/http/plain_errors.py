@@ -9,11 +9,12 @@ sentence that names the field once and says what it must be, never a regular exp
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from api.http.models import CONFIG_NAMES, CURSOR_PATTERN, MSG_ID_PATTERN, TOPIC_PATTERN
+from api.http.models import CONFIG_NAMES, CURSOR_PATTERN, MSG_ID_PATTERN, TOPIC_PATTERN, MessageIn
 
 #: what a value refused by a pattern is not, and what it must be
 PATTERNS = {
@@ -160,3 +161,47 @@ def plain(error: Mapping[str, Any], doc: Any = None) -> tuple[str, str]:
         return f"{field} {shown(value)} {_predicate(kind, ctx, value, msg, raw)}", field
     return f"{field} {_predicate(kind, ctx, value, msg, raw)}", field
 
+
+#: the produce body's shape, as a client sending another one is told it
+PRODUCE_SHAPE = '{"messages": [{"key": ..., "value": ...}, ...]}'
+MESSAGE_FIELDS = tuple(MessageIn.model_fields)
+
+
+def _got(value: Any) -> str:
+    if isinstance(value, dict):
+        return f"an object of {_joined([json.dumps(k) for k in value])}" if value else "an empty object"
+    return shown(value)
+
+
+def _unknown(name: str, known: Sequence[str]) -> str:
+    """An unknown field's name, with the known one it most likely misspells."""
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6) or \
+        difflib.get_close_matches(name.lower(), known, n=1, cutoff=0.6)
+    return f"{json.dumps(name)}" + (f" (did you mean {json.dumps(close[0])}?)" if close else "")
+
+
+def produce_error(errors: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
+    """(sentence, field) for a produce body pydantic refused (`ProduceIn`'s errors; not a JSON error). The
+    error told is the one a client most likely has to fix first: a body not of the produce shape (a bare
+    message, an array), then a field a message does not have (a misspelled "vaule" is why its `value` is
+    missing), then the first error in the body's order."""
+    for e in errors:
+        loc, kind = tuple(e.get("loc", ())), str(e.get("type", ""))
+        if loc == () or (loc == ("messages",) and kind == "missing"):  # the body itself, or no messages array
+            return f"body must be {PRODUCE_SHAPE} (got {_got(e.get('input'))})", WHOLE_BODY
+    for e in errors:
+        loc, kind = tuple(e.get("loc", ())), str(e.get("type", ""))
+        if kind == "extra_forbidden" and len(loc) == 1:
+            return (f"body has an unknown field {_unknown(str(loc[0]), ['messages'])}: body must be "
+                    f"{PRODUCE_SHAPE}", str(loc[0]))
+    for e in errors:
+        loc, kind = tuple(e.get("loc", ())), str(e.get("type", ""))
+        if kind == "extra_forbidden" and len(loc) == 3 and loc[0] == "messages":
+            return (f"messages.{loc[1]} has an unknown field {_unknown(str(loc[2]), MESSAGE_FIELDS)}: a message's "
+                    f"fields are {_joined(MESSAGE_FIELDS)}", f"messages.{loc[1]}.{loc[2]}")
+    first = errors[0]
+    loc = tuple(first.get("loc", ()))
+    if first.get("type") == "missing" and len(loc) == 3 and loc[0] == "messages" and loc[2] == "value":
+        return f"messages.{loc[1]}.value is required (null for a message without a value, a tombstone)", \
+            f"messages.{loc[1]}.value"
+    return plain(first)

@@ -2,11 +2,12 @@
 
 pydantic's JSON validation builds a `MessageIn` model per message and runs the text check per string: most of
 the cost of a 256-message request. A body made only of what `ProduceIn` accepts without coercion (an object
-whose `messages` is a list of 1 to MAX_MESSAGES_PER_REQUEST objects with UTF-8 `key`/`value` strings or null,
-a string-to-string `headers` object, an integer `partition` in range, `encoding` "utf-8") gives the same
-messages here; anything else (base64, a lone surrogate, which orjson refuses, a wrong type, an oversized value,
-a field `ProduceIn` would coerce) returns None and the route validates the body with pydantic, which names the
-field at fault. The per-message checks run in C where api/http/_produce_json is compiled (the same answers).
+whose `messages` is a list of 1 to MAX_MESSAGES_PER_REQUEST objects with a UTF-8 `value` string or null, an
+optional UTF-8 `key` string or null, a string-to-string `headers` object, an integer `partition` in range,
+`encoding` "utf-8", and no other field) gives the same messages here; anything else (base64, a lone surrogate,
+which orjson refuses, a wrong type, an oversized value, a field `ProduceIn` would coerce, a missing `value`, an
+unknown field) returns None and the route validates the body with pydantic, which refuses it naming the field at
+fault. The per-message checks run in C where api/http/_produce_json is compiled (the same answers).
 
 Before orjson, api/http/_produce_scan (where compiled) reads the common body straight from its bytes, each
 value copied once from the body; a body it does not read goes to orjson as above (the same messages either way).
@@ -36,7 +37,7 @@ _FIELDS = frozenset({"key", "value", "headers", "partition", "encoding"})
 
 
 def _message(m: Any) -> InMessage | None:
-    if type(m) is not dict or not m.keys() <= _FIELDS or m.get("encoding", "utf-8") != "utf-8":
+    if type(m) is not dict or "value" not in m or not m.keys() <= _FIELDS or m.get("encoding", "utf-8") != "utf-8":
         return None
     value, key, headers, partition = m.get("value"), m.get("key"), m.get("headers", {}), m.get("partition")
     if value is not None:

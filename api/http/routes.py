@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
 
-from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
@@ -43,6 +43,7 @@ from api.http.models import (
     decode_value,
     encode_bytes,
 )
+from api.http.plain_errors import produce_error
 from api.http.produce_json import produce_messages, produced_answer
 from api.http.store_time import StoreTime, iso
 from broker.partitions.kafka_clients import committed_reads
@@ -143,7 +144,13 @@ def _produce_body_slow(raw: bytes) -> ProduceIn:
     try:
         return ProduceIn.model_validate(data)
     except ValidationError as exc:
-        raise RequestValidationError(exc.errors(include_url=False)) from None
+        raise _produce_refused(exc) from None
+
+
+def _produce_refused(exc: ValidationError) -> HTTPException:
+    """The 400 of a produce body ProduceIn refused, naming the field at fault (api/http/plain_errors.py)."""
+    message, field = produce_error(exc.errors(include_url=False))
+    return HTTPException(400, detail={"error": message, "field": field})
 
 
 #: the produce route's path (api/http/produce_lane.py answers its plain requests)
@@ -177,7 +184,7 @@ def _produce_messages(raw: bytes) -> list[InMessage]:
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
         if not errors or errors[0]["type"] != "json_invalid":
-            raise RequestValidationError(errors) from None
+            raise _produce_refused(exc) from None
         body = _produce_body_slow(raw)
     messages = []
     for i, m in enumerate(body.messages):

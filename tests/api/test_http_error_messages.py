@@ -14,6 +14,9 @@ from tests.api.server import ServerProcess
 TOPIC_RULE = "topic names are 1-249 characters of letters, digits, '.', '_' and '-' (not '.' or '..')"
 CONFIG_RULE = "must be -1 (unlimited) or an integer from 1 to 9007199254740992"
 BODY_RULE = "must be a JSON object, sent with content-type application/json"
+PRODUCE_SHAPE = 'body must be {"messages": [{"key": ..., "value": ...}, ...]}'
+MESSAGE_FIELDS = "a message's fields are key, value, headers, partition and encoding"
+TOMBSTONE = "is required (null for a message without a value, a tombstone)"
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +72,27 @@ CASES: list[tuple[str, str, Any, str, str]] = [
     ("POST", "/v1/topics/t/messages", {"messages": [M] * 1001}, "messages",
      "messages must hold at most 1000 items (got 1001)"),
     ("POST", "/v1/topics/t/messages", {"messages": "v"}, "messages", 'messages must be a JSON array (got "v")'),
-    ("POST", "/v1/topics/t/messages", {}, "messages", "messages is required"),
+    ("POST", "/v1/topics/t/messages", {}, "body", f"{PRODUCE_SHAPE} (got an empty object)"),
+    # a bare message instead of {"messages": [...]}, an array of them, a field beside messages
+    ("POST", "/v1/topics/t/messages", {"value": "x"}, "body", f'{PRODUCE_SHAPE} (got an object of "value")'),
+    ("POST", "/v1/topics/t/messages", {"key": "k", "value": "x"}, "body",
+     f'{PRODUCE_SHAPE} (got an object of "key" and "value")'),
+    ("POST", "/v1/topics/t/messages", [M], "body", f"{PRODUCE_SHAPE} (got an array)"),
+    ("POST", "/v1/topics/t/messages", {"messages": [M], "topic": "t"}, "topic",
+     f'body has an unknown field "topic": {PRODUCE_SHAPE}'),
+    # a field a message does not have, anywhere in the body: the whole request refused
+    ("POST", "/v1/topics/t/messages", {"messages": [{"value": "x", "bogus": 1}]}, "messages.0.bogus",
+     f'messages.0 has an unknown field "bogus": {MESSAGE_FIELDS}'),
+    ("POST", "/v1/topics/t/messages", {"messages": [{"vaule": "x"}]}, "messages.0.vaule",
+     f'messages.0 has an unknown field "vaule" (did you mean "value"?): {MESSAGE_FIELDS}'),
+    ("POST", "/v1/topics/t/messages", {"messages": [M, M, {"key": "k", "Value": "x"}]}, "messages.2.Value",
+     f'messages.2 has an unknown field "Value" (did you mean "value"?): {MESSAGE_FIELDS}'),
+    ("POST", "/v1/topics/t/messages", {"messages": [{"value": "x", "header": {"h": "1"}}]}, "messages.0.header",
+     f'messages.0 has an unknown field "header" (did you mean "headers"?): {MESSAGE_FIELDS}'),
+    # no value: {} is refused (a tombstone says "value": null)
+    ("POST", "/v1/topics/t/messages", {"messages": [{}]}, "messages.0.value", f"messages.0.value {TOMBSTONE}"),
+    ("POST", "/v1/topics/t/messages", {"messages": [M, {"key": "k"}]}, "messages.1.value",
+     f"messages.1.value {TOMBSTONE}"),
     ("POST", "/v1/topics/t/messages", {"messages": [M, {"value": 1}]}, "messages.1.value",
      "messages.1.value must be a string (got 1)"),
     ("POST", "/v1/topics/t/messages", {"messages": [{"key": ["k"]}]}, "messages.0.key",
@@ -91,7 +114,8 @@ CASES: list[tuple[str, str, Any, str, str]] = [
      "messages.0.headers has a name that is not valid text: surrogates not allowed at character 0"),
     ("POST", "/v1/topics/t/messages", {"messages": [None]}, "messages.0",
      "messages.0 must be a JSON object (got null)"),
-    ("POST", "/v1/topics/t/messages", [1], "body", f"body {BODY_RULE}"),
+    ("POST", "/v1/topics/t/messages", [1], "body", f"{PRODUCE_SHAPE} (got an array)"),
+    ("POST", "/v1/topics/t/messages", 5, "body", f"{PRODUCE_SHAPE} (got 5)"),
     # JSON errors: the same sentences as the other routes' (above)
     ("POST", "/v1/topics/t/messages", b"{bad", "body",
      "body is not valid JSON: expecting property name enclosed in double quotes at line 1 column 2"),

@@ -69,6 +69,47 @@ def test_values_and_keys_round_trip(client: TestClient, messages: list[tuple[str
     assert [(m["value"], m["key"]) for m in got["messages"]] == messages
 
 
+SHAPE = 'body must be {"messages": [{"key": ..., "value": ...}, ...]}'
+FIELDS = "a message's fields are key, value, headers, partition and encoding"
+
+
+@pytest.mark.parametrize("body, field, error", [
+    # a misspelled or unknown field, after plain messages (which the fast path takes) or alone
+    ({"messages": [{"value": "ok"}, {"vaule": "x"}]}, "messages.1.vaule",
+     f'messages.1 has an unknown field "vaule" (did you mean "value"?): {FIELDS}'),
+    ({"messages": [{"value": "x", "bogus": 1}]}, "messages.0.bogus",
+     f'messages.0 has an unknown field "bogus": {FIELDS}'),
+    ({"messages": [{"key": "k", "value": "x", "partiton": 0}]}, "messages.0.partiton",
+     f'messages.0 has an unknown field "partiton" (did you mean "partition"?): {FIELDS}'),
+    ({"messages": [{"value": "x"}], "partition": 0}, "partition", f'body has an unknown field "partition": {SHAPE}'),
+    # no value at all: most likely a mistake (a tombstone says "value": null)
+    ({"messages": [{}]}, "messages.0.value",
+     "messages.0.value is required (null for a message without a value, a tombstone)"),
+    ({"messages": [{"value": "ok"}, {"key": "k", "headers": {"h": "1"}}]}, "messages.1.value",
+     "messages.1.value is required (null for a message without a value, a tombstone)"),
+    # a bare message, or a list of them, instead of {"messages": [...]}
+    ({"value": "x"}, "body", f'{SHAPE} (got an object of "value")'),
+    ([{"value": "x"}], "body", f"{SHAPE} (got an array)"),
+])
+def test_a_body_with_a_mistake_is_refused_whole(client: TestClient, body: object, field: str, error: str) -> None:
+    """The error names the field and the message; nothing of the request is stored, not even its plain
+    messages before the one at fault."""
+    before = end(client)
+    r = client.post("/v1/topics/t/messages", content=json.dumps(body).encode(),
+                    headers={"content-type": "application/json"})
+    assert r.status_code == 400, r.text
+    assert r.json() == {"error": error, "field": field}
+    assert end(client) == before
+
+
+def test_a_null_value_is_a_tombstone_and_stored(client: TestClient) -> None:
+    r = client.post("/v1/topics/t/messages", json={"messages": [{"key": "k", "value": None}, {"value": None}]})
+    assert r.status_code == 200, r.text
+    first = r.json()["results"][0]["offset"]
+    got = client.get("/v1/topics/t/partitions/0/messages", params={"offset": first, "max": 2}).json()["messages"]
+    assert [(m["key"], m["value"]) for m in got] == [("k", None), (None, None)]
+
+
 @pytest.mark.parametrize("content", [b"{bad", b'{"messages":', b'{"name": "a",}', b"[1,,]", b'{\n"a": 1\n"b": 2}',
                                      b"\xff", b'{"a": "\xc3"}', b"{\"a\": 'b'}"])
 def test_json_errors_read_the_same_on_every_route(client: TestClient, content: bytes) -> None:

@@ -10,6 +10,7 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from api.http import produce_json
 from api.http.models import MAX_MESSAGES_PER_REQUEST, MAX_VALUE_BYTES, ProduceIn, decode_value
@@ -26,9 +27,13 @@ def by_pydantic(raw: bytes) -> list[InMessage]:
 
 
 text = st.text(max_size=20).filter(lambda t: all(not 0xD800 <= ord(c) <= 0xDFFF for c in t))
-message = st.fixed_dictionaries({}, optional={
-    "key": st.none() | text, "value": st.none() | text, "headers": st.dictionaries(text, text, max_size=3),
+message = st.fixed_dictionaries({"value": st.none() | text}, optional={
+    "key": st.none() | text, "headers": st.dictionaries(text, text, max_size=3),
     "partition": st.none() | st.integers(0, 2**31 - 1), "encoding": st.just("utf-8")})
+FIELDS = ("key", "value", "headers", "partition", "encoding")
+#: names a message does not have: near misses of its fields, and any other text
+unknown_name = st.sampled_from(["vaule", "Value", "keys", "header", "partitions", "", "messages", "value "]) \
+    | text.filter(lambda t: t not in FIELDS)
 
 
 @settings(max_examples=200, deadline=None)
@@ -57,6 +62,11 @@ def test_plain_bodies_give_what_pydantic_gives(messages: list[dict[str, Any]]) -
     b'{"messages": [{"value": "x", "encoding": null}]}',
     b'{"messages": [{"value": "x", "extra": 1}]}',
     b'{"messages": [null]}',
+    b'{"messages": [{}]}',  # no value: refused (null for a tombstone)
+    b'{"messages": [{"key": "k"}]}',
+    b'{"messages": [{"key": "k", "vaule": "x"}]}',  # a misspelled field
+    b'{"messages": [{"value": "x"}, {"value": "y", "bogus": 1}]}',
+    b'{"value": "x"}',  # a bare message
 ])
 def test_other_bodies_are_left_to_pydantic(body: bytes) -> None:
     assert produce_messages(body) is None
@@ -89,7 +99,7 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers(-2**40, 2**40
                            max_leaves=6)
 loose_message = st.one_of(
     json_values,
-    st.dictionaries(st.sampled_from(["key", "value", "headers", "partition", "encoding", "other"]),
+    st.dictionaries(st.sampled_from(["key", "value", "headers", "partition", "encoding", "other", "vaule", ""]),
                     json_values | text | st.dictionaries(text, text | json_values, max_size=3)
                     | st.integers(-1, 2**31) | st.sampled_from(["utf-8", "base64"]), max_size=5),
     message)
@@ -100,6 +110,57 @@ loose_message = st.one_of(
 def test_the_c_and_python_readers_agree_on_any_json(messages: list[Any]) -> None:
     raw = json.dumps({"messages": messages}).encode()
     assert produce_messages(raw) == _in_python(raw)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(loose_message, min_size=1, max_size=8))
+def test_the_readers_never_take_what_pydantic_refuses(messages: list[Any]) -> None:
+    """The fast readers (the scan, the C reader of orjson's objects, the Python one) give pydantic's messages or
+    None; a body pydantic refuses (an unknown field, no value, ...) is never taken by any of them."""
+    raw = json.dumps({"messages": messages}).encode()
+    try:
+        want: list[InMessage] | None = by_pydantic(raw)
+    except ValidationError:
+        want = None
+    for got in (produce_messages(raw), produce_json.parsed_messages(raw), _in_python(raw)):
+        assert got is None or got == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(message, min_size=1, max_size=8), st.data())
+def test_a_message_with_an_unknown_field_refuses_the_body(messages: list[dict[str, Any]],
+                                                          data: st.DataObject) -> None:
+    """One plain message given a field it does not have (anywhere among its fields, written plainly or with
+    escapes): no reader takes the body, and pydantic refuses it naming that message's field."""
+    at = data.draw(st.integers(0, len(messages) - 1))
+    name = data.draw(unknown_name)
+    fields = list(messages[at].items())
+    fields.insert(data.draw(st.integers(0, len(fields))), (name, data.draw(json_values | text)))
+    messages[at] = dict(fields)
+    raw = _json_text({"messages": messages}, data.draw, data.draw(st.booleans())).encode("utf-8", "surrogatepass")
+    assert scanned(raw) is None
+    assert produce_messages(raw) is None
+    assert produce_json.parsed_messages(raw) is None
+    assert _in_python(raw) is None
+    with pytest.raises(ValidationError) as refused:
+        ProduceIn.model_validate_json(raw)
+    assert ("messages", at, name) in [e["loc"] for e in refused.value.errors() if e["type"] == "extra_forbidden"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(message, min_size=1, max_size=8), st.data())
+def test_a_message_without_a_value_refuses_the_body(messages: list[dict[str, Any]], data: st.DataObject) -> None:
+    """A message with no "value" ({} or key, headers, partition alone): no reader takes the body, pydantic
+    refuses it naming messages.N.value; "value": null (a tombstone) is taken, as tested above."""
+    at = data.draw(st.integers(0, len(messages) - 1))
+    del messages[at]["value"]
+    raw = _json_text({"messages": messages}, data.draw).encode()
+    assert scanned(raw) is None
+    assert produce_messages(raw) is None
+    assert _in_python(raw) is None
+    with pytest.raises(ValidationError) as refused:
+        ProduceIn.model_validate_json(raw)
+    assert [e["loc"] for e in refused.value.errors()] == [("messages", at, "value")]
 
 
 ids = st.text(max_size=40) | st.text("0123456789abcdef", min_size=32, max_size=32)

@@ -84,12 +84,12 @@ def same_answer(lane: httpx.Response, route: httpx.Response) -> None:
 
 
 text = st.text(max_size=8)
-plain_message = st.fixed_dictionaries({}, optional={
-    "key": st.none() | text, "value": st.none() | text, "headers": st.dictionaries(text, text, max_size=2),
+plain_message = st.fixed_dictionaries({"value": st.none() | text}, optional={
+    "key": st.none() | text, "headers": st.dictionaries(text, text, max_size=2),
     "partition": st.none() | st.integers(0, 3), "encoding": st.just("utf-8")})
-odd_message = st.fixed_dictionaries({}, optional={
+odd_message = st.fixed_dictionaries({}, optional={  # refused ones too: no value, an unknown field
     "value": st.none() | text | st.integers(), "encoding": st.sampled_from(["utf-8", "base64", "latin-1"]),
-    "partition": st.integers(-1, 2**31) | st.booleans(), "extra": st.integers()})
+    "partition": st.integers(-1, 2**31) | st.booleans(), "extra": st.integers(), "vaule": text})
 body = st.one_of(
     st.builds(lambda ms: json.dumps({"messages": ms}).encode(), st.lists(plain_message, min_size=1, max_size=5)),
     st.builds(lambda ms: json.dumps({"messages": ms}).encode(), st.lists(odd_message, max_size=3)),
