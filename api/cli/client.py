@@ -121,8 +121,10 @@ def add_query_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("topic", help="topic to search")
     p.add_argument("key", help="the key: a record key, a word of header KEYS or header UNIQ_KEY")
     p.add_argument("--begin", type=store_time,
-                   help="store time from: ms since epoch or ISO 8601 (default: the oldest)")
-    p.add_argument("--end", type=store_time, help="store time to: ms since epoch or ISO 8601 (default: now)")
+                   help="store time from (when the broker stored the message, not the producer's timestamp shown "
+                        "as TIME): ms since epoch or ISO 8601 (default: the oldest)")
+    p.add_argument("--end", type=store_time, help="store time to (as --begin): ms since epoch or ISO 8601 "
+                                                   "(default: now)")
     p.add_argument("--max", type=at_least(1), default=64,
                    help="messages to show in all, pages are followed (default: %(default)s)")
 
