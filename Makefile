@@ -6,10 +6,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test lint bench clean
 
-$(STAMP): pyproject.toml setup.py api/http/_record_json.pyx api/http/_produce_json.pyx \
-          broker/partitions/_record_entries.pyx \
-          broker/partitions/record_walk.pxd broker/partitions/_record_build.pyx broker/partitions/_produce_route.pyx \
-          index_file/_entry_columns.pyx index_file/_item_chain.pyx jobs/spark_source/_arrow_columns.pyx
+# every Cython source (a .pyx or .pxd edited alone rebuilds the extensions)
+CYTHON_SOURCES := $(wildcard */*.pyx */*/*.pyx */*.pxd */*/*.pxd)
+
+$(STAMP): pyproject.toml setup.py $(CYTHON_SOURCES)
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (Python 3.11)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from api.backend import Backend
 from api.config import shown_settings
@@ -67,8 +67,17 @@ async def delete_topic(topic: TopicPath, request: Request) -> Any:
 
 
 class PartitionsIn(BaseModel):
-    partitions: int = Field(ge=1, le=10000, strict=True, examples=[8],
+    model_config = ConfigDict(extra="forbid")
+    partitions: int = Field(ge=1, le=10000, examples=[8],
                             description="the topic's new partition count: more than it has now")
+
+    @field_validator("partitions", mode="before")
+    @classmethod
+    def _a_number(cls, v: object) -> object:
+        """A JSON integer (4, or 4.0 as JSON Schema counts it), never a string or a boolean."""
+        if isinstance(v, bool | str):
+            raise ValueError("must be an integer")
+        return v
 
 
 @router.post("/v1/topics/{topic}/partitions", response_model=TopicDetailOut, dependencies=[Depends(require("admin"))])

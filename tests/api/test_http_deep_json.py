@@ -23,6 +23,7 @@ from tests.api.server import ServerProcess
 TOO_DEEP = {"error": "body is not valid JSON: its arrays and objects are nested too deeply", "field": "body"}
 #: every route that reads a body, with its path filled in (the test checks the OpenAPI document lists no other)
 BODY_ROUTES = [("POST", "/v1/topics/t/messages"), ("POST", "/v1/topics"), ("PATCH", "/v1/topics/t/configs"),
+               ("POST", "/v1/topics/t/partitions"),
                ("POST", "/v1/admin/reassignments"), ("POST", "/v1/admin/rebalance"), ("POST", "/v1/groups/g/offsets"),
                ("POST", "/v1/admin/acls"), ("POST", "/v1/console/page"), ("POST", "/v1/searches")]
 DEEP_BODIES = {
