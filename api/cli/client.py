@@ -215,8 +215,9 @@ def _show_messages(args: argparse.Namespace, messages: list[dict[str, Any]]) -> 
     if args.json:
         print(json.dumps(messages, indent=2))
         return
-    rows = [{**m, "time": iso_time(m["timestamp"]), "value": None if m["value"] is None else m["value"][:60]}
-            for m in messages]
+    # a key that is not UTF-8 comes as base64 (key_encoding): shown as such, never as if it were the key's text
+    rows = [{**m, "time": iso_time(m["timestamp"]), "value": None if m["value"] is None else m["value"][:60],
+             "key": f"base64:{m['key']}" if m.get("key_encoding") == "base64" else m["key"]} for m in messages]
     print(_table(rows, ["msg_id", "partition", "offset", "key", "time", "value"]))
 
 

@@ -5,13 +5,14 @@ Written here because no library turns Kafka records into this API's JSON: decodi
 objects and serialising them again (aiokafka's reader, a dict per message, orjson) cost about 4 us per message,
 most of a page's time. This walks the records of one batch (already CRC-checked and, if compressed,
 decompressed by the caller; broker/partitions/record_walk.pxd) and writes each message's object exactly as `message_json.message_dict` + orjson
-would (the tests compare them byte for byte): UTF-8 values as JSON text, anything else base64, keys and
-header values decoded with U+FFFD for bad bytes, orjson's escapes. A record that does not parse raises
+would (the tests compare them byte for byte): UTF-8 values and keys as JSON text, anything else base64 (the
+message says which in `encoding` and `key_encoding`), header values decoded with U+FFFD for bad bytes, orjson's
+escapes. A record that does not parse raises
 ValueError naming the record; nothing is returned for the batch then.
 """
 
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy
@@ -165,14 +166,6 @@ cdef int _base64(Buf* b, const uint8_t* s, Py_ssize_t n) except -1:
     return 0
 
 
-cdef int _replaced_text(Buf* b, const uint8_t* s, Py_ssize_t n) except -1:
-    """bytes.decode(errors="replace") as a JSON string."""
-    if _utf8(s, n):
-        return _text(b, s, n)
-    fixed = PyBytes_FromStringAndSize(<const char*>s, n).decode("utf-8", "replace").encode("utf-8")
-    return _text(b, <const uint8_t*>PyBytes_AS_STRING(fixed), len(fixed))
-
-
 def render(const uint8_t[::1] records not None, int count, bytearray out not None, bint comma,
            int64_t base_offset, int64_t first_timestamp, int64_t max_timestamp, bint log_append_time, int64_t start,
            int64_t end, bytes head not None, bytes id_prefix not None):
@@ -218,9 +211,13 @@ def render(const uint8_t[::1] records not None, int count, bytearray out not Non
             _hex16(&b, <uint64_t>offset)
             _lit(&b, b'","key":')
             if r.key_len < 0:
-                _lit(&b, b"null")
+                _lit(&b, b'null,"key_encoding":"utf-8"')
+            elif _utf8(p + r.key_at, r.key_len):
+                _text(&b, p + r.key_at, r.key_len)
+                _lit(&b, b',"key_encoding":"utf-8"')
             else:
-                _replaced_text(&b, p + r.key_at, r.key_len)
+                _base64(&b, p + r.key_at, r.key_len)
+                _lit(&b, b',"key_encoding":"base64"')
             _lit(&b, b',"headers":')
             if header_pairs:
                 hj = orjson.dumps(header_pairs)

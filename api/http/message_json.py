@@ -57,8 +57,9 @@ def text_or_base64(data: bytes | None) -> tuple[str | None, str]:
 
 def message_dict(m: OutMessage) -> dict[str, Any]:
     value, encoding = text_or_base64(m.value)
+    key, key_encoding = text_or_base64(m.key)
     return {"topic": m.topic, "partition": m.partition, "offset": m.offset, "msg_id": m.msg_id,
-            "key": m.key.decode(errors="replace") if m.key is not None else None,
+            "key": key, "key_encoding": key_encoding,
             "headers": {k: v.decode(errors="replace") for k, v in m.headers} if m.headers else {},
             "value": value, "encoding": encoding, "timestamp": m.timestamp}
 

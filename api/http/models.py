@@ -128,7 +128,8 @@ class MessageOut(BaseModel):
     partition: int
     offset: int
     msg_id: str
-    key: str | None
+    key: str | None = Field(description="text, or base64 when key_encoding is base64 (a key that is not UTF-8)")
+    key_encoding: Literal["utf-8", "base64"]
     headers: dict[str, str]
     value: str | None
     encoding: Literal["utf-8", "base64"]

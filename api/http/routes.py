@@ -81,10 +81,11 @@ async def off_loop(fn: Callable[..., T], *args: Any) -> T:
 
 def message_out(m: OutMessage) -> MessageOut:
     value, encoding = encode_bytes(m.value)
-    key = m.key.decode(errors="replace") if m.key is not None else None
+    key, key_encoding = encode_bytes(m.key)
     headers = {k: v.decode(errors="replace") for k, v in m.headers}
     return MessageOut(topic=m.topic, partition=m.partition, offset=m.offset, msg_id=m.msg_id, key=key,
-                      headers=headers, value=value, encoding=encoding, timestamp=m.timestamp)
+                      key_encoding=key_encoding, headers=headers, value=value, encoding=encoding,
+                      timestamp=m.timestamp)
 
 
 @router.post("/v1/topics", status_code=201, response_model=TopicOut, dependencies=[Depends(require("admin"))])

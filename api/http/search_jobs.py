@@ -55,11 +55,12 @@ def message_of(row: Any, topic_id: int) -> dict[str, Any]:
     raw_value = row[RAW_VALUE]
     value, encoding = text_or_base64(bytes(raw_value) if raw_value is not None else None)
     raw_key = row[RAW_KEY]
+    key, key_encoding = text_or_base64(bytes(raw_key) if raw_key is not None else None)
     headers = {h["key"]: (bytes(h["value"]).decode(errors="replace") if h["value"] is not None else None)
                for h in (row[RAW_HEADERS] or [])}
     return {"topic": row.topic, "partition": row.partition, "offset": row.offset,
             "msg_id": encode_message_id(topic_id, row.partition, row.offset),
-            "key": bytes(raw_key).decode(errors="replace") if raw_key is not None else None,
+            "key": key, "key_encoding": key_encoding,
             "headers": headers, "value": value, "encoding": encoding, "timestamp": epoch_ms(row.timestamp)}
 
 

@@ -82,7 +82,7 @@ function drawPage(messages, start, next) {
 function addBrowseRow(m, fresh = false) {
   const tr = $("browse-table").tBodies[0].insertRow();
   const headers = Object.entries(m.headers).map(([k, v]) => `${k}: ${v}`).join(", ");
-  for (const v of [m.partition, m.offset, fmtTime(m.timestamp), m.key ?? "", headers]) tr.insertCell().textContent = v;
+  for (const v of [m.partition, m.offset, fmtTime(m.timestamp), shownKey(m), headers]) tr.insertCell().textContent = v;
   const cell = tr.insertCell(); cell.className = "preview"; cell.textContent = preview(m);
   if (fresh) tr.className = "fresh";
   tr.addEventListener("click", () => showDetail(m));

@@ -9,7 +9,7 @@ function vsRows(matches) {
   const tbody = $("vs-results").tBodies[0];
   for (const m of matches) {
     const tr = tbody.insertRow();
-    for (const v of [m.msg_id, m.partition, m.offset, m.key ?? "", fmtTime(m.timestamp)]) tr.insertCell().textContent = v;
+    for (const v of [m.msg_id, m.partition, m.offset, shownKey(m), fmtTime(m.timestamp)]) tr.insertCell().textContent = v;
     const cell = tr.insertCell(); cell.className = "preview"; cell.textContent = preview(m);
     tr.addEventListener("click", () => showDetail(m));
   }
