@@ -15,7 +15,7 @@ Real `mqindex serve` processes on one PostgreSQL metadata database (a fresh sche
    connections) until its first 200; measured per partition: kill -9 -> that first acknowledged produce,
    against the lease. A new node joins after each kill, so every round starts with three live nodes.
    Goal: p99 <= lease + 1 s. The lease's share is intrinsic (the survivors wait a whole lease after they last
-   saw the dead node's lease renewed, renewals come every lease/3); the table splits it out. Printed beside it:
+   saw the dead node's lease renewed, renewals come every lease/5); the table splits it out. Printed beside it:
    the servers' CPU over the part (every `mqindex serve`, from /proc) against the machine's cores.
 3. Rolling upgrade (bench/failover_upgrade.py): three nodes of the previous release (CHANGELOG.md) upgraded one
    at a time to the working tree under one producer per partition: error answers, the longest gap between
