@@ -1,7 +1,7 @@
 "use strict";
 // The Groups page: every consumer group with its total lag, one group's members and partitions (committed
 // offset, end offset, lag, age of the oldest unconsumed message), and the admin's offset reset with a dry run
-// first. Uses the page's helpers (api, post, fillTable, loaders, markAdmin) from index.html.
+// first. Uses the page's helpers (api, post, fillTable, loaders, markAdmin) from console.js.
 let openGroup = null, previewed = null;  // the group shown; the reset request whose dry run is on screen
 const DESCRIBED_AT_MOST = 200;  // the list asks each group's lag; past this many, the lag shows on click
 

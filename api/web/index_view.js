@@ -2,7 +2,7 @@
 // The Index page's tiers, key filters and merge progress, from GET /v1/admin/index/status (read scope): files and
 // bytes per merge tier, the filters held in memory and their answers, the merge backlog and the last merge, and the
 // cluster's merges of departed nodes' and rescued files (the failover leader's; its own section, added here).
-// Wraps the page's loader from index.html and uses its helpers (api, fillTable, fmtBytes, fmtTime, loaders).
+// Wraps the page's loader from console.js and uses its helpers (api, fillTable, fmtBytes, fmtTime, loaders).
 function fmtSpan(ms) {
   if (ms == null) return "as written";
   const h = ms / 3600000;

@@ -3,7 +3,7 @@
 // newest first: when, the epoch it was fenced at, which survivor took over, the partitions it took (only those
 // of topics the caller may describe: the endpoint filters them) with their committed ends, the WAL records it
 // replayed (a local WAL replays none: what the node acknowledged past the committed ends is lost), how long it
-// took and the dead node's local index entries rebuilt. Wraps the Nodes loader from index.html (and
+// took and the dead node's local index entries rebuilt. Wraps the Nodes loader from console.js (and
 // throughput.js) and adds its own part below the nodes table; uses the page's helpers (api, fillTable, fmtTime,
 // loaders, span, $).
 (function () {

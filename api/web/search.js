@@ -1,7 +1,7 @@
 "use strict";
 // The Value search page: starts a value search (POST /v1/searches: a Spark job over the topic's objects), polls
 // its progress and new matches (GET /v1/searches/{id}?after=N) into the table, cancels it (DELETE). Uses the
-// page's helpers (api, post, ms, fillTable, fmtTime, preview, showDetail, loaders) from index.html.
+// page's helpers (api, post, ms, fillTable, fmtTime, loaders from console.js; preview, showDetail from lookup.js).
 let vsId = null, vsShown = 0, vsTimer = null;
 const VS_ACTIVE = ["queued", "running"];
 

@@ -1,7 +1,7 @@
 "use strict";
 // Throughput sparklines: messages/s and bytes/s over the last hour per topic (Topics page) and per node (Nodes
 // page), from GET /v1/console/throughput (each node's in-memory history, no Prometheus). Wraps the pages'
-// loaders from index.html and adds the last column of each row; uses its helpers (api, fmtBytes, loaders).
+// loaders from console.js and adds the last column of each row; uses its helpers (api, fmtBytes, loaders).
 const SVG = "http://www.w3.org/2000/svg";
 const SPARK_W = 120, SPARK_H = 22;
 
