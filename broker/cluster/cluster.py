@@ -16,13 +16,14 @@ off an overloaded node; every move is recorded (broker/cluster/moves.py).
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from pathlib import Path
 from typing import Any
 
 from broker.cluster import handoff_wal
-from broker.cluster.assignment import PREFIX, Move, leaders, plan_rebalance, set_leaders, spread
+from broker.cluster.assignment import PREFIX, Move, leader_key, leaders, plan_rebalance, set_leaders, spread
 from broker.cluster.balance_plan import plan_by_load
 from broker.cluster.balancer import BalanceConfig, Balancer
 from broker.cluster.cluster_index import ClusterIndex, index_file_rows, publish_files
@@ -174,14 +175,21 @@ class Cluster:
         """Grow the topic to `count` partitions (TopicRegistry.add_partitions), the new ones spread over the live
         nodes as a creation spreads them; returns once each new partition is served. The other nodes learn the
         count at their watcher's next look, and their leaders of new partitions open them then."""
-        before, after = self.parts.registry.add_partitions(name, count)
+        chosen: list[int] = []
+
+        def leaders_of_new(before: TopicInfo, count: int) -> dict[str, str]:
+            """The new partitions' leaders, spread as a creation spreads them, written with the count (a count
+            without its leaders would leave the new partitions opened by no node)."""
+            load: dict[int, int] = {}
+            for lead in leaders(self.meta, refresh=True).values():
+                load[lead.node] = load.get(lead.node, 0) + 1
+            alive = set(self.membership.alive(max_age_s=0)) | {self.node_id}
+            chosen[:] = spread(count - before.partitions, alive, load)
+            return {leader_key(before.topic_id, before.partitions + i): json.dumps({"node": node, "epoch": 0})
+                    for i, node in enumerate(chosen)}
+
+        before, after = self.parts.registry.add_partitions(name, count, also_put=leaders_of_new)
         new = [p for p in self.parts.add_topic(after) if p.index >= before.partitions]
-        load: dict[int, int] = {}
-        for lead in leaders(self.meta, refresh=True).values():
-            load[lead.node] = load.get(lead.node, 0) + 1
-        alive = set(self.membership.alive(max_age_s=0)) | {self.node_id}
-        chosen = spread(count - before.partitions, alive, load)
-        set_leaders(self.meta, {(after.topic_id, before.partitions + i): node for i, node in enumerate(chosen)})
         mine = [p for p in new if chosen[p.index - before.partitions] == self.node_id]
         self.parts.claim(mine)
         self.parts.write_states([p for p in mine if p.owned], clean=False)

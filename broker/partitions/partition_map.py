@@ -84,12 +84,17 @@ class PartitionMap:
         read it from the registry before the deletion, and this map forgot it since (it would be served again,
         its streams gone, until the node restarted)."""
         known = self.cached_topic(info.name)
+        if known is not None and known.topic_id > info.topic_id:  # read before the topic known here replaced it
+            return []
         if known is not None and known.topic_id != info.topic_id:  # deleted and created again meanwhile
             self.forget_topic(known.name, known.topic_id)
         with self._lock:
             if info.topic_id in self._forgotten_ids:
                 return []
-            self._topics[info.name] = info
+            known = self._topics.get(info.name)
+            if known is None or known.topic_id != info.topic_id or known.partitions < info.partitions:
+                # (a read from before partitions were added never takes the place of the count known since)
+                self._topics[info.name] = info
             self._names_by_id[info.topic_id] = info.name
             out = []
             for i, s in enumerate(info.streams):
@@ -239,7 +244,9 @@ class PartitionMap:
             self._forgotten_ids.add(topic_id)
             if self._names_by_id.get(topic_id) == name:
                 del self._names_by_id[topic_id]
-            parts = [self._partitions.pop((name, i)) for i in range(info.partitions) if (name, i) in self._partitions]
+            # every partition of the topic held here, those a count learnt later added included
+            parts = [self._partitions.pop(k) for k, p in list(self._partitions.items())
+                     if k[0] == name and p.topic.topic_id == topic_id]
             for p in parts:
                 self._by_stream.pop(p.meta_stream, None)
                 self._by_stream.pop(p.data_stream, None)
@@ -290,7 +297,8 @@ class PartitionMap:
         with self._lock:
             if info.topic_id in self._forgotten_ids:  # deleted since the registry was read
                 raise TopicNotFound(name)
-        return info
+            known = self._topics.get(name)
+        return known if known is not None and known.topic_id == info.topic_id else info
 
     def cached_topic(self, name: str) -> TopicInfo | None:
         with self._lock:

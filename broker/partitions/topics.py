@@ -96,7 +96,9 @@ class TopicRegistry:
             raise TopicExists(name)
         ids = [int(k.split("/", 1)[1]) for k in self.meta.kv_items("topic_ids/")]
         topic_id = max(ids, default=0) + 1
-        while self.meta.kv_put_if_absent(f"topic_ids/{topic_id}", name) != name:
+        # claimed only if absent: a deleted topic's id keeps its name there, so "holds this name" would not tell
+        # this creation's claim from an earlier topic of the same name (the id would be given again)
+        while not self.meta.kv_update_if({f"topic_ids/{topic_id}": None}, {f"topic_ids/{topic_id}": name}):
             topic_id += 1
         if topic_id >= 1 << 32:
             raise InvalidField("name", "cannot be created: topic ids are exhausted")
@@ -120,37 +122,45 @@ class TopicRegistry:
                                          "streams": sids})
         return TopicInfo(name, topic_id, partitions, created, streams)
 
-    def add_partitions(self, name: str, count: object) -> tuple[TopicInfo, TopicInfo]:
+    def add_partitions(self, name: str, count: object, also_put: Callable[[TopicInfo, int], dict[str, str]] | None
+                       = None) -> tuple[TopicInfo, TopicInfo]:
         """Grow the topic to `count` partitions (Kafka's CreatePartitions: a count, never fewer); returns the topic
-        (before, after). The new partitions' streams and keys are written first and `topics/<name>` last, only if
-        it is still what was read: a topic deleted, or grown by another caller, meanwhile is refused (TopicNotFound,
-        InvalidField) and the new streams are left unused, as a creation that lost its name leaves them. Existing
-        partitions keep their streams and records; keys hash over the new count from then on, as in Kafka."""
+        (before, after). The new partitions' streams are created first, then their keys, the new count and
+        `also_put(before, count)` (the cluster's leaders of the new partitions: never a count without them) in one
+        transaction, only if `topics/<name>` is still what was read. When it changed meanwhile (partitions added by
+        another caller) the streams are left unused, as a creation that lost its name leaves them, and it is read
+        again: a count that still grows is added, one that no longer does is refused (InvalidField), a topic
+        deleted meanwhile is TopicNotFound. Existing partitions keep their streams and records; keys hash over the
+        new count from then on, as in Kafka."""
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_PARTITIONS:
             raise InvalidField("partitions", f"must be an integer in [1, {MAX_PARTITIONS}], got {count!r}")
-        raw = self.meta.kv_get(f"topics/{name}")
-        before = self.get(name, refresh=False) if raw is not None else None
-        if raw is None or before is None:
-            validate_topic_name(name)
-            raise TopicNotFound(name)
-        if count <= before.partitions:
-            raise InvalidField("partitions", f"topic {name!r} has {before.partitions} partitions: the count can only "
-                                             f"grow (asked for {count})")
-        added = count - before.partitions
-        sids = self.meta.create_streams(2 * added)
-        new = tuple(PartitionStreams(sids[2 * i], sids[2 * i + 1]) for i in range(added))
-        keys = {f"partitions/{before.topic_id}/{before.partitions + i}":
-                json.dumps({"meta_stream": s.meta_stream, "data_stream": s.data_stream}) for i, s in enumerate(new)}
-        body = json.dumps({**json.loads(raw), "partitions": count}, sort_keys=True)
-        # the new partitions' keys and the count in one transaction, if the topic is still what was read
-        if not self.meta.kv_update_if({f"topics/{name}": raw}, {**keys, f"topics/{name}": body}):
-            log.warning("topic changed while partitions were added; streams left unused",
-                        extra={"topic": name, "topic_id": before.topic_id, "streams": sids})
-            now = self.get(name)
-            if now is None or now.topic_id != before.topic_id:
-                raise TopicNotFound(name)
-            raise InvalidField("partitions", f"topic {name!r} was changed meanwhile (it has {now.partitions} "
-                                             "partitions now): ask again")
+        topic_id = None
+        for _ in range(100):
+            raw = self.meta.kv_get(f"topics/{name}")
+            before = self.get(name, refresh=False) if raw is not None else None
+            if raw is None or before is None or topic_id not in (None, before.topic_id):
+                validate_topic_name(name)
+                raise TopicNotFound(name)  # (deleted, or deleted and created again, while this one was added)
+            topic_id = before.topic_id
+            if count <= before.partitions:
+                raise InvalidField("partitions", f"topic {name!r} has {before.partitions} partitions: the count can "
+                                                 f"only grow (asked for {count})")
+            added = count - before.partitions
+            sids = self.meta.create_streams(2 * added)
+            new = tuple(PartitionStreams(sids[2 * i], sids[2 * i + 1]) for i in range(added))
+            keys = {f"partitions/{before.topic_id}/{before.partitions + i}":
+                    json.dumps({"meta_stream": s.meta_stream, "data_stream": s.data_stream})
+                    for i, s in enumerate(new)}
+            body = json.dumps({**json.loads(raw), "partitions": count}, sort_keys=True)
+            # the new partitions' keys and the count in one transaction, if the topic is still what was read
+            extra = also_put(before, count) if also_put is not None else {}
+            if self.meta.kv_update_if({f"topics/{name}": raw}, {**extra, **keys, f"topics/{name}": body}):
+                break
+            # changed meanwhile (partitions added by another caller, or deleted): read again
+            log.info("topic changed while partitions were added; streams left unused, trying again",
+                     extra={"topic": name, "topic_id": before.topic_id, "streams": sids})
+        else:
+            raise RuntimeError(f"topic {name!r}: changed on every one of 100 tries to add partitions")
         after = TopicInfo(name, before.topic_id, count, before.created_ms, before.streams + new)
         log.info("partitions added", extra={"topic": name, "topic_id": before.topic_id, "partitions_before":
                                             before.partitions, "partitions": count, "streams": sids})
@@ -197,11 +207,24 @@ class TopicRegistry:
     def delete(self, name: str, also_drop: Callable[[TopicInfo], Callable[[str], bool]] | None = None
                ) -> TopicInfo:
         """Delete the topic (see the module docstring); returns what it was. `also_drop(info)` names more
-        KV keys to drop in the same transaction. TopicNotFound when there is no such topic."""
+        KV keys to drop in the same transaction. TopicNotFound when there is no such topic. A topic given more
+        partitions while it was read is read again and deleted whole."""
         validate_topic_name(name)
+        first: int | None = None  # the id of the topic the first try read: only that topic is deleted
+        for _ in range(100):
+            info, first = self._delete_once(name, also_drop, first)
+            if info is not None:
+                return info
+        raise RuntimeError(f"topic {name!r}: changed on every one of 100 tries to delete it")
+
+    def _delete_once(self, name: str, also_drop: Callable[[TopicInfo], Callable[[str], bool]] | None,
+                     same_id: int | None) -> tuple[TopicInfo | None, int]:
+        """One try of `delete`: (what was deleted, or None when the topic changed between the read and the
+        transaction; the id read). `same_id`: the id a try before read (another topic of the name since, one
+        created again under it, is TopicNotFound)."""
         raw = self.meta.kv_get(f"topics/{name}")
         info = self.get(name, refresh=False) if raw is not None else None
-        if raw is None or info is None:
+        if raw is None or info is None or same_id not in (None, info.topic_id):
             raise TopicNotFound(name)
         extra = also_drop(info) if also_drop is not None else (lambda k: False)
         own = {f"topics/{name}", topic_config.kv_key(name)}
@@ -217,11 +240,11 @@ class TopicRegistry:
                                      kv_expect={f"topics/{name}": raw}, kv_drop=drop,
                                      kv_put={f"deleted_topics/{name}": tombstone})
         except InvalidRequest:
-            raise TopicNotFound(name) from None  # deleted (or deleted and created again) meanwhile
+            return None, info.topic_id  # changed meanwhile: deleted, created again, or given more partitions
         log.info("topic deleted", extra={"topic": name, "topic_id": info.topic_id, "partitions": info.partitions,
                                          "streams": [sid for s in info.streams for sid in (s.meta_stream,
                                                                                             s.data_stream)]})
-        return info
+        return info, info.topic_id
 
     def deleted_before(self, name: str, refresh: bool = False) -> bool:
         """Whether a topic of this name was deleted at some time (its index entries may still be stored)."""
