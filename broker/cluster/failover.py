@@ -183,7 +183,11 @@ class Failover:
         started this failover is as old as the looks made since (the published files' expiry, the leaders, the
         metadata's catch-up), and a node whose renewal came late but came meanwhile is alive and serving."""
         lease = next((n for n in self.membership.nodes() if n.node_id == dead), None)
-        if lease is not None and lease.state != EXPIRED:
+        if lease is None or lease.ended:  # shut down, or already expired by a survivor: it renews no more
+            return True
+        # the lease ended now, if its row is still the version judged expired: a renewal sent before this and
+        # applied after it would otherwise let the node go on while its partitions are taken (leases.expire_if)
+        if lease.state != EXPIRED or not self.membership.leases.expire_if(dead, lease.epoch, lease.expires_ms):
             log.warning("failover abandoned: the node renewed its lease", extra={"node_id": dead,
                                                                                   "node_epoch": lease.epoch})
             return False

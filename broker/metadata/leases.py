@@ -21,8 +21,9 @@ which is why the announcement carries the epoch it was made at: a row re-registe
 The table's schema version is recorded as `node_leases` in `mqindex_schema` (see pg_schema.Family): a table
 stored at a newer version than this build reads raises `NewerSchema` at open.
 
-A heartbeat only succeeds for the row's current epoch: a node whose id re-registered with a newer epoch (a
-new incarnation) learns from its failed heartbeat that it is fenced.
+A heartbeat only succeeds for the row's current epoch, on a row not expired: a node whose id re-registered with
+a newer epoch (a new incarnation), or whose row a survivor expired to fail it over (`expire_if`, `fence`), learns
+from its failed heartbeat that it is fenced.
 """
 
 from __future__ import annotations
@@ -131,7 +132,17 @@ class LeaseTable:
     def heartbeat(self, node_id: int, epoch: int, lease_ms: int) -> bool:
         """Extend the lease; False when the row belongs to a newer epoch (this incarnation is fenced)."""
         cur = self._sql(f"UPDATE node_leases SET expires_ms = {self._now} + ?, state = 'alive' "
-                        f"WHERE node_id = ? AND epoch = ?", (lease_ms, node_id, epoch))
+                        f"WHERE node_id = ? AND epoch = ? AND state <> 'expired'", (lease_ms, node_id, epoch))
+        return bool(cur.rowcount)
+
+    def expire_if(self, node_id: int, epoch: int, expires_ms: int) -> bool:
+        """End the lease now if its row is still the version a survivor judged expired (`epoch`, `expires_ms`,
+        alive): False when the node renewed since. An expired row is never renewed (`heartbeat`), so a renewal
+        either lands before this (and the survivor leaves the node alone) or fails after it (the node learns it is
+        fenced): never a node renewing while another takes its partitions over."""
+        cur = self._sql(f"UPDATE node_leases SET expires_ms = {self._now} - 1, state = 'expired' "
+                        f"WHERE node_id = ? AND epoch = ? AND expires_ms = ? AND state = 'alive'",
+                        (node_id, epoch, expires_ms))
         return bool(cur.rowcount)
 
     def shut_down(self, node_id: int, epoch: int) -> None:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from broker.cluster.membership import LeaseObserver
-from broker.metadata.leases import ALIVE, EXPIRED, NodeLease
+from broker.metadata.leases import ALIVE, EXPIRED, LeaseTable, NodeLease
 from broker.partitions.client_messages import InMessage
 from tests.cluster.conftest import InProcessNodes
 
@@ -89,3 +90,24 @@ def test_a_renewal_that_comes_before_the_fence_keeps_the_node(nodes: InProcessNo
         except Exception:
             assert time.monotonic() < deadline
             time.sleep(0.05)
+
+
+def test_a_lease_expired_by_a_survivor_is_never_renewed(tmp_path: Path) -> None:
+    """The survivor ends the lease only if its row is the version it judged expired; once ended, the node's
+    renewal fails (it learns it is fenced) instead of bringing the lease back while its partitions are taken."""
+    table = LeaseTable(f"sqlite:///{tmp_path / 'meta.db'}")
+    try:
+        table.register(1, 0, None, None, LEASE_MS)
+        judged = next(n for n in table.nodes() if n.node_id == 1)
+        deadline = time.monotonic() + 5
+        while (renewed := next(n for n in table.nodes() if n.node_id == 1)).expires_ms == judged.expires_ms:
+            assert time.monotonic() < deadline  # renewals are at least 50 ms apart: one in a later millisecond
+            assert table.heartbeat(1, 0, LEASE_MS)  # renewed after the survivor's look
+        assert not table.expire_if(1, 0, judged.expires_ms)  # the version judged is gone: the node is left alone
+        assert table.expire_if(1, 0, renewed.expires_ms)
+        assert not table.heartbeat(1, 0, LEASE_MS)  # fenced: no renewal brings it back
+        assert next(n for n in table.nodes() if n.node_id == 1).state == EXPIRED
+        table.register(1, 1, None, None, LEASE_MS)  # a new incarnation takes the row back
+        assert table.heartbeat(1, 1, LEASE_MS)
+    finally:
+        table.close()
