@@ -4,6 +4,7 @@ metadata database answer (within `startup_wait_s`)."""
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 from concurrent.futures import ThreadPoolExecutor
 
@@ -73,6 +74,17 @@ def check_reachable(stores: dict[str, str], databases: dict[str, str], wait_s: f
 WILDCARD_HOSTS = ("", "*", "0.0.0.0", "::", "[::]")
 
 
+def _wildcard(host: str) -> bool:
+    """Whether `host` (an IPv6 one in brackets) names every interface: 0.0.0.0, ::, [::0], 0 and the like."""
+    bare = host.strip().strip("[]")
+    if bare in WILDCARD_HOSTS:
+        return True
+    try:
+        return ipaddress.ip_address(bare).is_unspecified
+    except ValueError:
+        return bare.isdigit() and int(bare) == 0  # "0", which resolves to 0.0.0.0
+
+
 def check_kafka_advertised(listener: str, advertised: str) -> None:
     """StartupError naming the flag when the address Kafka clients would be told to connect to binds every interface
     (0.0.0.0, ::): the Kafka listener's own with no --kafka-advertised, or --kafka-advertised itself. It is handed
@@ -83,7 +95,7 @@ def check_kafka_advertised(listener: str, advertised: str) -> None:
         return
     flag, told = ("--kafka-advertised", advertised) if advertised else ("--kafka-listener", listener)
     host, _, port = told.rpartition(":")
-    if host.strip() not in WILDCARD_HOSTS:
+    if not _wildcard(host):
         return
     what = "binds every interface, and clients" if flag == "--kafka-listener" else "is a wildcard: clients"
     raise StartupError(f"{flag} {told} {what} cannot be told to connect to {host}: give the address they reach this "

@@ -38,6 +38,8 @@ def test_malformed_address_is_one_line_naming_the_flag(tmp_path: Path, flag: str
 @pytest.mark.parametrize(("flags", "named"), [
     (["--kafka-listener", "0.0.0.0:0"], "--kafka-listener 0.0.0.0:0 binds every interface"),
     (["--kafka-listener", "[::]:0"], "--kafka-listener [::]:0 binds every interface"),
+    (["--kafka-listener", "[::0]:0"], "--kafka-listener [::0]:0 binds every interface"),
+    (["--kafka-listener", "0:0"], "--kafka-listener 0:0 binds every interface"),
     (["--kafka-listener", "0.0.0.0:0", "--kafka-advertised", "0.0.0.0:9092"], "--kafka-advertised 0.0.0.0:9092 is a"),
 ])
 def test_a_wildcard_address_told_to_kafka_clients_is_refused(tmp_path: Path, flags: list[str], named: str) -> None:
