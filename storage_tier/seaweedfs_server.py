@@ -92,6 +92,10 @@ def _port_free(port: int) -> bool:
     return True
 
 
+#: starts of `weed` when a port chosen free was taken before it bound it (it exits at once, naming the port)
+PORT_ATTEMPTS = 3
+
+
 class SeaweedFS:
     """One `weed server` with S3 on a free loopback port and its data in `data_dir`."""
 
@@ -102,6 +106,8 @@ class SeaweedFS:
         self.domain_name = domain_name
         self.weed = find_weed()
         ports = free_ports(8)
+        self._s3_port_given = s3_port is not None
+        self._ever_ready = False  # a start has succeeded: the master's raft state names its port from then on
         if s3_port is not None:
             ports[0] = s3_port
         (self.s3_port, self.s3_grpc, self.master_port, self.master_grpc, self.volume_port, self.volume_grpc,
@@ -135,23 +141,44 @@ class SeaweedFS:
         if self.proc is not None:  # started again over the same data: the S3 port is the one clients were given
             self._move_taken_ports()
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            logged = (self.data_dir / "weed.log").stat().st_size if (self.data_dir / "weed.log").exists() else 0
+            self._launch()
+            if not bucket:
+                return self
+            try:
+                self.wait_ready(bucket, timeout)
+                self._ever_ready = True
+                return self
+            except SeaweedFSError:
+                # a port chosen free was taken before `weed` bound it (another process choosing at the same time):
+                # it exits at once; the internal ports taken are exchanged for free ones and it starts again
+                lost = b"address already in use" in (self.data_dir / "weed.log").read_bytes()[logged:]
+                if attempt == PORT_ATTEMPTS or not lost or self.proc is None or self.proc.poll() is None:
+                    raise
+                log.warning("seaweedfs lost a port before it bound it: starting again",
+                            extra={"endpoint": self.endpoint, "dir": str(self.data_dir), "attempt": attempt})
+                self._move_taken_ports(first=not self._ever_ready)
+        return self
+
+    def _launch(self) -> None:
         logf = open(self.data_dir / "weed.log", "ab")  # noqa: SIM115 - lives as long as the process
         self.proc = subprocess.Popen(self.command(), stdout=logf, stderr=subprocess.STDOUT,
                                      start_new_session=True,
                                      preexec_fn=_die_with_parent if self.die_with_parent else None)
         logf.close()
         log.info("seaweedfs starting", extra={"endpoint": self.endpoint, "dir": str(self.data_dir)})
-        if bucket:
-            self.wait_ready(bucket, timeout)
-        return self
 
-    def _move_taken_ports(self) -> None:
+    def _move_taken_ports(self, first: bool = False) -> None:
         """Before a restart: the internal ports (S3's gRPC, the volume server's and the filer's) that another
         process took while this one was down are exchanged for free ones; no client holds them, and the data in
         `data_dir` does not name them. The S3 port (the clients' endpoint) and the master's (its raft state names
-        it) are kept."""
+        it) are kept, except the master's at a `first` start (no state names it yet) and the S3 port when it was
+        not given."""
         names = ("s3_grpc", "volume_port", "volume_grpc", "filer_port", "filer_grpc")
-        keep = {self.s3_port, self.master_port, self.master_grpc}
+        if first:
+            names = ("master_port", "master_grpc", *names) + (() if self._s3_port_given else ("s3_port",))
+        keep = {getattr(self, n) for n in ("s3_port", "master_port", "master_grpc") if n not in names}
         taken = [n for n in names if not _port_free(getattr(self, n))]
         if not taken:
             return

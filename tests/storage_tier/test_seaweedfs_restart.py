@@ -35,3 +35,25 @@ def test_restart_over_a_taken_internal_port_keeps_the_endpoint_and_the_objects(t
     finally:
         squatter.close()
         weed.stop()
+
+
+@pytest.mark.parametrize("taken", ["s3_grpc", "master_port"])
+def test_a_first_start_whose_port_was_taken_before_weed_bound_it_starts_on_another(tmp_path: Path,
+                                                                                   taken: str) -> None:
+    """Another process (the other test worker starting its own server) takes a port chosen free before `weed`
+    binds it: `weed` exits at once ("address already in use"); the start tries again with a free port instead of
+    failing every test that needs the server (a CI run lost a worker's tests so)."""
+    weed = SeaweedFS(tmp_path / "weed")
+    squatter = socket.socket()
+    try:
+        port = getattr(weed, taken)
+        squatter.bind(("127.0.0.1", port))
+        squatter.listen()
+        weed.start(bucket="moved")
+        assert getattr(weed, taken) != port
+        s3(weed).put_object(Bucket="moved", Key="k", Body=b"served")
+        assert s3(weed).get_object(Bucket="moved", Key="k")["Body"].read() == b"served"
+        assert b"address already in use" in (tmp_path / "weed" / "weed.log").read_bytes()
+    finally:
+        squatter.close()
+        weed.stop()
