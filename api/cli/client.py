@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from api.cli.main import UsageError
+from api.store_time_text import parse_store_time
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 
@@ -75,18 +76,12 @@ def at_least(low: int) -> Callable[[str], int]:
 
 def store_time(text: str) -> int:
     """An argparse type: a store time as ms since the epoch, given as such or as ISO 8601 (UTC when it has no
-    zone; a date alone is its midnight), as the server takes it; a usage error naming the flag otherwise."""
-    value = text.strip()
-    if value.isdigit():
-        return int(value)
+    zone; a date alone is its midnight), read by the server's own parser; a usage error naming the flag otherwise."""
     try:
-        dt = datetime.fromisoformat(value)
+        return parse_store_time(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a time (ISO 8601 like 2026-11-28T10:00:00, UTC without "
                                          f"a zone, or milliseconds since the epoch)") from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return max(0, int(dt.timestamp() * 1000))  # nothing is stored before 1970 (the server takes it as 0 too)
 
 
 def _common(p: argparse.ArgumentParser) -> None:

@@ -70,14 +70,10 @@ def check_reachable(stores: dict[str, str], databases: dict[str, str], wait_s: f
                     from None
 
 
-#: host parts of a listener that bind every interface: no client can be told to connect to them
-WILDCARD_HOSTS = ("", "*", "0.0.0.0", "::", "[::]")
-
-
 def _wildcard(host: str) -> bool:
-    """Whether `host` (an IPv6 one in brackets) names every interface: 0.0.0.0, ::, [::0], 0 and the like."""
+    """Whether `host` (an IPv6 one in brackets) names every interface: 0.0.0.0, ::, [::0], 0, * and the like."""
     bare = host.strip().strip("[]")
-    if bare in WILDCARD_HOSTS:
+    if bare in ("", "*"):
         return True
     try:
         return ipaddress.ip_address(bare).is_unspecified

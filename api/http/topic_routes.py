@@ -24,6 +24,7 @@ from api.http.auth import require
 from api.http.models import TopicConfigsChange
 from api.http.routes import ERRORS, TopicPath, call
 from api.security.redact import REDACTOR
+from broker.partitions.topics import MAX_PARTITIONS
 
 router = APIRouter(responses=ERRORS)
 
@@ -68,7 +69,7 @@ async def delete_topic(topic: TopicPath, request: Request) -> Any:
 
 class PartitionsIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    partitions: int = Field(ge=1, le=10000, examples=[8],
+    partitions: int = Field(ge=1, le=MAX_PARTITIONS, examples=[8],
                             description="the topic's new partition count: more than it has now")
 
     @field_validator("partitions", mode="before")

@@ -20,7 +20,7 @@ from api.kafka.context import Context
 from api.kafka.schemas import APIS, build
 from broker.errors import InvalidField
 from broker.partitions import topic_config
-from broker.partitions.topics import MAX_PARTITIONS, validate_topic_name
+from broker.partitions.topics import check_growth, validate_topic_name
 
 
 async def create_topics(ctx: Context, req: Any, version: int) -> Any:
@@ -64,7 +64,6 @@ async def delete_topics(ctx: Context, req: Any, version: int) -> Any:
     return build(APIS[20].response, version, throttle_time_ms=0, responses=results)
 
 
-
 async def create_partitions(ctx: Context, req: Any, version: int) -> Any:
     named = [t.name for t in req.topics]
     twice = {n for n in named if named.count(n) > 1}
@@ -79,10 +78,7 @@ async def create_partitions(ctx: Context, req: Any, version: int) -> Any:
                             error_message="manual partition assignments are not supported: the cluster places "
                                           "new partitions on its live nodes")
             if req.validate_only:
-                now = ctx.node.describe_topic(t.name)["partitions"]
-                if not now < t.count <= MAX_PARTITIONS:
-                    raise InvalidField("partitions", f"topic {t.name!r} has {now} partitions: the count can only "
-                                                     f"grow, up to {MAX_PARTITIONS} (asked for {t.count})")
+                check_growth(t.name, ctx.node.describe_topic(t.name)["partitions"], t.count)
             else:
                 ctx.node.add_partitions(t.name, t.count)
         except InvalidField as exc:

@@ -36,15 +36,26 @@ def leaders(meta: MetadataClient, refresh: bool = False) -> dict[tuple[int, int]
     return out
 
 
-def set_leaders(meta: MetadataClient, changes: dict[tuple[int, int], int]) -> dict[tuple[int, int], Leader]:
-    """Make `node` the leader of each (topic id, partition), raising its leader epoch; one transaction."""
+def next_leaders(meta: MetadataClient, changes: dict[tuple[int, int], int]) -> dict[tuple[int, int], Leader]:
+    """`node` as the leader of each (topic id, partition), at its leader epoch raised (0 for a new partition)."""
     current = leaders(meta, refresh=True)
     out = {}
     for (tid, p), node in changes.items():
         old = current.get((tid, p))
         out[(tid, p)] = Leader(node, 0 if old is None else old.epoch + 1)
-    meta.kv_put_many({leader_key(tid, p): json.dumps({"node": lead.node, "epoch": lead.epoch})
-                      for (tid, p), lead in out.items()})
+    return out
+
+
+def leader_items(leads: dict[tuple[int, int], Leader]) -> dict[str, str]:
+    """The metadata KV items that record these leaders (what `leaders` reads back)."""
+    return {leader_key(tid, p): json.dumps({"node": lead.node, "epoch": lead.epoch})
+            for (tid, p), lead in leads.items()}
+
+
+def set_leaders(meta: MetadataClient, changes: dict[tuple[int, int], int]) -> dict[tuple[int, int], Leader]:
+    """Make `node` the leader of each (topic id, partition), raising its leader epoch; one transaction."""
+    out = next_leaders(meta, changes)
+    meta.kv_put_many(leader_items(out))
     return out
 
 

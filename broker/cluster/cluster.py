@@ -16,14 +16,22 @@ off an overloaded node; every move is recorded (broker/cluster/moves.py).
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
 from typing import Any
 
 from broker.cluster import handoff_wal
-from broker.cluster.assignment import PREFIX, Move, leader_key, leaders, plan_rebalance, set_leaders, spread
+from broker.cluster.assignment import (
+    PREFIX,
+    Move,
+    leader_items,
+    leaders,
+    next_leaders,
+    plan_rebalance,
+    set_leaders,
+    spread,
+)
 from broker.cluster.balance_plan import plan_by_load
 from broker.cluster.balancer import BalanceConfig, Balancer
 from broker.cluster.cluster_index import ClusterIndex, index_file_rows, publish_files
@@ -159,11 +167,7 @@ class Cluster:
         """Create the topic with its partitions spread over the live nodes; returns once each is served."""
         info = self.parts.registry.create(name, partitions, configs)
         new = self.parts.add_topic(info)
-        load: dict[int, int] = {}
-        for lead in leaders(self.meta, refresh=True).values():
-            load[lead.node] = load.get(lead.node, 0) + 1
-        alive = set(self.membership.alive(max_age_s=0)) | {self.node_id}
-        chosen = spread(partitions, alive, load)
+        chosen = self._spread_new(partitions)
         set_leaders(self.meta, {(info.topic_id, i): node for i, node in enumerate(chosen)})
         mine = [p for p in new if chosen[p.index] == self.node_id]
         self.parts.claim(mine)
@@ -180,13 +184,9 @@ class Cluster:
         def leaders_of_new(before: TopicInfo, count: int) -> dict[str, str]:
             """The new partitions' leaders, spread as a creation spreads them, written with the count (a count
             without its leaders would leave the new partitions opened by no node)."""
-            load: dict[int, int] = {}
-            for lead in leaders(self.meta, refresh=True).values():
-                load[lead.node] = load.get(lead.node, 0) + 1
-            alive = set(self.membership.alive(max_age_s=0)) | {self.node_id}
-            chosen[:] = spread(count - before.partitions, alive, load)
-            return {leader_key(before.topic_id, before.partitions + i): json.dumps({"node": node, "epoch": 0})
-                    for i, node in enumerate(chosen)}
+            chosen[:] = self._spread_new(count - before.partitions)
+            return leader_items(next_leaders(self.meta, {(before.topic_id, before.partitions + i): node
+                                                         for i, node in enumerate(chosen)}))
 
         before, after = self.parts.registry.add_partitions(name, count, also_put=leaders_of_new)
         new = [p for p in self.parts.add_topic(after) if p.index >= before.partitions]
@@ -195,6 +195,14 @@ class Cluster:
         self.parts.write_states([p for p in mine if p.owned], clean=False)
         self._wait_served(after, [None] * before.partitions + chosen, wait_s)
         return after
+
+    def _spread_new(self, partitions: int) -> list[int]:
+        """A leader for each of `partitions` new partitions: the least loaded live node each time."""
+        load: dict[int, int] = {}
+        for lead in leaders(self.meta, refresh=True).values():
+            load[lead.node] = load.get(lead.node, 0) + 1
+        alive = set(self.membership.alive(max_age_s=0)) | {self.node_id}
+        return spread(partitions, alive, load)
 
     def delete_topic(self, name: str) -> TopicInfo:
         """Delete the topic from any node: its streams, keys, configs, group offsets and leader assignments go

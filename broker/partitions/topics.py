@@ -81,6 +81,17 @@ class TopicInfo:
         return {"name": self.name, "partitions": self.partitions, "topic_id": self.topic_id}
 
 
+def check_growth(name: str, now: int, count: object) -> int:
+    """`count` if it is a partition count the topic `name`, which has `now` partitions, can grow to; InvalidField
+    otherwise (not an integer in range, or not more than it has: a count only grows, as Kafka's)."""
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_PARTITIONS:
+        raise InvalidField("partitions", f"must be an integer in [1, {MAX_PARTITIONS}], got {count!r}")
+    if count <= now:
+        raise InvalidField("partitions", f"topic {name!r} has {now} partitions: the count can only grow (asked for "
+                                         f"{count})")
+    return count
+
+
 class TopicRegistry:
     """Reads and writes the topic keys of the KV through one MetadataClient."""
 
@@ -132,8 +143,7 @@ class TopicRegistry:
         again: a count that still grows is added, one that no longer does is refused (InvalidField), a topic
         deleted meanwhile is TopicNotFound. Existing partitions keep their streams and records; keys hash over the
         new count from then on, as in Kafka."""
-        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_PARTITIONS:
-            raise InvalidField("partitions", f"must be an integer in [1, {MAX_PARTITIONS}], got {count!r}")
+        check_growth(name, 0, count)
         topic_id = None
         for _ in range(100):
             raw = self.meta.kv_get(f"topics/{name}")
@@ -142,9 +152,7 @@ class TopicRegistry:
                 validate_topic_name(name)
                 raise TopicNotFound(name)  # (deleted, or deleted and created again, while this one was added)
             topic_id = before.topic_id
-            if count <= before.partitions:
-                raise InvalidField("partitions", f"topic {name!r} has {before.partitions} partitions: the count can "
-                                                 f"only grow (asked for {count})")
+            count = check_growth(name, before.partitions, count)
             added = count - before.partitions
             sids = self.meta.create_streams(2 * added)
             new = tuple(PartitionStreams(sids[2 * i], sids[2 * i + 1]) for i in range(added))
