@@ -120,15 +120,15 @@ class TopicRegistry:
                                for p, s in enumerate(streams)})
         created = int(time.time() * 1000)
         body = json.dumps({"topic_id": topic_id, "partitions": partitions, "created_ms": created}, sort_keys=True)
-        if self.meta.kv_put_if_absent(f"topics/{name}", body) != body:
+        # the topic and its configs in one transaction, by the creator that wins the name only: a change of the
+        # topic right after (partitions added, configs altered, a deletion) cannot come between them
+        put = {f"topics/{name}": body}
+        if checked:
+            put[topic_config.kv_key(name)] = topic_config.encode(checked)
+        if not self.meta.kv_update_if({f"topics/{name}": None}, put, delete=[topic_config.kv_key(name)]):
             log.warning("topic created concurrently; streams left unused",
                         extra={"topic": name, "topic_id": topic_id, "streams": sids})
             raise TopicExists(name)
-        # written by the creator that won the name only, and only while the topic is the one it created (a delete
-        # meanwhile must not leave them to a topic created later under the name)
-        if checked and not self.meta.kv_set_if({f"topics/{name}": body}, topic_config.kv_key(name),
-                                               topic_config.encode(checked)):
-            raise TopicNotFound(name)
         log.info("topic created", extra={"topic": name, "topic_id": topic_id, "partitions": partitions,
                                          "streams": sids})
         return TopicInfo(name, topic_id, partitions, created, streams)

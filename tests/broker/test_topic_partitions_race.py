@@ -77,6 +77,30 @@ def test_a_deletion_that_loses_the_race_to_an_add_deletes_the_topic_whole(
     assert not [sid for s in deleted.streams for sid in (s.meta_stream, s.data_stream) if sid in b.meta.image.streams]
 
 
+def test_a_creation_with_configs_keeps_them_when_partitions_are_added_at_once(
+        two: tuple[TopicRegistry, TopicRegistry], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another node adds partitions the moment the topic exists (right after whichever write made it visible):
+    the creation still succeeds with its configs, and the topic has both the configs and the added partitions."""
+    a, b = two
+    done: list[int] = []
+    for name in ("kv_put_if_absent", "kv_update_if", "kv_set_if", "kv_put_many"):
+        real = getattr(a.meta, name)
+
+        def wrapped(*args: Any, _real: Any = real, **kw: Any) -> Any:
+            out = _real(*args, **kw)
+            if not done and b.meta.kv_get("topics/t") is not None:
+                done.append(1)
+                b.add_partitions("t", 4)
+            return out
+
+        monkeypatch.setattr(a.meta, name, wrapped)
+    created = a.create("t", 2, {"retention.ms": 60_000})
+    assert done and created.partitions == 2
+    assert b.configs("t") == {"retention.ms": 60_000}
+    now = b.get("t")
+    assert now is not None and now.partitions == 4
+
+
 def test_a_topic_created_again_meanwhile_is_not_deleted(two: tuple[TopicRegistry, TopicRegistry],
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     a, b = two
