@@ -13,6 +13,7 @@ from libc.stdint cimport int64_t, uint8_t
 
 from broker.partitions.record_walk cimport RecordView, next_record, record_headers
 
+from broker.partitions.key_text import key_text
 from broker.partitions.records import Record, index_keys
 from index_file import IndexEntry
 
@@ -24,7 +25,7 @@ cdef object _keys_and_size(const uint8_t* p, RecordView* r, int i, int64_t base_
     key = PyBytes_FromStringAndSize(<const char*>p + r.key_at, r.key_len) if r.key_len >= 0 else None
     size[0] = (r.key_len if r.key_len > 0 else 0) + (r.value_len if r.value_len > 0 else 0)
     if not r.header_count:
-        return [key.decode("utf-8", "replace")] if key else None
+        return [key_text(key)] if key else None
     headers = record_headers(p, r, i)
     keys = index_keys(_new(Record, (base_offset + r.off_delta, 0, key, None, headers)))
     if not keys:

@@ -28,6 +28,7 @@ import numpy as np
 from aiokafka.record.default_records import DefaultRecordBatch as CRecordBatch
 
 from broker.objects.reader import ObjectReader, RangeSource
+from broker.partitions.key_text import key_text
 from broker.partitions.record_entries import ALL_KINDS, KIND_KEYS, KIND_RECORD_KEY, KIND_UNIQ_KEY
 from broker.partitions.records import HEADER_KEYS, HEADER_UNIQ_KEY, batch_records, batch_slices
 
@@ -54,7 +55,7 @@ class KeyColumns:
     time: np.ndarray  # int64 store time (ms)
     size: np.ndarray  # int64: key + value + every header name and value, as the produce path counts it
     counts: np.ndarray  # int64 keys per record (>= 1)
-    keys: list[bytes]  # sum(counts) keys, each record's in order, UTF-8 (invalid sequences replaced)
+    keys: list[bytes]  # sum(counts) keys, each record's in order, key_text's UTF-8 (binary keys as such)
     records: int  # records decoded in [start, end), before the time filter
     bytes_read: int  # payload bytes of the stream records read
 
@@ -64,8 +65,8 @@ def _lens(items: list[bytes | None]) -> np.ndarray:
 
 
 def _utf8(key: bytes) -> bytes:
-    """The key as record_keys sees it: decoded with replacement, encoded back."""
-    return key.decode("utf-8", errors="replace").encode()
+    """The key as record_keys sees it (key_text: a key that is not UTF-8 as its binary form), encoded."""
+    return key_text(key).encode()
 
 
 def _batch_records(payload: bytes) -> list:

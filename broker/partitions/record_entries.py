@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from broker.objects.reader import ObjectReader, RangeSource
+from broker.partitions.key_text import key_text
 from broker.partitions.records import HEADER_KEYS, HEADER_UNIQ_KEY, Record, parse_batches, record_size
 
 KIND_RECORD_KEY = "record-key"
@@ -45,8 +46,8 @@ def record_keys(record: Record, kinds: tuple[str, ...] = ALL_KINDS) -> list[str]
 
     def add(raw: bytes | None) -> None:
         if raw:
-            k = raw.decode("utf-8", errors="replace")
-            if k and k not in out:
+            k = key_text(raw)
+            if k not in out:
                 out.append(k)
 
     if KIND_RECORD_KEY in kinds:

@@ -9,7 +9,7 @@ the CRC, decompresses and walks the varint layout of the records about 20x faste
 Python reader, which is what a whole-record read spends its time on. `Record` is a named tuple so that each
 decoded record costs one tuple, not a frozen dataclass's per-field `object.__setattr__`.
 `index_keys` gives the keys a record is indexed under: its key, every key in header `KEYS` (space
-separated) and header `UNIQ_KEY`.
+separated) and header `UNIQ_KEY`, each as key_text.key_text reads it (binary keys included, without loss).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 
 from broker.errors import RecordFormatError
 from broker.partitions.batch_check import CRC_START
+from broker.partitions.key_text import key_text
 
 _record_build: Any
 try:
@@ -362,13 +363,13 @@ def index_keys(record: Any) -> list[str]:
     """Keys the record (a Record, ProducerRecord or message: anything with `key` and `headers`) is indexed under,
     de-duplicated in order: key, each of header KEYS, header UNIQ_KEY."""
     if not record.headers:  # most records: the key alone (a non-empty key decodes to a non-empty text)
-        return [record.key.decode("utf-8", errors="replace")] if record.key else []
+        return [key_text(record.key)] if record.key else []
     out: list[str] = []
 
     def add(raw: bytes | None) -> None:
         if raw:
-            k = raw.decode("utf-8", errors="replace")
-            if k and k not in out:
+            k = key_text(raw)
+            if k not in out:
                 out.append(k)
 
     add(record.key)

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import base64
 import re
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from kafka.record.memory_records import MemoryRecords
 
 from broker.errors import MessageIdError, RecordFormatError
 from broker.partitions import records as records_module
 from broker.partitions.client_messages import InMessage
+from broker.partitions.key_text import key_from_base64, key_text
 from broker.partitions.message_id import MessageId, decode_message_id, encode_message_id
 from broker.partitions.records import (
     ProducerRecord,
@@ -101,13 +103,35 @@ def test_index_keys_are_key_then_keys_words_then_uniq_key_once_each(key: bytes |
     raws = [key] + [w for n, v in headers if n == "KEYS" and v for w in v.split(b" ")] \
         + [v for n, v in headers if n == "UNIQ_KEY"]
     for raw in raws:
-        text = raw.decode("utf-8", errors="replace") if raw else ""
-        if text and text not in want:
+        if not raw:
+            continue
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:  # a binary key: U+FDD0 and its base64, never its bytes replaced
+            text = "\ufdd0" + base64.b64encode(raw).decode()
+        if text not in want:
             want.append(text)
     r = ProducerRecord(b"v", key=key, headers=headers)
     assert index_keys(r) == want
     (batch,) = parse_batches(build_batch([r]))
     assert index_keys(batch.records[0]) == want
+
+
+def test_binary_keys_that_replacement_would_merge_are_indexed_apart() -> None:
+    a, b = ProducerRecord(b"v", key=b"\xff\x01"), ProducerRecord(b"v", key=b"\xfe\x01")
+    assert index_keys(a) == ["\ufdd0/wE="] and index_keys(b) == ["\ufdd0/gE="]
+    assert key_from_base64("/wE=") == "\ufdd0/wE=" and key_from_base64("b3JkZXItMQ==") == "order-1"
+    for bad in ("not base64!", "", "/wE", "é"):
+        with pytest.raises(ValueError):
+            key_from_base64(bad)
+
+
+@settings(max_examples=300, deadline=None)
+@given(a=st.binary(min_size=1, max_size=12), b=st.binary(min_size=1, max_size=12))
+def test_key_text_tells_any_two_keys_apart(a: bytes, b: bytes) -> None:
+    assume(a != b and not a.startswith("\ufdd0".encode()) and not b.startswith("\ufdd0".encode()))
+    assert key_text(a) != key_text(b)
+    assert key_text(a).encode() == a or key_from_base64(base64.b64encode(a).decode()) == key_text(a)
 
 
 @settings(max_examples=200, deadline=None)
