@@ -9,6 +9,11 @@ against its peers, in one run on the same topic:
 3. a value search (`value LIKE '%needle%'`) over a time window: Spark vs a Kafka consumer doing the same
    from the window's first offset.
 
+Beside the full read, the same aggregate over a Parquet copy of the same rows on local disk (uncompressed,
+written by Spark from the source, read warm from the page cache): Spark's own columnar JVM reader with no
+object store and no network. No Spark reader of these rows, JVM connector included, does better than it on
+the same cores, so its MB/s is the ceiling Spark itself sets for the full read's ratio to raw GETs.
+
 CPU seconds of every process (this one, Spark's JVM, its Python workers, the broker, SeaweedFS) per MB are
 printed for the Spark full read with the ceiling the machine's cores allow: cores / (CPU s per MB).
 Goals (issue 43): full read >= 0.6x raw GETs; key predicate >= 100x fewer bytes than a scan at 10^6 messages.
@@ -163,6 +168,28 @@ def offsets_at(bootstrap: str, ms: int) -> dict[int, int]:
         c.close()
 
 
+def parquet_peer(spark: Any, df: Any, path: Path, n: int, value_bytes: int) -> tuple[float, float]:
+    """Seconds and CPU seconds (every process) of the full read's aggregate over a Parquet copy of `df` at `path`
+    (uncompressed), the second of two reads: the first warms the page cache and the JVM's code for the plan."""
+    from pyspark.sql import functions as F
+
+    df.write.mode("overwrite").parquet(str(path), compression="none")
+    copy = spark.read.parquet(str(path))
+    spent = (0.0, 0.0)
+    for _ in range(2):
+        cpu = TreeCPU(_role)
+        sampler = time.pthread_getcpuclockid(cpu._thread.ident)
+        c0, s0 = cpu.snapshot(), time.clock_gettime(sampler)
+        t0 = time.monotonic()
+        row = copy.agg(F.count("*").alias("n"), F.sum(F.length("value")).alias("v")).collect()[0]
+        took = time.monotonic() - t0
+        c1, s1 = cpu.snapshot(), time.clock_gettime(sampler)
+        cpu.stop()
+        assert (row.n, row.v) == (n, value_bytes), (row.n, row.v, n, value_bytes)
+        spent = (took, sum(c1.values()) - sum(c0.values()) - (s1 - s0))
+    return spent
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="mqindex bench spark_read", description=__doc__.split("\n")[0])
     ap.add_argument("--mb", type=int, default=256, help="topic size in MiB of record payload (issue: 1024)")
@@ -232,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         c1["this process"] = c1.get("this process", 0.0) - sampler_cpu
         spark_cpu = sum(c1.values()) - sum(c0.values())
         raw_s, raw_bytes, raw_gets_n = raw_gets(meta, store_url)
+        pq_s, pq_cpu = parquet_peer(spark, load(), work / "parquet-copy", n, row.v)
         kafka_s, kafka_payload, _ = consumer_read(server.bootstrap, {}, marks)
         assert kafka_payload == payload
 
@@ -275,6 +303,9 @@ def main(argv: list[str] | None = None) -> int:
              f"{(mb / spark_s) / (raw_bytes / 1e6 / raw_s):.2f}x raw",
              f"{spark_cpu / mb:.3f}", f"{cores / (spark_cpu / mb):.1f}"],
             ["raw ranged GETs (2 threads)", raw_s, raw_bytes / 1e6 / raw_s, f"{raw_gets_n} GETs", "", ""],
+            ["spark local[2] over a Parquet copy on local disk", pq_s, mb / pq_s,
+             f"{(mb / pq_s) / (raw_bytes / 1e6 / raw_s):.2f}x raw", f"{pq_cpu / mb:.3f}",
+             f"{cores / (pq_cpu / mb):.1f}"],
             ["kafka consumer (librdkafka)", kafka_s, mb / kafka_s,
              f"spark {kafka_s / spark_s:.2f}x its speed", "", ""],
         ]
@@ -292,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
              f"load average {load_before[0]:.1f} at its start, {load_after[0]:.1f} at its end")
         save_results("spark_read", {"records": n, "payload_mb": mb, "object_mb": raw_bytes / 1e6,
                                     "spark_s": spark_s, "raw_s": raw_s, "kafka_s": kafka_s, "spark_cpu_s": spark_cpu,
+                                    "parquet_s": pq_s, "parquet_cpu_s": pq_cpu,
                                     "spark_cpu_by_process_s": by_role, "sampler_cpu_s": sampler_cpu,
                                     "load_at_start": load_before[0], "load_at_end": load_after[0],
                                     "key_index_bytes": idx_bytes, "key_scan_bytes": scan_bytes,
