@@ -30,6 +30,9 @@ NODE_SETTINGS: tuple[NodeSetting, ...] = (
                 "(unset: keep forever)", "retention_ms", 1),
     NodeSetting("retention_bytes", int, None, "server default bytes kept per partition for topics without "
                 "retention.bytes (unset: no limit)", "retention_bytes", 1),
+    NodeSetting("message_max_bytes", int, 1_048_588, "largest record batch (bytes as Kafka counts them) a Kafka "
+                "producer may send to a topic without max.message.bytes, else MESSAGE_TOO_LARGE; HTTP holds each value "
+                "to it (Kafka's message.max.bytes)", "message_max_bytes", 0, (1 << 31) - 1),
     NodeSetting("maintenance_interval_s", float, 30.0, "seconds between retention and object cleanup passes",
                 "maintenance_interval_s", 0.01),
     NodeSetting("upload_threshold", int, 32 * MIB, "cached bytes that trigger an upload to the object store",

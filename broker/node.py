@@ -31,11 +31,12 @@ from broker.cluster.membership import DEFAULT_LEASE_MS, TIMED_STREAM_RECORDS, Me
 from broker.compaction import CompactionConfig, Compactor
 from broker.metadata import MetadataClient
 from broker.metadata.leases import LeaseTable
-from broker.partitions import reads, topic_admin
+from broker.partitions import reads, topic_admin, topic_config
 from broker.partitions.client_messages import InMessage, OutMessage, Produced
 from broker.partitions.dispatcher import Dispatcher
 from broker.partitions.index_link import catch_up_ranges, keyless_ends, open_index
 from broker.partitions.kafka_clients.client_batches import ClientBatches
+from broker.partitions.message_size import TopicLimits
 from broker.partitions.partition_map import PartitionMap
 from broker.partitions.partition_map import now_ms as _now_ms
 from broker.partitions.produce import Producer
@@ -58,12 +59,14 @@ class BrokerNode:
     """Use `BrokerNode.open(...)`; implements api.backend.Backend."""
 
     def __init__(self, data_dir: Path, store: BlobStore, meta: MetadataClient, *, node_id: int,
-                 retention: RetentionPolicy, maintenance_interval_s: float, read_your_writes_s: float) -> None:
+                 retention: RetentionPolicy, maintenance_interval_s: float, read_your_writes_s: float,
+                 message_max_bytes: int = topic_config.DEFAULT_MAX_MESSAGE_BYTES) -> None:
         self.data_dir = data_dir
         self.store = store
         self.meta = meta
         self.node_id = node_id
         self.retention = retention
+        self.message_max_bytes = message_max_bytes  # max.message.bytes of the topics that set none
         self.read_your_writes_s = read_your_writes_s
         self.maintenance = Periodic("broker-maintenance", maintenance_interval_s, self.run_maintenance)
         self.storage: StreamStorage
@@ -93,14 +96,16 @@ class BrokerNode:
              compaction: CompactionConfig | None = None, min_free_bytes: int | None = None,
              wal_url: str | None = None, metadata_options: dict[str, Any] | None = None,
              failover_history_per_node: int = FAILOVER_HISTORY_PER_NODE,
-             balance: BalanceConfig | None = None) -> BrokerNode:
+             balance: BalanceConfig | None = None,
+             message_max_bytes: int = topic_config.DEFAULT_MAX_MESSAGE_BYTES) -> BrokerNode:
         """Open (recovering) the node whose local state is in `data_dir` (`wal/`, `index/`), objects in
         `store_url`, controller metadata at `metadata_url` (sqlite:///... or postgresql://...). Every setting
         is described in docs/OPERATIONS.md; index_config: IndexService options ("store" overrides its store).
         Retention: the server default for topics without their own; None keeps data forever. wal_url: None or
         file://DIR for a local WAL (default DATA_DIR/wal), any other store URL for the shared WAL.
         metadata_options: MetadataClient snapshot arguments (snapshot_every_records, snapshot_interval_s,
-        snapshots_kept)."""
+        snapshots_kept). message_max_bytes: the largest record batch of a topic that sets no max.message.bytes
+        (Kafka's message.max.bytes)."""
         d = Path(data_dir)
         d.mkdir(parents=True, exist_ok=True)
         lock_fd = os.open(d / "broker.lock", os.O_RDWR | os.O_CREAT, 0o644)
@@ -114,14 +119,15 @@ class BrokerNode:
         store = open_store(store_url)
         meta = MetadataClient(metadata_url, node_id, namespace, **(metadata_options or {}))
         node = cls(d, store, meta, node_id=node_id, retention=RetentionPolicy(retention_ms, retention_bytes),
-                   maintenance_interval_s=maintenance_interval_s, read_your_writes_s=read_your_writes_s)
+                   maintenance_interval_s=maintenance_interval_s, read_your_writes_s=read_your_writes_s,
+                   message_max_bytes=message_max_bytes)
         node._lock_fd = lock_fd
         node.clock = clock or _now_ms
         node.settings = dict(  # the effective values, for GET /v1/config
             node_id=node_id, namespace=namespace, upload_threshold=upload_threshold,
             upload_interval_s=upload_interval_s, so_threshold=so_threshold, retention_ms=retention_ms,
-            retention_bytes=retention_bytes, maintenance_interval_s=maintenance_interval_s,
-            block_cache_bytes=block_cache_bytes,
+            retention_bytes=retention_bytes, message_max_bytes=message_max_bytes,
+            maintenance_interval_s=maintenance_interval_s, block_cache_bytes=block_cache_bytes,
             max_cache_bytes=max_cache_bytes or max(4 * upload_threshold, 256 << 20),
             read_your_writes_s=read_your_writes_s, failover_history_per_node=failover_history_per_node,
             **balance_settings(balance or BalanceConfig()),
@@ -197,9 +203,11 @@ class BrokerNode:
             tolerate_out_of_disk(self.storage.force_upload, "upload of recovered records")
         self.index, self.dispatcher = open_index(self.data_dir / "index", store_url, self.node_id, self.clock,
                                                  parts, index_config)
-        self.producer = Producer(parts, self.storage.wal.max_body, self.dispatcher.enqueue, self.clock)
+        limits = TopicLimits(self.meta, self.message_max_bytes)  # each topic's max.message.bytes
+        self.producer = Producer(parts, self.storage.wal.max_body, self.dispatcher.enqueue, self.clock, limits)
         # Kafka clients' own record batches (api/kafka): stored as sent, idempotent sequences checked
-        self.client_batches = ClientBatches(parts, self.storage.wal.max_body, self.dispatcher.enqueue, self.clock)
+        self.client_batches = ClientBatches(parts, self.storage.wal.max_body, self.dispatcher.enqueue, self.clock,
+                                            limits)
         # records with their append time only once every live node reads them (a rolling upgrade: docs/OPERATIONS.md)
         self.producer.timed_records = self.client_batches.timed_records = \
             lambda: membership.reads_everywhere(TIMED_STREAM_RECORDS)
@@ -248,7 +256,8 @@ class BrokerNode:
         return self.describe_topic(name)
 
     def describe_topic(self, name: str) -> dict[str, Any]:
-        return topic_admin.describe(self.partitions, name, self.retention)
+        return topic_admin.describe(self.partitions, name, topic_config.ServerDefaults(
+            self.retention.retention_ms, self.retention.retention_bytes, self.message_max_bytes))
 
     def alter_topic_configs(self, name: str, change: dict[str, int | None]) -> dict[str, Any]:
         self._check_usable()

@@ -1,10 +1,11 @@
-"""`mqindex topics`: create, list, describe and alter topics (their retention configs, their partition count)
+"""`mqindex topics`: create, list, describe and alter topics (their configs, their partition count)
 through a server.
 Tables by default, `--json` on every action.
 
     mqindex topics create orders --partitions 3 --retention-ms 172800000
     mqindex topics list
     mqindex topics alter orders --retention-ms 604800000 --retention-bytes -1
+    mqindex topics alter orders --max-message-bytes 3000000      (Kafka producers' record batches up to 3 MB)
     mqindex topics alter orders --delete-config retention.ms      (back to the server default)
     mqindex topics alter orders --partitions 6                   (only grows; keys hash over the new count)
     mqindex topics describe orders                               (configs and partitions: leader, offsets, bytes)
@@ -42,6 +43,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        help="keep records this long, ms (-1 = forever; default: the server's default)")
         q.add_argument("--retention-bytes", type=int,
                        help="keep at most this many bytes per partition (-1 = no limit; default: the server's default)")
+        q.add_argument("--max-message-bytes", type=int,
+                       help="the largest record batch a Kafka producer may send, bytes (Kafka's max.message.bytes; "
+                            "default: the server's message_max_bytes)")
     for q in (create, alter, describe, listing, delete):
         _common(q)
 
@@ -52,6 +56,8 @@ def _configs(args: argparse.Namespace) -> dict[str, int | None]:
         out["retention.ms"] = args.retention_ms
     if args.retention_bytes is not None:
         out["retention.bytes"] = args.retention_bytes
+    if args.max_message_bytes is not None:
+        out["max.message.bytes"] = args.max_message_bytes
     return out
 
 
@@ -103,8 +109,8 @@ def run(args: argparse.Namespace) -> int:
         for name in args.delete_config:
             change[name] = None
         if not change and args.partitions is None:
-            raise ValueError("nothing to alter: give --partitions, --retention-ms, --retention-bytes or "
-                             "--delete-config")
+            raise ValueError("nothing to alter: give --partitions, --retention-ms, --retention-bytes, "
+                             "--max-message-bytes or --delete-config")
         if args.partitions is not None:
             _request(args, "POST", f"/v1/topics/{args.name}/partitions", send={"partitions": args.partitions})
         if change:

@@ -1,7 +1,8 @@
 """One mapping from errors to HTTP responses, for every error the server answers, framework ones included.
 
 - bad input: a 4xx with a JSON body {"error", "field"} naming the field at fault (also an unparsable body,
-  an unknown route (404), a wrong method (405), a body over the size limit (413) and every validation
+  an unknown route (404), a wrong method (405), a body over the size limit or a value over its topic's
+  max.message.bytes (413) and every validation
   error, which is a 400, never a 422, told in one plain sentence: api/http/plain_errors.py);
 - damage in the store (a broker object or an index file failing a check when read back): 502 with
   {"error", "field": null, "object", "check"} naming the object key and the failed check (OPERATIONS.md);
@@ -28,6 +29,7 @@ from api.http.models import FieldError
 from api.http.plain_errors import plain
 from api.security.redact import REDACTOR
 from broker.errors import Fenced, MessageIdError, NodeNotLive, NotLeader, ObjectFormatError, OutOfDisk
+from broker.partitions.message_size import MessageTooLarge
 from broker.partitions.topic_errors import TopicExists
 from index_file.errors import FormatError
 from storage_tier import OutOfSpace, StorageUnavailable
@@ -62,6 +64,8 @@ def status_for(exc: Exception) -> tuple[int, str | None]:
         return 409, field
     if isinstance(exc, MessageIdError):
         return 400, "msg_id"
+    if isinstance(exc, MessageTooLarge):
+        return 413, field
     if isinstance(exc, LookupError):
         return 404, field
     if isinstance(exc, NotLeader):

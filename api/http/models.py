@@ -39,7 +39,8 @@ Text = Annotated[str, AfterValidator(check_text)]
 #: a topic config value: -1 (unlimited) or 1 to 2**53 (the integers every JSON number represents exactly; the
 #: broker accepts up to 2**63-1: broker/partitions/topic_config.py)
 MAX_CONFIG_INT = 2**53
-CONFIG_NAMES = ("retention.ms", "retention.bytes")
+CONFIG_NAMES = ("retention.ms", "retention.bytes", "max.message.bytes")
+MAX_MESSAGE_BYTES = (1 << 31) - 1  # max.message.bytes is an int config in Kafka: 0 to 2**31-1
 
 
 def _config_int(v: object) -> int:
@@ -58,6 +59,21 @@ ConfigInt = Annotated[int, PlainValidator(_config_int), WithJsonSchema(
     {"anyOf": [{"type": "integer", "minimum": 1, "maximum": MAX_CONFIG_INT}, {"type": "integer", "const": -1}]})]
 
 
+def _batch_bytes(v: object) -> int:
+    """max.message.bytes: a JSON number (as _config_int takes them) from 0 to MAX_MESSAGE_BYTES."""
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if type(v) is not int or not 0 <= v <= MAX_MESSAGE_BYTES:
+        got = {bool: "a boolean", type(None): "null", dict: "an object", list: "an array"}.get(type(v)) \
+            or json.dumps(v)[:40]
+        raise ValueError(f"must be an integer from 0 to {MAX_MESSAGE_BYTES}, bytes of a record batch (got {got})")
+    return v
+
+
+BatchBytes = Annotated[int, PlainValidator(_batch_bytes), WithJsonSchema(
+    {"type": "integer", "minimum": 0, "maximum": MAX_MESSAGE_BYTES})]
+
+
 class TopicConfigsNew(BaseModel):
     """Configs given at creation: absent = the server default."""
 
@@ -65,6 +81,9 @@ class TopicConfigsNew(BaseModel):
     retention_ms: ConfigInt = Field(None, alias="retention.ms", description="-1 = unlimited")  # type: ignore[assignment]
     retention_bytes: ConfigInt = Field(None, alias="retention.bytes",  # type: ignore[assignment]
                                        description="-1 = unlimited")
+    max_message_bytes: BatchBytes = Field(None, alias="max.message.bytes",  # type: ignore[assignment]
+                                          description="the largest record batch a Kafka producer may send, "
+                                                      "and the largest value HTTP takes for the topic")
 
     def as_dict(self) -> dict[str, int | None]:
         return self.model_dump(by_alias=True, exclude_unset=True)
@@ -76,6 +95,8 @@ class TopicConfigsChange(TopicConfigsNew):
     retention_ms: ConfigInt | None = Field(None, alias="retention.ms", description="-1 = unlimited; null removes")
     retention_bytes: ConfigInt | None = Field(None, alias="retention.bytes",
                                               description="-1 = unlimited; null removes")
+    max_message_bytes: BatchBytes | None = Field(None, alias="max.message.bytes",
+                                                 description="bytes of a record batch; null removes")
 
 
 class TopicIn(BaseModel):
@@ -84,7 +105,8 @@ class TopicIn(BaseModel):
     partitions: int | None = Field(None, ge=1, le=10000,
                                    description="absent: the server's default_partitions (1 unless set)")
     configs: TopicConfigsNew | None = Field(None, description="topic configs: retention.ms, retention.bytes "
-                                                               "(-1 = unlimited; absent = the server default)")
+                                                               "(-1 = unlimited), max.message.bytes (absent = the "
+                                                               "server default)")
 
 
 class TopicOut(BaseModel):

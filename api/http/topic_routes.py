@@ -6,7 +6,8 @@
     POST  /v1/topics/{topic}/partitions (admin) {"partitions": N}: grow the topic to N partitions (only grows, as
                                         Kafka's CreatePartitions); the topic as GET shows it, once each is served
     PATCH /v1/topics/{topic}/configs    {"configs": {"retention.ms": 172800000, "retention.bytes": null}}
-                                        (a value sets, null removes: back to the server default)
+                                        (a value sets, null removes: back to the server default; the configs
+                                        are retention.ms, retention.bytes and max.message.bytes)
     GET   /v1/config                    (admin) the node's and its index's effective settings, and the server's
                                         ("server": URLs with passwords and keys masked, no token shown)
 """
@@ -30,7 +31,7 @@ router = APIRouter(responses=ERRORS)
 
 
 class ConfigValue(BaseModel):
-    value: int = Field(description="-1 = unlimited")
+    value: int = Field(description="-1 = unlimited (retention.ms, retention.bytes)")
     source: str = Field(description="topic: set on the topic; default: the server default")
 
 
@@ -43,7 +44,8 @@ class TopicDetailOut(BaseModel):
 
 class TopicConfigsIn(BaseModel):
     configs: TopicConfigsChange = Field(
-        description="retention.ms / retention.bytes: an integer (-1 = unlimited) sets, null removes",
+        description="retention.ms / retention.bytes (-1 = unlimited), max.message.bytes (0 to 2**31-1): an "
+                    "integer sets, null removes",
         examples=[{"retention.ms": 172_800_000}])
 
 

@@ -1,4 +1,5 @@
-"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topic configs (retention.ms, retention.bytes).
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topic configs (retention.ms, retention.bytes,
+max.message.bytes).
 
 The configs are the broker's (broker/partitions/topic_config.py, kept in the controller metadata KV), the same
 ones `GET /v1/topics/{topic}` shows and `PATCH /v1/topics/{topic}/configs` changes. A broker resource is
@@ -19,7 +20,9 @@ TOPIC, BROKER = 2, 4
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 # Kafka's DescribeConfigsResponse.ConfigSource and ConfigType
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
-LONG = 5
+INT, LONG = 3, 5
+#: each config's Kafka type, as DescribeConfigs reports it (max.message.bytes is an int config in Kafka)
+_TYPES = {topic_config.MAX_MESSAGE_BYTES: INT}
 
 
 def config_value(name: str, value: str | None) -> int | None:
@@ -70,7 +73,7 @@ async def describe_configs(ctx: Context, req: Any, version: int) -> Any:
             value = str(c["value"])
             out["configs"].append(dict(
                 name=name, value=value, read_only=False, config_source=source, is_default=source == DEFAULT_CONFIG,
-                is_sensitive=False, config_type=LONG, documentation=None,
+                is_sensitive=False, config_type=_TYPES.get(name, LONG), documentation=None,
                 synonyms=[dict(name=name, value=value, source=source)] if req.include_synonyms else []))
         return out
 

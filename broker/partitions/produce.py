@@ -6,11 +6,12 @@ old timestamps neither scatters the index files nor changes what a begin/end key
 time is stored with the batch's stream record (WAL and objects), so a re-dispatch after a crash or a
 failover, a rescue and a Spark build index the records at the same time (docs/INDEX_SERVICE.md).
 
-Each partition's batch is built, its offsets assigned under the partition lock and its stream record
-queued on the WAL in the same critical section (so the WAL holds every partition's batches in offset
-order). When the WAL's group commit has fsynced it, the record is in the log cache and the batch's index
-entries (every record's key, KEYS and UNIQ_KEY) go to the dispatcher; `produce` returns after that for
-every partition of the request.
+Each message's value is held to its topic's max.message.bytes before anything is queued (message_size.py says
+why values and not the batch). Each partition's batch is built, its offsets assigned under the partition lock
+and its stream record queued on the WAL in the same critical section (so the WAL holds every partition's
+batches in offset order). When the WAL's group commit has fsynced it, the record is in the log cache and the
+batch's index entries (every record's key, KEYS and UNIQ_KEY) go to the dispatcher; `produce` returns after
+that for every partition of the request.
 
 An acknowledgement is a promise, and a request over several partitions is stored whole or not at all:
 - the request's room in the WAL's data path is reserved at once (DiskSpace.reserve): the disk filling between
@@ -37,6 +38,7 @@ from broker.objects.format import RECORD_HEADER_SIZE
 from broker.partitions.client_messages import InMessage, Produced
 from broker.partitions.fresh_metadata import FreshMetadata
 from broker.partitions.message_id import encode_message_id
+from broker.partitions.message_size import TopicLimits, check_values
 from broker.partitions.partition_map import PartitionMap, now_ms
 from broker.partitions.partitioner import RoundRobin, partition_for_key
 from broker.partitions.records import encode_batch, index_keys, record_size, with_base_offset
@@ -75,10 +77,12 @@ def validate_message(i: int, m: object) -> None:
 
 class Producer:
     def __init__(self, parts: PartitionMap, max_body: int, dispatch: Callable[[list[IndexEntry]], None],
-                 clock: Callable[[], int] = now_ms) -> None:
+                 clock: Callable[[], int] = now_ms, limits: TopicLimits | None = None) -> None:
         self.parts = parts
         self.clock = clock  # the broker's append time (ms); tests inject one
         self.max_body = max_body  # largest WAL record body
+        #: each topic's max.message.bytes, which bounds every message's value here (message_size.py says why)
+        self.limits = limits or TopicLimits(parts.meta)
         self.dispatch = dispatch
         self.round_robin = RoundRobin()
         self.fresh_metadata = FreshMetadata(parts.meta.catch_up)
@@ -127,10 +131,13 @@ class Producer:
                 raise self.parts.not_served(part)
         self.parts.storage.wait_for_cache_room()
         now = self.clock()  # append time: index entries are ordered and filtered by it
+        limit = self.limits.of(info.name)
         built = []
         for pi, idxs in groups.items():
             msgs = [messages[i] for i in idxs]
             batch = encode_batch(msgs, now, "timestamp")  # a message without a timestamp gets the append time
+            if len(batch) > limit.bytes:  # the batch holds every value: only then can one be over the limit
+                check_values(info.name, pi, msgs, idxs, limit)
             if len(batch) + RECORD_HEADER_SIZE > self.max_body:
                 raise InvalidField("messages", f"{len(batch)} bytes for partition {pi} in one request exceed "
                                                f"the {self.max_body}-byte limit")

@@ -7,16 +7,14 @@ from typing import Any
 
 from broker.partitions import topic_config
 from broker.partitions.partition_map import PartitionMap
-from broker.partitions.retention import RetentionPolicy
 
 
-def describe(parts: PartitionMap, name: str, default: RetentionPolicy) -> dict[str, Any]:
+def describe(parts: PartitionMap, name: str, defaults: topic_config.ServerDefaults) -> dict[str, Any]:
     """{"name", "partitions", "topic_id", "configs": {"retention.ms": {"value", "source"}, ...}}."""
     info = parts.topic(name)
     own = parts.registry.configs(name)
     out = info.as_dict()
-    out["configs"] = topic_config.describe(own, topic_config.ServerDefaults(default.retention_ms,
-                                                                          default.retention_bytes))
+    out["configs"] = topic_config.describe(own, defaults)
     return out
 
 

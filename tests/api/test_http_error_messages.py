@@ -53,7 +53,10 @@ CASES: list[tuple[str, str, Any, str, str]] = [
     ("POST", "/v1/topics", {"name": "a", "configs": {"retention.ms": True}}, "configs.retention.ms",
      f"configs.retention.ms {CONFIG_RULE} (got a boolean)"),
     ("POST", "/v1/topics", {"name": "a", "configs": {"cleanup.policy": "compact"}}, "configs.cleanup.policy",
-     "configs.cleanup.policy is not a supported config: the supported configs are retention.ms and retention.bytes"),
+     "configs.cleanup.policy is not a supported config: the supported configs are retention.ms, retention.bytes "
+     "and max.message.bytes"),
+    ("POST", "/v1/topics", {"name": "a", "configs": {"max.message.bytes": -1}}, "configs.max.message.bytes",
+     "configs.max.message.bytes must be an integer from 0 to 2147483647, bytes of a record batch (got -1)"),
     ("POST", "/v1/topics", {"name": "a", "configs": 5}, "configs", "configs must be a JSON object (got 5)"),
     ("POST", "/v1/topics", [1], "body", f"body {BODY_RULE}"),
     ("POST", "/v1/topics", b"", "body", f"body is required: it {BODY_RULE}"),

@@ -31,6 +31,7 @@ from broker.errors import BrokerError, Fenced, RecordFormatError
 from broker.objects.format import RECORD_HEADER_SIZE
 from broker.partitions.batch_check import CheckedBatch, check_batches, stored_copy
 from broker.partitions.kafka_clients import producer_state, txn_partition
+from broker.partitions.message_size import TopicLimits
 from broker.partitions.partition import Partition
 from broker.partitions.partition_map import PartitionMap
 from broker.partitions.records import (
@@ -65,7 +66,8 @@ class SequenceError(BrokerError):
 
 
 class BatchTooLarge(BrokerError, ValueError):
-    """A produce request's batches for one partition exceed the largest WAL record."""
+    """A batch of a produce request is over its topic's max.message.bytes (message_size.py) or the largest WAL
+    record; nothing of the request's batches for that partition is stored."""
 
 
 @dataclass
@@ -137,9 +139,11 @@ def stored_entries(topic: str, partition: int, base: int, payload: bytes, now: i
 class ClientBatches:
     def __init__(self, parts: PartitionMap, max_body: int,
                  dispatch: Callable[[list[IndexEntry] | Callable[[], list[IndexEntry]]], None],
-                 clock: Callable[[], int]) -> None:
+                 clock: Callable[[], int], limits: TopicLimits | None = None) -> None:
         self.parts = parts
         self.max_body = max_body
+        #: each topic's max.message.bytes: a batch over it is refused before anything is decoded or queued
+        self.limits = limits or TopicLimits(parts.meta)
         self.dispatch = dispatch  # entries, or a function that gives them (run off the acknowledgement path)
         #: whether stream records carry their append time (magic 0x23): not while a node of a release that cannot
         #: read them is live (a rolling upgrade; the node sets it from its membership)
@@ -216,19 +220,26 @@ class ClientBatches:
         """Queue the batches of `data` on the partition's data stream. Returns each batch's result and the
         queued appends (`Queued`: their futures, or wait() that returns once every new batch is fsynced in
         the WAL). All or nothing: a batch refused by the checks refuses the request before anything is
-        queued."""
+        queued; a batch over the topic's max.message.bytes is BatchTooLarge."""
         topic = part.topic.name
         batches = check_batches(data)
         if any(b.attributes & txn_partition.CONTROL for b in batches):
             raise RecordFormatError("control batches (transaction markers) are written by the broker, not sent")
+        limit = self.limits.of(topic)
+        for b in batches:  # b.size: the batch as sent, with its 12 bytes of log overhead, as Kafka counts it
+            if b.size > limit.bytes:
+                raise BatchTooLarge(limit.batch_refusal(topic, part.index, b.size))
         txns = self.txns.of(part) if any(b.attributes & txn_partition.TRANSACTIONAL for b in batches) else None
         decoded: dict[int, KafkaBatch] = {}
         for i, b in enumerate(batches):
             if b.needs_decode:  # compressed: its framing is only visible decompressed
                 decoded[i] = next(parse_batches(memoryview(data)[b.start:b.start + b.size]))
         total = sum(b.size + RECORD_HEADER_SIZE for b in batches)
-        if max(b.size for b in batches) + RECORD_HEADER_SIZE > self.max_body:
-            raise BatchTooLarge(f"a batch for {part.name} exceeds the {self.max_body}-byte limit")
+        biggest = max(b.size for b in batches)
+        if biggest + RECORD_HEADER_SIZE > self.max_body:
+            raise BatchTooLarge(f"the record batch of {biggest} bytes for topic {topic!r} partition {part.index} is "
+                                f"over the largest the WAL stores, {self.max_body - RECORD_HEADER_SIZE} bytes, "
+                                "whatever max.message.bytes allows")
         storage = self.parts.storage
         storage.wait_for_cache_room()
         storage.check_room(total, len(batches))
