@@ -94,8 +94,9 @@ class Server:
             raise RuntimeError("the server's /metrics has no mqindex_wal_group_commits")
         return int(float(m.group(1)))
 
-    def create_topic(self, topic: str, partitions: int) -> None:
-        r = httpx.post(self.url + "/v1/topics", json={"name": topic, "partitions": partitions}, timeout=60)
+    def create_topic(self, topic: str, partitions: int, configs: dict[str, int] | None = None) -> None:
+        body = {"name": topic, "partitions": partitions, "configs": configs or {}}
+        r = httpx.post(self.url + "/v1/topics", json=body, timeout=60)
         r.raise_for_status()
 
 
@@ -368,7 +369,8 @@ def main(argv: list[str] | None = None) -> int:
         raw_req0 = raw_append_fsync(work, raw_total, args.http_records * RECORD)
         ks = Server(work, "kafka-node", kstore).start()
         servers.append(ks)
-        ks.create_topic("bench-k", args.partitions)
+        # the topic takes what the client may send (its message.max.bytes): a --batch-kb past 1 MiB is not refused
+        ks.create_topic("bench-k", args.partitions, {"max.message.bytes": 2 * args.batch_kb * KiB + 64 * KiB})
         print("[bench] kafka produce", file=sys.stderr, flush=True)
         prof = Profile(profile_dir, ks, "kafka-produce", args.profile_gil, args.profile_rate)
         s3_cpu = _no_cpu if weed is None else (lambda: process_cpu_s(weed.proc.pid))
