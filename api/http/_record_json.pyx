@@ -6,20 +6,23 @@ objects and serialising them again (aiokafka's reader, a dict per message, orjso
 most of a page's time. This walks the records of one batch (already CRC-checked and, if compressed,
 decompressed by the caller; broker/partitions/record_walk.pxd) and writes each message's object exactly as `message_json.message_dict` + orjson
 would (the tests compare them byte for byte): UTF-8 values and keys as JSON text, anything else base64 (the
-message says which in `encoding` and `key_encoding`), header values decoded with U+FFFD for bad bytes, orjson's
-escapes. A record that does not parse raises
-ValueError naming the record; nothing is returned for the batch then.
+message says which in `encoding` and `key_encoding`), orjson's escapes. Headers: a record whose header values are
+all UTF-8, none null, no name twice (most of them) has its `headers` object written here; any other has it
+built as message_dict does (values decoded with U+FFFD for bad bytes, null as "", a repeated name's last value)
+and is followed by `header_list`, every header in order with its value as text, base64 or null, written here.
+A record that does not parse, or has a header name that is not UTF-8, raises ValueError naming the record; nothing
+is returned for the batch then.
 """
 
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 
 import orjson
 
-from broker.partitions.record_walk cimport RecordView, next_record, record_headers
+from broker.partitions.record_walk cimport RecordView, field, next_record, record_headers
 
 cdef const char* _HEX = b"0123456789abcdef"
 cdef const char* _B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
@@ -166,6 +169,85 @@ cdef int _base64(Buf* b, const uint8_t* s, Py_ssize_t n) except -1:
     return 0
 
 
+cdef enum:
+    # a record with at most this many headers is checked for a name given twice here (each name against the ones
+    # before it); one with more is looked at in Python (a set of its names), never quadratically
+    _COMPARED = 32
+
+
+cdef bint _plain_headers(const uint8_t* p, RecordView* r, int i) except -1:
+    """Whether the record's headers are written here as the `headers` object alone: at most _COMPARED of them,
+    every value UTF-8 (none null), no name twice. A name that is not UTF-8 raises ValueError, as decoding it does."""
+    cdef Py_ssize_t pos = r.headers_at, hk_len, hv_len, j
+    cdef Py_ssize_t name_at[_COMPARED]
+    cdef Py_ssize_t name_len[_COMPARED]
+    cdef int64_t h
+    cdef bint plain = r.header_count <= _COMPARED
+    for h in range(r.header_count):
+        hk_len = field(p, r.end, &pos, i, "header key")
+        if not _utf8(p + pos, hk_len):
+            raise ValueError(f"record {i}: header {h}'s name is not UTF-8")
+        if plain:
+            for j in range(h):
+                if name_len[j] == hk_len and memcmp(p + name_at[j], p + pos, hk_len) == 0:
+                    plain = False
+                    break
+            name_at[h] = pos
+            name_len[h] = hk_len
+        pos += hk_len
+        hv_len = field(p, r.end, &pos, i, "header value")
+        if hv_len < 0:
+            plain = False
+        else:
+            if plain and not _utf8(p + pos, hv_len):
+                plain = False
+            pos += hv_len
+    return plain
+
+
+cdef int _headers_object(Buf* b, const uint8_t* p, RecordView* r, int i) except -1:
+    """The `headers` object of a record `_plain_headers` accepted: {"name":"value",...} in record order."""
+    cdef Py_ssize_t pos = r.headers_at, hk_len, hv_len
+    cdef int64_t h
+    _lit(b, b"{")
+    for h in range(r.header_count):
+        if h:
+            _lit(b, b",")
+        hk_len = field(p, r.end, &pos, i, "header key")
+        _text(b, p + pos, hk_len)
+        pos += hk_len
+        _lit(b, b":")
+        hv_len = field(p, r.end, &pos, i, "header value")
+        _text(b, p + pos, hv_len)
+        pos += hv_len
+    return _lit(b, b"}")
+
+
+cdef int _header_list(Buf* b, const uint8_t* p, RecordView* r, int i) except -1:
+    """`,"header_list":[...]`: each header as {"name","value","encoding"}, the value as text, base64 or null."""
+    cdef Py_ssize_t pos = r.headers_at, hk_len, hv_len
+    cdef int64_t h
+    _lit(b, b',"header_list":[')
+    for h in range(r.header_count):
+        _lit(b, b'{"name":' if h == 0 else b',{"name":')
+        hk_len = field(p, r.end, &pos, i, "header key")
+        _text(b, p + pos, hk_len)
+        pos += hk_len
+        _lit(b, b',"value":')
+        hv_len = field(p, r.end, &pos, i, "header value")
+        if hv_len < 0:
+            _lit(b, b'null,"encoding":"utf-8"}')
+            continue
+        if _utf8(p + pos, hv_len):
+            _text(b, p + pos, hv_len)
+            _lit(b, b',"encoding":"utf-8"}')
+        else:
+            _base64(b, p + pos, hv_len)
+            _lit(b, b',"encoding":"base64"}')
+        pos += hv_len
+    return _lit(b, b"]")
+
+
 def render(const uint8_t[::1] records not None, int count, bytearray out not None, bint comma,
            int64_t base_offset, int64_t first_timestamp, int64_t max_timestamp, bint log_append_time, int64_t start,
            int64_t end, bytes head not None, bytes id_prefix not None):
@@ -180,6 +262,7 @@ def render(const uint8_t[::1] records not None, int count, bytearray out not Non
     cdef Py_ssize_t n = records.shape[0], pos = 0, at
     cdef int64_t offset, last = -1
     cdef int i, emitted = 0
+    cdef bint plain, exact
     cdef RecordView r
     cdef Buf b
     cdef const char* head_p = PyBytes_AS_STRING(head)
@@ -194,9 +277,7 @@ def render(const uint8_t[::1] records not None, int count, bytearray out not Non
     try:
         for i in range(count):
             next_record(p, n, &pos, i, &r)
-            header_pairs = None
-            if r.header_count:  # {name: value as text}, as message_json.message_dict makes it
-                header_pairs = {k: (v or b"").decode("utf-8", "replace") for k, v in record_headers(p, &r, i)}
+            plain = r.header_count == 0 or _plain_headers(p, &r, i)  # every record's header names checked
             offset = base_offset + r.off_delta
             if offset < start or offset >= end:
                 continue
@@ -219,11 +300,22 @@ def render(const uint8_t[::1] records not None, int count, bytearray out not Non
                 _base64(&b, p + r.key_at, r.key_len)
                 _lit(&b, b',"key_encoding":"base64"')
             _lit(&b, b',"headers":')
-            if header_pairs:
-                hj = orjson.dumps(header_pairs)
-                _put(&b, PyBytes_AS_STRING(hj), len(hj))
-            else:
+            if r.header_count == 0:
                 _lit(&b, b"{}")
+            elif plain:
+                _headers_object(&b, p, &r, i)
+            else:  # {name: value as text}, as message_json.header_fields makes it, and the list when it is not exact
+                pairs = record_headers(p, &r, i)
+                shown = {k: (v or b"").decode("utf-8", "replace") for k, v in pairs}
+                hj = orjson.dumps(shown)
+                _put(&b, PyBytes_AS_STRING(hj), len(hj))
+                exact = len(shown) == len(pairs)
+                for _, v in pairs:
+                    if v is None or not _utf8(<const uint8_t*>PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v)):
+                        exact = False
+                        break
+                if not exact:
+                    _header_list(&b, p, &r, i)
             _lit(&b, b',"value":')
             if r.value_len < 0:
                 _lit(&b, b'null,"encoding":"utf-8"')

@@ -7,11 +7,16 @@ record bytes, without decoding them into Python objects; where it is not built (
 `pip install`) the batch is decoded and each message serialised by orjson, with the same bytes. The body is
 byte-for-byte the document `FetchOut` describes (same fields, same order, same text/base64 rule as
 `encode_bytes`), and the route still declares `FetchOut` for the OpenAPI schema.
+
+Headers (docs/MESSAGES.md): `headers` is the name -> text object it always was; when it cannot hold a message's
+headers exactly (a value that is not UTF-8, a null value, a name given twice) `header_list` follows it with every
+header in record order, each value text or base64 as a key is (`header_fields`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -55,13 +60,44 @@ def text_or_base64(data: bytes | None) -> tuple[str | None, str]:
     return pybase64.b64encode_as_string(data), "base64"
 
 
+def header_fields(headers: Sequence[tuple[str, bytes | None]]) -> tuple[dict[str, str], list[dict[str, Any]] | None]:
+    """The `headers` object (name -> text: a null value as "", bytes that are not UTF-8 with U+FFFD, a name given
+    twice with its last value at its first place) and, when that object does not hold the headers exactly, the
+    `header_list`: every header in order as {"name", "value" (text, base64 or null), "encoding"}."""
+    if not headers:
+        return {}, None
+    shown: dict[str, str] = {}
+    exact = True
+    for name, raw in headers:
+        if raw is None:
+            shown[name] = ""
+            exact = False
+            continue
+        text, encoding = text_or_base64(raw)
+        if encoding == "base64":
+            shown[name] = raw.decode(errors="replace")
+            exact = False
+        else:
+            shown[name] = text  # type: ignore[assignment]
+    if exact and len(shown) == len(headers):
+        return shown, None
+    listed = []
+    for name, raw in headers:
+        value, encoding = text_or_base64(raw)
+        listed.append({"name": name, "value": value, "encoding": encoding})
+    return shown, listed
+
+
 def message_dict(m: OutMessage) -> dict[str, Any]:
     value, encoding = text_or_base64(m.value)
     key, key_encoding = text_or_base64(m.key)
-    return {"topic": m.topic, "partition": m.partition, "offset": m.offset, "msg_id": m.msg_id,
-            "key": key, "key_encoding": key_encoding,
-            "headers": {k: v.decode(errors="replace") for k, v in m.headers} if m.headers else {},
-            "value": value, "encoding": encoding, "timestamp": m.timestamp}
+    headers, header_list = header_fields(m.headers)
+    out = {"topic": m.topic, "partition": m.partition, "offset": m.offset, "msg_id": m.msg_id,
+           "key": key, "key_encoding": key_encoding, "headers": headers}
+    if header_list is not None:
+        out["header_list"] = header_list
+    out["value"], out["encoding"], out["timestamp"] = value, encoding, m.timestamp
+    return out
 
 
 def messages_json(messages: list[OutMessage]) -> bytes:

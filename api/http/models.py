@@ -7,7 +7,17 @@ import binascii
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    SerializerFunctionWrapHandler,
+    WithJsonSchema,
+    model_serializer,
+)
+from pydantic.json_schema import SkipJsonSchema
 
 MAX_VALUE_BYTES = 1024 * 1024  # one message's value
 MAX_MESSAGES_PER_REQUEST = 1000
@@ -115,6 +125,15 @@ class TopicOut(BaseModel):
     topic_id: int
 
 
+class HeaderIn(BaseModel):
+    """One header of a produce body's `header_list`."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: Text
+    value: Text | None = Field(description="text, or base64 when encoding is base64; null for a null value")
+    encoding: Literal["utf-8", "base64"] = "utf-8"
+
+
 class MessageIn(BaseModel):
     """One message of a produce body. `value` is required, null for a message without one (a tombstone): a
     message without it (`{}`, `{"key": "k"}`) is refused as the mistake it most likely is, as is a field not
@@ -124,9 +143,23 @@ class MessageIn(BaseModel):
     key: Text | None = None
     value: Text | None = Field(description="text, or base64 when encoding is base64; null for a message without a "
                                            "value (a tombstone)")
-    headers: dict[Text, Text] = Field(default_factory=dict)
+    headers: dict[Text, Text] = Field(default_factory=dict, description="name -> text; header_list for binary or "
+                                                                        "null values and names given twice")
+    header_list: list[HeaderIn] | None = Field(None, description="the headers in order, instead of headers: a name "
+                                                                 "may repeat, a value may be base64 or null")
     partition: int | None = Field(None, ge=0, le=MAX_PARTITION)
     encoding: Literal["utf-8", "base64"] = "utf-8"
+
+    def header_pairs(self, i: int) -> list[tuple[str, bytes | None]]:
+        """The headers to store, from `headers` or `header_list` (not both with headers in them: a FieldError
+        naming the message's header_list); bad base64 is a FieldError naming the header's value."""
+        if not self.header_list:
+            return [(k, v.encode()) for k, v in self.headers.items()]
+        if self.headers:
+            raise FieldError(f"messages.{i}.header_list", "cannot be given with headers: give every header in "
+                                                          "header_list")
+        return [(h.name, decode_value(h.value, h.encoding, f"messages.{i}.header_list.{j}.value"))
+                for j, h in enumerate(self.header_list)]
 
 
 class ProduceIn(BaseModel):
@@ -145,6 +178,15 @@ class ProduceOut(BaseModel):
     results: list[ProducedOut]
 
 
+class HeaderOut(BaseModel):
+    """One header of a message's `header_list`."""
+
+    name: str
+    value: str | None = Field(description="text, or base64 when encoding is base64 (a value that is not UTF-8); "
+                                           "null for a null value")
+    encoding: Literal["utf-8", "base64"]
+
+
 class MessageOut(BaseModel):
     topic: str
     partition: int
@@ -152,10 +194,25 @@ class MessageOut(BaseModel):
     msg_id: str
     key: str | None = Field(description="text, or base64 when key_encoding is base64 (a key that is not UTF-8)")
     key_encoding: Literal["utf-8", "base64"]
-    headers: dict[str, str]
+    headers: dict[str, str] = Field(description="name -> text; exact unless header_list is given (then a value "
+                                                "that is not UTF-8 has U+FFFD in place of its bytes, a null value "
+                                                "is \"\", a name given twice has its last value)")
+    header_list: list[HeaderOut] | SkipJsonSchema[None] = Field(
+        None, description="only when headers does not hold the headers exactly (a value that is not UTF-8, a null "
+                          "value, a name given twice): every header in record order",
+        json_schema_extra=lambda schema: schema.pop("default", None))  # absent, never null
     value: str | None
     encoding: Literal["utf-8", "base64"]
     timestamp: int
+
+    @model_serializer(mode="wrap")
+    def _without_absent_list(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        """header_list left out when there is none (never written as null), as the page renderer leaves it out.
+        No return annotation: pydantic would take it as the serialized schema (the OpenAPI one), not the model's."""
+        out = handler(self)
+        if out.get("header_list", 0) is None:
+            del out["header_list"]
+        return out
 
 
 class FetchOut(BaseModel):

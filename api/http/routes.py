@@ -15,7 +15,7 @@ from api import node_settings
 from api.backend import Backend, InMessage, OutMessage
 from api.http.auth import check, check_message_id, may, require
 from api.http.errors import TOO_DEEP, as_http, client_error
-from api.http.message_json import Page
+from api.http.message_json import Page, header_fields
 from api.http.models import (
     CURSOR_PATTERN,
     MAX_INT,
@@ -27,6 +27,7 @@ from api.http.models import (
     ErrorOut,
     FetchOut,
     FieldError,
+    HeaderOut,
     IndexFilesOut,
     IndexHitsOut,
     LookupOut,
@@ -82,10 +83,11 @@ async def off_loop(fn: Callable[..., T], *args: Any) -> T:
 def message_out(m: OutMessage) -> MessageOut:
     value, encoding = encode_bytes(m.value)
     key, key_encoding = encode_bytes(m.key)
-    headers = {k: v.decode(errors="replace") for k, v in m.headers}
+    headers, header_list = header_fields(m.headers)
     return MessageOut(topic=m.topic, partition=m.partition, offset=m.offset, msg_id=m.msg_id, key=key,
-                      key_encoding=key_encoding, headers=headers, value=value, encoding=encoding,
-                      timestamp=m.timestamp)
+                      key_encoding=key_encoding, headers=headers,
+                      header_list=[HeaderOut(**h) for h in header_list] if header_list is not None else None,
+                      value=value, encoding=encoding, timestamp=m.timestamp)
 
 
 @router.post("/v1/topics", status_code=201, response_model=TopicOut, dependencies=[Depends(require("admin"))])
@@ -191,13 +193,14 @@ def _produce_messages(raw: bytes) -> list[InMessage]:
     for i, m in enumerate(body.messages):
         try:
             value = decode_value(m.value, m.encoding, f"messages.{i}.value")
+            headers = m.header_pairs(i)
         except FieldError as exc:
             raise client_error(exc.field, str(exc).removeprefix(exc.field + " ")) from exc
         if value is not None and len(value) > MAX_VALUE_BYTES:
             raise client_error(f"messages.{i}.value", f"is {len(value)} bytes, over the limit of {MAX_VALUE_BYTES}",
                                status=413)
         messages.append(InMessage(value=value, key=m.key.encode() if m.key is not None else None,
-                                  headers=[(k, v.encode()) for k, v in m.headers.items()], partition=m.partition))
+                                  headers=headers, partition=m.partition))
     return messages
 
 

@@ -14,7 +14,7 @@ class InMessage(NamedTuple):
 
     value: bytes | None
     key: bytes | None = None
-    headers: Sequence[tuple[str, bytes]] = ()
+    headers: Sequence[tuple[str, bytes | None]] = ()  # a value None: a null header value
     partition: int | None = None
     timestamp: int | None = None
 
@@ -39,5 +39,5 @@ class OutMessage(NamedTuple):
     msg_id: str
     key: bytes | None
     value: bytes | None
-    headers: list[tuple[str, bytes]]
+    headers: list[tuple[str, bytes | None]]  # in record order, a name may repeat; None: a null value
     timestamp: int = 0

@@ -71,8 +71,9 @@ def validate_message(i: int, m: object) -> None:
     if t is not None and (isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < 1 << 63):
         raise InvalidField(f"messages.{i}.timestamp", f"must be milliseconds in [0, 2**63), got {t!r}")
     for h in m.headers:
-        if not (isinstance(h, tuple) and len(h) == 2 and isinstance(h[0], str) and isinstance(h[1], bytes)):
-            raise InvalidField(f"messages.{i}.headers", "must be (name, bytes) pairs")
+        if not (isinstance(h, tuple) and len(h) == 2 and isinstance(h[0], str) and (h[1] is None
+                                                                                   or isinstance(h[1], bytes))):
+            raise InvalidField(f"messages.{i}.headers", "must be (name, bytes or None) pairs")
 
 
 class Producer:

@@ -34,15 +34,9 @@ except ImportError:  # not built: the records are decoded in Python (tests/broke
     _record_entries = None
 
 
-def _headers(headers: list[tuple[str, bytes | None]]) -> list[tuple[str, bytes]]:
-    if not headers:
-        return []
-    return [(k, v if v is not None else b"") for k, v in headers]
-
-
 def out_message(topic: str, topic_id: int, partition: int, r: Record) -> OutMessage:
     return OutMessage(topic, partition, r.offset, encode_message_id(topic_id, partition, r.offset), r.key, r.value,
-                      _headers(r.headers), r.timestamp_ms)
+                      r.headers or [], r.timestamp_ms)
 
 
 def out_messages(topic: str, topic_id: int, partition: int, records: list[Record]) -> list[OutMessage]:
@@ -51,8 +45,7 @@ def out_messages(topic: str, topic_id: int, partition: int, records: list[Record
         return []
     prefix = encode_message_id(topic_id, partition, 0)[:16]
     new = tuple.__new__  # a named tuple's own __new__ is a Python function: one frame per record saved
-    return [new(OutMessage, (topic, partition, off, f"{prefix}{off:016x}", key, value,
-                             [(k, v if v is not None else b"") for k, v in headers] if headers else [], ts))
+    return [new(OutMessage, (topic, partition, off, f"{prefix}{off:016x}", key, value, headers or [], ts))
             for off, ts, key, value, headers in records]
 
 

@@ -15,7 +15,7 @@ TOPIC_RULE = "topic names are 1-249 characters of letters, digits, '.', '_' and 
 CONFIG_RULE = "must be -1 (unlimited) or an integer from 1 to 9007199254740992"
 BODY_RULE = "must be a JSON object, sent with content-type application/json"
 PRODUCE_SHAPE = 'body must be {"messages": [{"key": ..., "value": ...}, ...]}'
-MESSAGE_FIELDS = "a message's fields are key, value, headers, partition and encoding"
+MESSAGE_FIELDS = "a message's fields are key, value, headers, header_list, partition and encoding"
 TOMBSTONE = "is required (null for a message without a value, a tombstone)"
 
 

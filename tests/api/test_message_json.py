@@ -28,8 +28,9 @@ messages = st.builds(
     msg_id=st.from_regex(r"[0-9a-f]{32}", fullmatch=True),
     key=st.one_of(st.none(), st.binary(max_size=20), st.text(max_size=20).map(str.encode)),
     value=st.one_of(st.none(), st.binary(max_size=60), st.text(max_size=60).map(str.encode)),
-    headers=st.lists(st.tuples(st.text(max_size=6), st.one_of(st.binary(max_size=10),
-                                                             st.text(max_size=10).map(str.encode))), max_size=3),
+    headers=st.lists(st.tuples(st.text(max_size=6), st.one_of(st.binary(max_size=10), st.none(),
+                                                             st.text(max_size=10).map(str.encode))), max_size=3)
+    | st.lists(st.tuples(st.sampled_from(["a", "b"]), st.text(max_size=4).map(str.encode)), max_size=4),
     timestamp=st.integers(0, 2**53),
 )
 
@@ -129,6 +130,38 @@ def test_the_c_renderer_writes_what_python_writes(records: list[ProducerRecord],
     doc = json.loads(bytes(page.body(served, served[-1].last_offset + 1 if served else start)))
     assert FetchOut.model_validate(doc).model_dump(mode="json") == doc  # the page is the FetchOut document
     assert [m["offset"] for m in doc["messages"]] == list(range(max(start, base), min(end, base + len(records))))
+
+
+# any headers: names of any text (escapes, a name given twice), values text, binary, empty or null; past the count
+# whose names the renderer compares in C (32) too
+header_names = st.one_of(st.text(max_size=8), st.sampled_from(["KEYS", "traceparent", "a", "", '"\\\n']))
+header_values = st.one_of(st.none(), texts, st.text(max_size=20).map(str.encode))
+any_headers = st.one_of(st.lists(st.tuples(header_names, header_values), max_size=6),
+                        st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), header_values), max_size=8),
+                        st.lists(st.tuples(st.text(max_size=3), st.text(max_size=3).map(str.encode)), min_size=30,
+                                 max_size=40))
+
+
+@settings(max_examples=1000, deadline=None)
+@given(headers=st.lists(any_headers, min_size=1, max_size=4), codec=st.sampled_from(sorted(COMPRESSION)))
+def test_the_c_renderer_writes_any_headers_as_python_does(headers: list[list[tuple[str, bytes | None]]],
+                                                          codec: str) -> None:
+    """Byte for byte the Python page, and lossless: `header_list` holds every header in order whenever `headers`
+    does not hold them exactly, and only then."""
+    raw = _set_header(build_batch([ProducerRecord(b"v", None, h, timestamp_ms=1) for h in headers],
+                                  compression=codec), 0, 0)
+    got = _rendered("t", 1, 0, 0, len(headers), raw)
+    assert got == _python("t", 1, 0, 0, len(headers), raw)
+    _, body = got  # type: ignore[misc]
+    shown = json.loads(b"[" + body[len(Page.PREFIX) + len(b"{},"):] + b"]")
+    for m, sent in zip(shown, headers, strict=True):
+        exact = len({k for k, _ in sent}) == len(sent) and all(v is not None and reference(v)[1] == "utf-8"
+                                                               for _, v in sent)
+        if exact:
+            assert "header_list" not in m and m["headers"] == {k: v.decode() for k, v in sent if v is not None}
+        else:
+            assert [(h["name"], None if h["value"] is None else base64.b64decode(h["value"])
+                     if h["encoding"] == "base64" else h["value"].encode()) for h in m["header_list"]] == sent
 
 
 @settings(max_examples=400, deadline=None)

@@ -62,7 +62,18 @@ def conditional(case: schemathesis.Case) -> bool:
     if case.method.upper() == "POST" and case.path == "/v1/searches":
         return True  # a search's topic, times and predicate are checked against the metadata and Spark (a 400)
     msgs = body.get("messages")
-    return isinstance(msgs, list) and any(isinstance(m, dict) and m.get("encoding") == "base64" for m in msgs)
+    return isinstance(msgs, list) and any(isinstance(m, dict) and (m.get("encoding") == "base64" or _headers_rule(m))
+                                          for m in msgs)
+
+
+def _headers_rule(m: dict[str, object]) -> bool:
+    """A message whose header_list holds a base64 value (valid base64 or a 400 naming it), or that gives headers
+    and header_list both (a 400 naming header_list: one or the other)."""
+    listed = m.get("header_list")
+    if not isinstance(listed, list):
+        return False
+    return bool(m.get("headers") and listed) or any(isinstance(h, dict) and h.get("encoding") == "base64"
+                                                   for h in listed)
 
 
 def test_every_operation_conforms(app: FastAPI) -> None:
@@ -77,9 +88,10 @@ def test_every_operation_conforms(app: FastAPI) -> None:
         @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), database=None)
         def check(case: schemathesis.Case) -> None:
             # Constraints the schema cannot state, so a schema-valid request may get a 400 naming the field:
-            # a cursor is opaque (one this server did not issue is refused), a value is base64 only when its
-            # message says "encoding": "base64", begin <= end, a prefixed access rule does not name '*', and
-            # removing access rules needs a filter.
+            # a cursor is opaque (one this server did not issue is refused), a value (or a header's in
+            # header_list) is base64 only when it says "encoding": "base64", a message gives headers or
+            # header_list, begin <= end, a prefixed access rule does not name '*', and removing access rules
+            # needs a filter.
             # Every other check (no 5xx, response schemas) still runs on those requests.
             excluded = [positive_data_acceptance] if conditional(case) else []
             case.call_and_validate(excluded_checks=excluded)
