@@ -70,15 +70,20 @@ class Peers:
         self._client.close()
 
 
+def _bytes(text: str | None, encoding: str | None) -> bytes | None:
+    """The bytes of a key, value or header value of the message JSON: text, or base64 when `encoding` says so."""
+    if text is None:
+        return None
+    return base64.b64decode(text) if encoding == "base64" else str(text).encode()
+
+
 def _message(m: dict[str, Any]) -> OutMessage:
-    raw = m.get("value")
-    if raw is None:
-        value = None
-    elif m.get("encoding") == "base64":
-        value = base64.b64decode(raw)
+    """A message of another node's page, its bytes whole (docs/MESSAGES.md): key and value by their encodings,
+    the headers from `header_list` when the page gives it (`headers` holds them exactly otherwise)."""
+    if m.get("header_list") is not None:
+        headers = [(h["name"], _bytes(h["value"], h.get("encoding"))) for h in m["header_list"]]
     else:
-        value = str(raw).encode()
-    key = m["key"].encode() if m.get("key") is not None else None
-    headers = [(k, str(v).encode()) for k, v in (m.get("headers") or {}).items()]
-    return OutMessage(topic=m["topic"], partition=m["partition"], offset=m["offset"], msg_id=m["msg_id"], key=key,
-                      value=value, headers=headers, timestamp=m["timestamp"])
+        headers = [(k, str(v).encode()) for k, v in (m.get("headers") or {}).items()]
+    return OutMessage(topic=m["topic"], partition=m["partition"], offset=m["offset"], msg_id=m["msg_id"],
+                      key=_bytes(m.get("key"), m.get("key_encoding")), value=_bytes(m.get("value"), m.get("encoding")),
+                      headers=headers, timestamp=m["timestamp"])

@@ -46,6 +46,16 @@ def test_fetch_body_is_the_fetch_out_document(ms: list[OutMessage], next_offset:
     assert body == json.dumps(model, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
 
 
+@settings(max_examples=300, deadline=None)
+@given(m=messages)
+def test_a_peer_reads_the_message_back_whole(m: OutMessage) -> None:
+    """Another node's page of the message, as a key lookup's node reads it (broker/cluster/peers.py): the same key,
+    value and headers, byte for byte (a null header value, a name given twice, bytes that are not UTF-8)."""
+    from broker.cluster.peers import _message
+
+    assert _message(json.loads(messages_json([m]))) == m._replace(headers=list(m.headers))
+
+
 def reference(data: bytes) -> tuple[str, str]:
     try:
         return data.decode(), "utf-8"
