@@ -6,7 +6,7 @@ The predicate sees a text view of each record: `key` and `value` as text (UTF-8,
 `headers` a map of text to text (a name given twice: its last value), and `topic`, `partition`, `offset`,
 `timestamp` as in the Spark source. Keys are matched on the raw key and pushed to the source (answered
 through the key index when `index` names a node). The raw bytes ride along (`RAW_KEY`, `RAW_VALUE`,
-`RAW_HEADERS`) for callers that show values as the key search does.
+`RAW_HEADERS`) for callers that show values as the key search does (`match_message`).
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker.partitions.client_messages import OutMessage
+from broker.partitions.message_id import encode_message_id
 from jobs.spark_source.options import SourceOptionError, parse_options
 from jobs.spark_source.plan import ScanPlan, open_metadata, plan_scan, resolve_topics
 
@@ -180,6 +182,18 @@ def epoch_ms(ts: dt.datetime) -> int:
     """A row's timestamp (Spark hands a naive local or an aware datetime) as ms since the epoch."""
     aware = ts if ts.tzinfo else ts.astimezone()
     return int(aware.timestamp() * 1000)
+
+
+def _raw(data: Any) -> bytes | None:
+    return bytes(data) if data is not None else None
+
+
+def match_message(row: Any, topic_id: int) -> OutMessage:
+    """A match of a `raw` frame as the stored message, its bytes whole (raw key, value, headers in order with
+    their null values): what the key search and the id lookup answer for it (api/http/message_json.py)."""
+    headers = [(h["key"], _raw(h["value"])) for h in (row[RAW_HEADERS] or [])]
+    return OutMessage(row.topic, row.partition, row.offset, encode_message_id(topic_id, row.partition, row.offset),
+                      _raw(row[RAW_KEY]), _raw(row[RAW_VALUE]), headers, epoch_ms(row.timestamp))
 
 
 @dataclass

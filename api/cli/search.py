@@ -8,7 +8,10 @@ the topic straight from the object store (jobs/spark_source).
 In `--where`, `key` and `value` are text (UTF-8, invalid bytes replaced) and `headers` a map of text
 to text (a name given twice: its last value); `topic`, `partition`, `offset`, `timestamp` as in the
 Spark source. `--key` is matched on the raw key and answered through the key index when `--index` names
-a node. Matches are printed as they come (one per line; JSON objects with --json), progress on stderr.
+a node. Matches are printed as they come, progress on stderr: one per line (a key or value that is not UTF-8 as
+`base64:...`), or with --json the object the HTTP API answers for the message (key and value text or base64,
+`key_encoding` and `encoding` saying which, `headers`, and `header_list` when `headers` does not hold the headers
+exactly: docs/MESSAGES.md).
 Exit codes: 0 matches printed, 1 none, 2 bad arguments (an unknown topic, a bad time or predicate:
 reported before any object is read).
 """
@@ -18,18 +21,19 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import re
 import sys
 import threading
 import time
 from typing import Any, TextIO
 
+from api.cli.one_line import visible as _visible
 from jobs.spark_session import describe_session, session_setup, spark_session
 from jobs.value_search import (
     SearchError,
     SearchSpec,
     bad_predicate_message,
     is_bad_predicate,
+    match_message,
     matches_frame,
     parse_time,
     plan_search,
@@ -63,32 +67,20 @@ def search_spec(args: argparse.Namespace) -> SearchSpec:
                       to_ms=parse_time(args.to_ts, "--to"), index=args.index, partitions=args.partitions)
 
 
-# what ends a line for some reader: C0 and C1 controls (a newline, \x1c-\x1e, NEL \x85) and the Unicode line and
-# paragraph separators (str.splitlines breaks on each of them); decoded record bytes hold any of them
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+def _shown(text: str | None, encoding: str) -> str:
+    """A key or value of the message's JSON on one line: text, or `base64:...` for bytes that are not UTF-8."""
+    return f"base64:{text}" if encoding == "base64" else _visible(text)
 
 
-def _escape(m: re.Match[str]) -> str:
-    c = ord(m.group())
-    return f"\\x{c:02x}" if c <= 0xFF else f"\\u{c:04x}"
+def _line(row: Any, topic_id: int, as_json: bool) -> str:
+    from api.http.message_json import message_dict  # the HTTP API's JSON of a message
 
-
-def _visible(text: str | None) -> str:
-    """A text field on one line: control characters and line separators (a newline in a value) as \\xNN or
-    \\uNNNN escapes."""
-    if text is None:
-        return "null"
-    return _CONTROL.sub(_escape, text)
-
-
-def _line(row: Any, as_json: bool) -> str:
-    ts = row.timestamp.astimezone(dt.UTC) if row.timestamp.tzinfo else row.timestamp.replace(tzinfo=dt.UTC)
+    m = message_dict(match_message(row, topic_id))
     if as_json:
-        return json.dumps({"topic": row.topic, "partition": row.partition, "offset": row.offset,
-                           "timestamp": int(ts.timestamp() * 1000), "key": row.key, "value": row.value,
-                           "headers": dict(row.headers or {})}, ensure_ascii=False)
-    return (f"{row.topic}/{row.partition}@{row.offset}\t{ts.isoformat(timespec='milliseconds')}\t{_visible(row.key)}"
-            f"\t{_visible(row.value)}")
+        return json.dumps(m, ensure_ascii=False)
+    ts = dt.datetime.fromtimestamp(m["timestamp"] / 1000, dt.UTC)
+    return (f"{row.topic}/{row.partition}@{row.offset}\t{ts.isoformat(timespec='milliseconds')}"
+            f"\t{_shown(m['key'], m['key_encoding'])}\t{_shown(m['value'], m['encoding'])}")
 
 
 class _Progress:
@@ -117,10 +109,11 @@ def run_search(args: argparse.Namespace, spark: Any = None, out: TextIO | None =
     out, err = out or sys.stdout, err or sys.stderr
     try:
         spec = search_spec(args)
-        plan = plan_search(spec).plan  # an unknown topic or bad option: exit 2 before Spark starts
+        planned = plan_search(spec)  # an unknown topic or bad option: exit 2 before Spark starts
     except SearchError as exc:
         print(f"mqindex search: {exc}", file=err)
         return 2
+    plan, topic_id = planned.plan, planned.topic_ids[spec.topic]
     print(f"[search] {args.topic}: {plan.describe()['objects']} objects, {len(plan.splits)} splits", file=err)
     own = spark is None
     if own:
@@ -134,14 +127,14 @@ def run_search(args: argparse.Namespace, spark: Any = None, out: TextIO | None =
     found = 0
     try:
         try:
-            df = matches_frame(spark, spec, limit=args.limit)
+            df = matches_frame(spark, spec, limit=args.limit, raw=True)
         except Exception as exc:  # noqa: BLE001 - an analysis error of --where is a bad argument
             if is_bad_predicate(exc):
                 print(f"mqindex search: --where: {bad_predicate_message(exc)}", file=err)
                 return 2
             raise
         for row in df.toLocalIterator():
-            print(_line(row, args.json), file=out, flush=True)
+            print(_line(row, topic_id, args.json), file=out, flush=True)
             found += 1
     finally:
         progress.stop.set()

@@ -20,21 +20,17 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from api.http.message_json import text_or_base64
-from broker.partitions.message_id import encode_message_id
+from api.http.message_json import message_dict
 from jobs.spark_source import PUSHDOWN_CONF
 from jobs.value_search import (
-    RAW_HEADERS,
-    RAW_KEY,
-    RAW_VALUE,
     Planned,
     SearchError,
     SearchSpec,
     bad_predicate_message,
     check_predicate,
-    epoch_ms,
     group_progress,
     is_bad_predicate,
+    match_message,
     matches_frame,
 )
 
@@ -51,17 +47,9 @@ class SearchBusy(RuntimeError):
 
 
 def message_of(row: Any, topic_id: int) -> dict[str, Any]:
-    """A match as the key search shows a message (api/http/message_json.message_dict): text or base64 value."""
-    raw_value = row[RAW_VALUE]
-    value, encoding = text_or_base64(bytes(raw_value) if raw_value is not None else None)
-    raw_key = row[RAW_KEY]
-    key, key_encoding = text_or_base64(bytes(raw_key) if raw_key is not None else None)
-    headers = {h["key"]: (bytes(h["value"]).decode(errors="replace") if h["value"] is not None else None)
-               for h in (row[RAW_HEADERS] or [])}
-    return {"topic": row.topic, "partition": row.partition, "offset": row.offset,
-            "msg_id": encode_message_id(topic_id, row.partition, row.offset),
-            "key": key, "key_encoding": key_encoding,
-            "headers": headers, "value": value, "encoding": encoding, "timestamp": epoch_ms(row.timestamp)}
+    """A match as the key search shows a message (api/http/message_json.message_dict): key, value and headers
+    text or base64, `header_list` when `headers` does not hold the headers exactly."""
+    return message_dict(match_message(row, topic_id))
 
 
 def failure_message(exc: BaseException) -> str:
