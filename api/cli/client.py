@@ -98,7 +98,8 @@ def add_produce_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("value", help="the message value, or - to read it from standard input as bytes "
                                  "(sent as base64 when it is not UTF-8 text)")
     p.add_argument("--key", help="message key (default: none)")
-    p.add_argument("--header", action="append", default=[], metavar="K=V", help="a header (repeatable; default: none)")
+    p.add_argument("--header", action="append", default=[], metavar="K=V",
+                   help="a header (repeatable, a name too; default: none)")
     p.add_argument("--partition", type=at_least(0),
                    help="partition to write to (default: the key's, else the server picks)")
 
@@ -216,6 +217,27 @@ def _show_messages(args: argparse.Namespace, messages: list[dict[str, Any]]) -> 
     print(_table(rows, ["msg_id", "partition", "offset", "key", "time", "value"]))
 
 
+def message_headers(m: dict[str, Any]) -> list[dict[str, Any]]:
+    """A message's headers in order, each {"name", "value", "encoding"}: its `header_list`, or its `headers` object
+    when it has none (the object holds them exactly then: docs/MESSAGES.md)."""
+    if m.get("header_list") is not None:
+        return list(m["header_list"])
+    return [{"name": k, "value": v, "encoding": "utf-8"} for k, v in (m.get("headers") or {}).items()]
+
+
+def header_lines(m: dict[str, Any]) -> list[str]:
+    """`name: value` a header, on one line each: a value that is not UTF-8 as `base64:...` (as a key is shown), a
+    null value as `(null)`."""
+    from api.cli.one_line import visible
+
+    def shown(h: dict[str, Any]) -> str:
+        if h["value"] is None:
+            return "(null)"
+        return f"base64:{h['value']}" if h.get("encoding") == "base64" else visible(h["value"])
+
+    return [f"{visible(h['name'])}: {shown(h)}" for h in message_headers(m)]
+
+
 def _value(args: argparse.Namespace) -> bytes:
     if args.value == "-":
         return sys.stdin.buffer.read()
@@ -224,13 +246,17 @@ def _value(args: argparse.Namespace) -> bytes:
 
 def run_produce(args: argparse.Namespace) -> int:
     raw = _value(args)
-    headers = {}
+    pairs = []
     for h in args.header:
         k, sep, v = h.partition("=")
         if not sep or not k:
             raise ClientError(f"--header {h!r} must be KEY=VALUE")
-        headers[k] = v
-    msg: dict[str, Any] = {"key": args.key, "headers": headers}
+        pairs.append((k, v))
+    msg: dict[str, Any] = {"key": args.key}
+    if len({k for k, _ in pairs}) < len(pairs):  # a name given twice: each one sent, in order
+        msg["header_list"] = [{"name": k, "value": v} for k, v in pairs]
+    else:
+        msg["headers"] = dict(pairs)
     try:
         msg["value"] = raw.decode("utf-8")
     except UnicodeDecodeError:  # binary: the body's base64 form
@@ -327,7 +353,7 @@ def run_get(args: argparse.Namespace) -> int:
         print(json.dumps(m, indent=2))
     else:
         _show_messages(args, [m])
-        print("headers:", json.dumps(m["headers"]))
+        print("headers:" + ("".join(f"\n  {line}" for line in header_lines(m)) or " (none)"))
         print(f"value ({m['encoding']}):", m["value"])
     return 0
 

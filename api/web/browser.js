@@ -81,7 +81,7 @@ function drawPage(messages, start, next) {
 }
 function addBrowseRow(m, fresh = false) {
   const tr = $("browse-table").tBodies[0].insertRow();
-  const headers = Object.entries(m.headers).map(([k, v]) => `${k}: ${v}`).join(", ");
+  const headers = messageHeaders(m).map(shownHeader).join(", ");
   for (const v of [m.partition, m.offset, fmtTime(m.timestamp), shownKey(m), headers]) tr.insertCell().textContent = v;
   const cell = tr.insertCell(); cell.className = "preview"; cell.textContent = preview(m);
   if (fresh) tr.className = "fresh";
@@ -145,21 +145,26 @@ $("browse-tail").addEventListener("click", () => browseAction(async () => {
 }));
 
 // -- produce (the produce scope)
+// the headers field of a message to produce: {headers: {name: value}}, or {header_list: [...]} when a name is
+// given twice (each one sent, in order)
 function parseHeaders(text) {
-  const headers = {};
+  const pairs = [];
   for (const [i, line] of text.split("\n").entries()) {
     if (!line.trim()) continue;
     const at = line.indexOf(":");
     if (at <= 0) throw new Error(`headers line ${i + 1}: write name: value`);
-    headers[line.slice(0, at).trim()] = line.slice(at + 1).trim();
+    pairs.push([line.slice(0, at).trim(), line.slice(at + 1).trim()]);
   }
-  return headers;
+  if (new Set(pairs.map(([name]) => name)).size < pairs.length) {
+    return { header_list: pairs.map(([name, value]) => ({ name, value })) };
+  }
+  return { headers: Object.fromEntries(pairs) };
 }
 $("produce-form").addEventListener("submit", (ev) => {
   ev.preventDefault();
   $("topic-error").textContent = ""; $("topic-ok").textContent = "";
   browseAction(async () => {
-    const m = { value: $("produce-value").value, headers: parseHeaders($("produce-headers").value) };
+    const m = { value: $("produce-value").value, ...parseHeaders($("produce-headers").value) };
     if ($("produce-key").value !== "") m.key = $("produce-key").value;
     if ($("produce-partition").value !== "") m.partition = Number($("produce-partition").value);
     const r = (await post(`/v1/topics/${encodeURIComponent(browseTopic)}/messages`, { messages: [m] })).results[0];

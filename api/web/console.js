@@ -32,6 +32,17 @@ function ms(input) { return input.value ? String(new Date(input.value).getTime()
 function fmtTime(t) { return t == null ? "" : new Date(t).toISOString().replace("T", " ").replace("Z", ""); }
 // a key that is not UTF-8 comes as base64 (key_encoding): shown as such, never as if it were the key's text
 function shownKey(m) { return m.key == null ? "" : m.key_encoding === "base64" ? `base64:${m.key}` : m.key; }
+// a message's headers in order: its header_list when it has one (a value that is not UTF-8 or null, a name given
+// twice), else its headers object, which holds them exactly then (docs/MESSAGES.md)
+function messageHeaders(m) {
+  if (m.header_list != null) return m.header_list;
+  return Object.entries(m.headers || {}).map(([name, value]) => ({ name, value, encoding: "utf-8" }));
+}
+// "name: value", a value that is not UTF-8 as base64:... (as a key), a null value as (null)
+function shownHeader(h) {
+  const v = h.value == null ? "(null)" : h.encoding === "base64" ? `base64:${h.value}` : h.value;
+  return `${h.name}: ${v}`;
+}
 function fmtBytes(n) {
   if (n == null) return "";
   const units = ["B", "KiB", "MiB", "GiB", "TiB"]; let i = 0, v = n;

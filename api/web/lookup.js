@@ -53,7 +53,7 @@ function showDetail(m) {
   $("detail").style.display = "block";
   $("detail-id").textContent = m.msg_id;
   $("detail-meta").textContent = `topic ${m.topic} · partition ${m.partition} · offset ${m.offset} · key ${m.key == null ? "(none)" : shownKey(m)} · ${fmtTime(m.timestamp)}`;
-  $("detail-headers").textContent = Object.entries(m.headers).map(([k, v]) => `${k}: ${v}`).join("\n") || "(none)";
+  $("detail-headers").textContent = messageHeaders(m).map(shownHeader).join("\n") || "(none)";
   showValue(m.encoding === "base64" ? "hex" : "text");
 }
 for (const v of ["text", "json", "hex"]) $("view-" + v).addEventListener("click", () => showValue(v));

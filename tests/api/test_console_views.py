@@ -310,6 +310,42 @@ def test_produce_form_round_trip(server: KafkaServerProcess, browser: Browser, a
     page.context.close()
 
 
+def test_headers_that_are_not_text_show_as_base64_and_null(server: KafkaServerProcess, browser: Browser,
+                                                           artifacts_dir: Path) -> None:
+    """A header value that is not UTF-8 shows as base64:... (as a key does), a null one as (null), a name given
+    twice twice, in the browser's row and the message detail, from the browser and from the search page; the
+    produce form sends a name given twice twice."""
+    api(server, "POST", "/v1/topics", json={"name": "console-headers", "partitions": 1})
+    produce(server, "console-headers", [{"key": "traced-1", "value": "v", "header_list": [
+        {"name": "trace", "value": "AAH//g==", "encoding": "base64"}, {"name": "KEYS", "value": "c-1"},
+        {"name": "KEYS", "value": "c-2"}, {"name": "gone", "value": None}]}])
+    shown = ["trace: base64:AAH//g==", "KEYS: c-1", "KEYS: c-2", "gone: (null)"]
+    page = open_page(browser, server.url, "page=topic&topic=console-headers", ADMIN_TOKEN, "topic")
+    row = page.locator("#browse-table tbody tr", has_text="traced-1")
+    expect(row).to_have_count(1)
+    assert cells(page, "browse-table")[0][4] == ", ".join(shown)
+    row.click()
+    expect(page.locator("#detail-headers")).to_have_text("\n".join(shown))
+    page.screenshot(path=str(artifacts_dir / "console-binary-headers.png"), full_page=True)
+
+    page.fill("#produce-value", "twice")
+    page.fill("#produce-headers", "KEYS: c-3\nKEYS: c-4")
+    page.click("#produce")
+    expect(page.locator("#topic-ok")).to_contain_text("at offset 1")
+    fetched = api(server, "GET", "/v1/topics/console-headers/partitions/0/messages?offset=1")["messages"]
+    assert fetched[0]["header_list"] == [{"name": "KEYS", "value": "c-3", "encoding": "utf-8"},
+                                         {"name": "KEYS", "value": "c-4", "encoding": "utf-8"}]
+    page.context.close()
+
+    page = open_page(browser, server.url, "page=search", READER_TOKEN, "search")
+    page.fill("#topic", "console-headers")
+    page.fill("#key", "c-2")
+    page.click("#search")
+    page.locator("#results tbody tr", has_text="traced-1").click()
+    expect(page.locator("#detail-headers")).to_have_text("\n".join(shown))
+    page.context.close()
+
+
 def test_read_only_token_sees_every_view_with_actions_disabled(
         server: KafkaServerProcess, browser: Browser, artifacts_dir: Path) -> None:
     api(server, "POST", "/v1/topics", json={"name": "console-read", "partitions": 1})
