@@ -64,18 +64,31 @@ def check_configs(configs: object, field: str = "configs", allow_unset: bool = F
 
 
 def decode(topic: str, raw: str | None) -> dict[str, int]:
-    """The stored configs of a topic; damage is a server-side error naming the key."""
+    """The stored configs of a topic that this version knows; damage is a server-side error naming the key. A
+    config name it does not know was set by a later version (a rolling upgrade): it is left out here, kept in the
+    store (`later_versions`), and no damage."""
     if raw is None:
         return {}
     try:
         body = json.loads(raw)
-        checked = check_configs(body)
+        if not isinstance(body, dict):
+            raise ValueError(f"not an object: {raw[:80]!r}")
+        checked = check_configs({k: v for k, v in body.items() if k in KNOWN})
     except (ValueError, InvalidField) as exc:
         raise RuntimeError(f"metadata KV {kv_key(topic)!r} is damaged: {exc}") from None
     return {k: v for k, v in checked.items() if v is not None}
 
 
-def encode(configs: Mapping[str, int]) -> str:
+def later_versions(raw: str | None) -> dict[str, object]:
+    """The stored configs of names this version does not know (set by a later version), as stored: an alteration
+    made here writes them back unchanged."""
+    if raw is None:
+        return {}
+    body = json.loads(raw)
+    return {k: v for k, v in body.items() if k not in KNOWN} if isinstance(body, dict) else {}
+
+
+def encode(configs: Mapping[str, object]) -> str:
     return json.dumps(dict(configs), sort_keys=True)
 
 

@@ -206,8 +206,9 @@ class TopicRegistry:
                 raise TopicNotFound(name)
             raw = self.meta.kv_get(key, refresh=False)
             after = topic_config.merge(topic_config.decode(name, raw), checked)
+            kept = {**topic_config.later_versions(raw), **after}  # configs of a later version's names stay
             if self.meta.kv_set_if({f"topics/{name}": topic, key: raw}, key,
-                                   topic_config.encode(after) if after else None):
+                                   topic_config.encode(kept) if kept else None):
                 log.info("topic configs altered", extra={"topic": name, "configs": after})
                 return after
         raise RuntimeError(f"topic {name!r}: configs changed on every one of 100 tries")

@@ -53,3 +53,23 @@ def test_two_alterations_at_once_both_count(node: BrokerNode, monkeypatch: pytes
     node.alter_topic_configs("orders", {"retention.ms": 60_000})
     assert not other.is_alive()
     assert node.partitions.registry.configs("orders") == {"retention.ms": 60_000, "retention.bytes": 1 << 30}
+
+
+def test_a_config_of_a_later_version_is_ignored_here_and_kept_by_an_alteration(node: BrokerNode) -> None:
+    """A rolling upgrade: a node of a later version stored a config this version does not know. Here the topic
+    is described and served with the configs known here (no damage reported), and an alteration made here keeps
+    the unknown config in the store for the later version."""
+    import json
+
+    node.create_topic("orders", 1)
+    registry = node.partitions.registry
+    key = topic_config.kv_key("orders")
+    registry.meta.kv_put(key, json.dumps({"retention.ms": 60_000, "segment.future": {"any": "shape"}}))
+    assert registry.configs("orders") == {"retention.ms": 60_000}
+    assert registry.alter_configs("orders", {"retention.bytes": 1 << 20}) == {"retention.ms": 60_000,
+                                                                           "retention.bytes": 1 << 20}
+    assert json.loads(registry.meta.kv_get(key) or "{}") == {"retention.ms": 60_000, "retention.bytes": 1 << 20,
+                                                             "segment.future": {"any": "shape"}}
+    registry.meta.kv_put(key, json.dumps({"retention.ms": "soon"}))  # a known config's bad value is damage
+    with pytest.raises(RuntimeError, match="is damaged"):
+        registry.configs("orders")
