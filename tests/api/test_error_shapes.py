@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
@@ -54,8 +55,16 @@ def check_shape(r: Any) -> None:
 
 
 def sent_text(r: Any) -> str:
-    """The request's URL (percent-decoded) and body as text: what an error may quote back to the client."""
-    return unquote(str(r.request.url), errors="replace") + r.request.content.decode(errors="replace")
+    """The URL (percent-decoded) and body of each request made (a redirect's too) as text: what an error may quote
+    back to the client."""
+    out = []
+    for req in [h.request for h in r.history] + [r.request]:
+        out.append(unquote(str(req.url), errors="replace"))
+        try:
+            out.append(req.content.decode(errors="replace"))
+        except httpx.RequestNotRead:  # a redirected request's body is a stream, never sent again
+            pass
+    return "\n".join(out)
 
 
 # unicode of every category, lone surrogates and control characters included
