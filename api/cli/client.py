@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import binascii
 import json
 import os
 import sys
@@ -116,6 +117,9 @@ def add_query_arguments(p: argparse.ArgumentParser) -> None:
     _common(p)
     p.add_argument("topic", help="topic to search")
     p.add_argument("key", help="the key: a record key, a word of header KEYS or header UNIQ_KEY")
+    p.add_argument("--base64", action="store_true",
+                   help="KEY is the base64 of the key's bytes (a key that is not UTF-8, shown as base64:... by query "
+                        "and consume)")
     p.add_argument("--begin", type=store_time,
                    help="store time from (when the broker stored the message, not the producer's timestamp shown "
                         "as TIME): ms since epoch or ISO 8601 (default: the oldest)")
@@ -322,6 +326,14 @@ def run_consume(args: argparse.Namespace) -> int:
 
 def run_query(args: argparse.Namespace) -> int:
     params: dict[str, Any] = {"topic": args.topic, "key": args.key}
+    if args.base64:
+        try:
+            if not base64.b64decode(args.key.encode("ascii"), validate=True):
+                raise ValueError("an empty key")
+        except (binascii.Error, UnicodeEncodeError, ValueError):
+            raise UsageError(f"--base64: KEY {args.key!r} is not the base64 of a key (standard alphabet, with its = "
+                             "padding)") from None
+        params["key_encoding"] = "base64"
     begin, end = args.begin, args.end
     if begin is not None:
         params["begin"] = begin
@@ -341,7 +353,8 @@ def run_query(args: argparse.Namespace) -> int:
     if not out and not args.json:
         window = "" if begin is None and end is None else f" stored from {iso_time(begin) if begin else 'the start'}" \
                                                           f" to {iso_time(end) if end is not None else 'now'}"
-        print(f"no messages with key {args.key!r} in topic {args.topic}{window}")
+        shown = f"base64:{args.key}" if args.base64 else args.key
+        print(f"no messages with key {shown!r} in topic {args.topic}{window}")
         return 0
     _show_messages(args, out)
     return 0

@@ -48,6 +48,7 @@ from api.http.plain_errors import produce_error
 from api.http.produce_json import produce_messages, produced_answer
 from api.http.store_time import StoreTime, iso
 from broker.partitions.kafka_clients import committed_reads
+from broker.partitions.key_text import key_from_base64
 
 T = TypeVar("T")
 
@@ -241,10 +242,18 @@ async def find_by_key(request: Request, topic: Annotated[str, Query(pattern=TOPI
                       end: Annotated[StoreTime | None, Query(description=f"store time to: {TIME_FORMS}")] = None,
                       max: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 64,
                       cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN,
-                                                          description="next_cursor of the previous page")] = None
+                                                          description="next_cursor of the previous page")] = None,
+                      key_encoding: Annotated[Literal["utf-8", "base64"], Query(
+                          description="how `key` is given: its text, or the base64 of its bytes (a key that is not "
+                                      "UTF-8: a serialised long, a UUID's bytes)")] = "utf-8"
                       ) -> LookupOut:
     if end is not None and begin > end:
         raise client_error("begin", f"({iso(begin)}) is after end ({iso(end)})")
+    if key_encoding == "base64":
+        try:
+            key = key_from_base64(key)
+        except ValueError as exc:
+            raise client_error("key", f"{str(exc)} (key_encoding is base64)") from None
     page = await call(request, Backend.find_by_key, topic, key, begin, end, max, cursor)
     messages, next_cursor = page
     unreadable = list(getattr(page, "unreadable", ()))  # broker.partitions.key_lookup.LookupPage

@@ -74,6 +74,8 @@ $("by-key").addEventListener("submit", async (ev) => {
     $((missing[0])).focus(); return;
   }
   const q = { topic: $("topic").value.trim(), key: $("key").value, max: $("max").value || "50" };
+  // a key shown as base64:... (not UTF-8) is asked by its bytes: the base64 after the prefix, if pasted with it
+  if ($("key-encoding").value === "base64") { q.key = q.key.trim().replace(/^base64:/, ""); q.key_encoding = "base64"; }
   const b = ms($("begin")), e = ms($("end"));
   if (b) q.begin = b;
   if (e) q.end = e;
