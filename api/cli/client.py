@@ -119,7 +119,7 @@ def add_query_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("key", help="the key: a record key, a word of header KEYS or header UNIQ_KEY")
     p.add_argument("--base64", action="store_true",
                    help="KEY is the base64 of the key's bytes (a key that is not UTF-8, shown as base64:... by query "
-                        "and consume)")
+                        "and consume; given with or without that prefix)")
     p.add_argument("--begin", type=store_time,
                    help="store time from (when the broker stored the message, not the producer's timestamp shown "
                         "as TIME): ms since epoch or ISO 8601 (default: the oldest)")
@@ -327,6 +327,7 @@ def run_consume(args: argparse.Namespace) -> int:
 def run_query(args: argparse.Namespace) -> int:
     params: dict[str, Any] = {"topic": args.topic, "key": args.key}
     if args.base64:
+        args.key = args.key.removeprefix("base64:")  # as query and consume show such a key
         try:
             if not base64.b64decode(args.key.encode("ascii"), validate=True):
                 raise ValueError("an empty key")

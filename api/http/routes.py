@@ -48,7 +48,7 @@ from api.http.plain_errors import produce_error
 from api.http.produce_json import produce_messages, produced_answer
 from api.http.store_time import StoreTime, iso
 from broker.partitions.kafka_clients import committed_reads
-from broker.partitions.key_text import key_from_base64
+from broker.partitions.key_text import asked_text, key_from_base64
 
 T = TypeVar("T")
 
@@ -254,6 +254,8 @@ async def find_by_key(request: Request, topic: Annotated[str, Query(pattern=TOPI
             key = key_from_base64(key)
         except ValueError as exc:
             raise client_error("key", f"{str(exc)} (key_encoding is base64)") from None
+    else:
+        key = asked_text(key)  # the indexed text of a text key (itself, unless it starts with U+FDD0)
     page = await call(request, Backend.find_by_key, topic, key, begin, end, max, cursor)
     messages, next_cursor = page
     unreadable = list(getattr(page, "unreadable", ()))  # broker.partitions.key_lookup.LookupPage

@@ -12,7 +12,7 @@ from broker.partitions.client_messages import OutMessage
 from broker.partitions.dispatcher import Dispatcher
 from broker.partitions.key_lookup import check_key_query, find_by_key
 from broker.partitions.partition_map import PartitionMap
-from broker.partitions.records import index_keys
+from broker.partitions.records import has_index_key
 from index_service import IndexOutOfSpace
 
 log = logging.getLogger("mqindex.broker.lookup")
@@ -49,7 +49,7 @@ class NodeLookups:
             return self.cluster.query(info.name, key, ask, begin_ms, end)
 
         return find_by_key(query, lambda part, off: reads.message_at(self.parts, info, part, off),
-                           lambda m: key in index_keys(m), end_ms, max_count, cursor)  # type: ignore[arg-type]
+                           lambda m: has_index_key(m, key), end_ms, max_count, cursor)  # type: ignore[arg-type]
 
     def local_index_query(self, topic: str, key: str, max_count: int, begin_ms: int, end_ms: int | None
                           ) -> list[Any]:

@@ -32,7 +32,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 
 from broker.errors import RecordFormatError
 from broker.partitions.batch_check import CRC_START
-from broker.partitions.key_text import key_text
+from broker.partitions.key_text import is_replaced_text, key_text, replaced_text
 
 _record_build: Any
 try:
@@ -381,3 +381,17 @@ def index_keys(record: Any) -> list[str]:
         if name == HEADER_UNIQ_KEY:
             add(value)
     return out
+
+
+def has_index_key(record: Any, key: str) -> bool:
+    """Whether `record` is indexed under `key` (an indexed text, as key_text gives it): what a lookup checks each
+    hit's record against. A key holding U+FFFD also matches a record with a key that decodes to it with
+    replacements: the entries 0.3.0 wrote for a binary key hold that text, and are still found by it."""
+    if key in index_keys(record):
+        return True
+    if not is_replaced_text(key):
+        return False
+    raws = [record.key] + [part for name, value in record.headers or () if name == HEADER_KEYS and value
+                           for part in value.split(b" ")] \
+        + [value for name, value in record.headers or () if name == HEADER_UNIQ_KEY]
+    return any(raw and replaced_text(raw) == key for raw in raws)

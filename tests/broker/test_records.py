@@ -14,12 +14,13 @@ from kafka.record.memory_records import MemoryRecords
 from broker.errors import MessageIdError, RecordFormatError
 from broker.partitions import records as records_module
 from broker.partitions.client_messages import InMessage
-from broker.partitions.key_text import key_from_base64, key_text
+from broker.partitions.key_text import asked_text, key_from_base64, key_text
 from broker.partitions.message_id import MessageId, decode_message_id, encode_message_id
 from broker.partitions.records import (
     ProducerRecord,
     build_batch,
     encode_batch,
+    has_index_key,
     index_keys,
     parse_batches,
     with_base_offset,
@@ -126,12 +127,32 @@ def test_binary_keys_that_replacement_would_merge_are_indexed_apart() -> None:
             key_from_base64(bad)
 
 
-@settings(max_examples=300, deadline=None)
-@given(a=st.binary(min_size=1, max_size=12), b=st.binary(min_size=1, max_size=12))
+PREFIXED = st.binary(max_size=8).map(lambda b: "\ufdd0".encode() + b)  # UTF-8 text starting with U+FDD0, or not
+
+
+@settings(max_examples=500, deadline=None)
+@given(a=st.binary(min_size=1, max_size=12) | PREFIXED, b=st.binary(min_size=1, max_size=12) | PREFIXED)
 def test_key_text_tells_any_two_keys_apart(a: bytes, b: bytes) -> None:
-    assume(a != b and not a.startswith("\ufdd0".encode()) and not b.startswith("\ufdd0".encode()))
+    assume(a != b)
     assert key_text(a) != key_text(b)
-    assert key_text(a).encode() == a or key_from_base64(base64.b64encode(a).decode()) == key_text(a)
+    try:
+        plain = not a.decode().startswith("\ufdd0")
+    except UnicodeDecodeError:
+        plain = False
+    assert key_text(a) == (a.decode() if plain else "\ufdd0" + base64.b64encode(a).decode())
+
+
+def test_a_lookup_by_the_text_0_3_0_indexed_a_binary_key_under_still_matches_it() -> None:
+    old = "\ufffd\x01"  # b"\xff\x01" decoded with replacement: what 0.3.0's entries hold for it
+    binary = ProducerRecord(b"v", key=b"\xff\x01")
+    in_keys = ProducerRecord(b"v", headers=[("KEYS", b"a \xff\x01"), ("UNIQ_KEY", b"\xfe\x01")])
+    assert has_index_key(binary, old) and has_index_key(binary, "\ufdd0/wE=")
+    assert has_index_key(in_keys, old) and has_index_key(in_keys, "\ufdd0/gE=") and has_index_key(in_keys, "a")
+    assert not has_index_key(binary, "\ufdd0/gE=") and not has_index_key(ProducerRecord(b"v", key=b"k"), old)
+    text = ProducerRecord(b"v", key="\ufdd0/wE=".encode())  # a text key that looks like a binary key's text
+    assert index_keys(text) == ["\ufdd0" + base64.b64encode("\ufdd0/wE=".encode()).decode()]
+    assert not has_index_key(text, "\ufdd0/wE=") and not has_index_key(binary, index_keys(text)[0])
+    assert asked_text("\ufdd0/wE=") == index_keys(text)[0] and asked_text("order-1") == "order-1"
 
 
 @settings(max_examples=200, deadline=None)

@@ -26,9 +26,11 @@ from tests.cluster.harness import Cluster, wait_until
 TOPIC = "binary-keyed"
 PARTITIONS = 2
 MQINDEX = str(Path(sys.executable).parent / "mqindex")
-# pairs that one decoding with U+FFFD replacements made one key: \xff and \xfe both become U+FFFD
+# pairs that one decoding with U+FFFD replacements made one key: \xff and \xfe both become U+FFFD; and a text key
+# spelled as the binary key b"\xff\x01" is indexed (U+FDD0 and its base64)
+LOOKALIKE = "\ufdd0/wE="
 KEYS = {b"\xff\x01": 3, b"\xfe\x01": 2, (-2).to_bytes(8, "big", signed=True): 2,
-        (-3).to_bytes(8, "big", signed=True): 1}
+        (-3).to_bytes(8, "big", signed=True): 1, LOOKALIKE.encode(): 2}
 
 
 @pytest.fixture(scope="module")
@@ -80,8 +82,11 @@ def test_binary_keys_are_found_by_their_bytes_from_every_node(cluster: Cluster) 
         for via in range(2):
             found = lookup(c, via, asked, "base64")
             assert sorted(m["value"] for m in found) == [f"{i}-{j}" for j in range(count)], (key, via, found)
-            assert {(m["key_encoding"], base64.b64decode(m["key"])) for m in found} == {("base64", key)}
+            assert {m["key"].encode() if m["key_encoding"] == "utf-8" else base64.b64decode(m["key"])
+                    for m in found} == {key}
             assert {m["partition"] for m in found} == {j % PARTITIONS for j in range(i, i + count)}
+    # the text key that looks like a binary key's indexed text is found by its text, alone
+    assert sorted(m["value"] for m in lookup(c, 1, LOOKALIKE)) == ["4-0", "4-1"]
     # the text the bytes decode to with replacement characters is not any of these keys
     assert lookup(c, 0, b"\xff\x01".decode(errors="replace")) == []
 
