@@ -29,6 +29,7 @@ from broker.cluster.failover_history import FAILOVER_HISTORY_PER_NODE
 from broker.cluster.key_lookup import NodeLookups
 from broker.cluster.membership import DEFAULT_LEASE_MS, TIMED_STREAM_RECORDS, Membership
 from broker.compaction import CompactionConfig, Compactor
+from broker.data_dir_identity import check_identity
 from broker.metadata import MetadataClient
 from broker.metadata.leases import LeaseTable
 from broker.partitions import reads, topic_admin, topic_config
@@ -118,6 +119,13 @@ class BrokerNode:
                                "directory (--data-dir)") from None
         store = open_store(store_url)
         meta = MetadataClient(metadata_url, node_id, namespace, **(metadata_options or {}))
+        try:  # before anything of the data directory is read: another node's or cluster's WAL is left as it is
+            check_identity(d, meta, node_id)
+        except BaseException:
+            for closer in (meta.close, store.close, lambda: os.close(lock_fd)):
+                with contextlib.suppress(Exception):
+                    closer()
+            raise
         node = cls(d, store, meta, node_id=node_id, retention=RetentionPolicy(retention_ms, retention_bytes),
                    maintenance_interval_s=maintenance_interval_s, read_your_writes_s=read_your_writes_s,
                    message_max_bytes=message_max_bytes)

@@ -4,6 +4,7 @@ server holds. Nothing says "serving" first."""
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.api.server import ServerProcess, free_port
@@ -100,3 +102,34 @@ def test_data_dir_held_by_another_server(tmp_path: Path) -> None:
         assert "stop that process, or give this one another data directory (--data-dir)" in line
     finally:
         assert first.stop() == 0
+
+
+def test_a_data_dir_started_with_another_metadata_or_node_id_is_refused_and_loses_nothing(tmp_path: Path) -> None:
+    """Acknowledged records only in the WAL (no upload yet), then kill -9; a start with another --metadata (a
+    typo) or another --node-id is refused naming what to give, and leaves the WAL as it is: the start with the
+    right flags restores every record."""
+    first = ServerProcess(tmp_path / "data", "--upload-interval-s", "3600").start()
+    try:
+        assert httpx.post(f"{first.url}/v1/topics", json={"name": "t", "partitions": 1}, timeout=30).status_code == 201
+        r = httpx.post(f"{first.url}/v1/topics/t/messages", timeout=30,
+                       json={"messages": [{"key": f"k{i}", "value": f"v{i}"} for i in range(5)]})
+        assert r.status_code == 200, r.text
+    finally:
+        first.stop(signal.SIGKILL)
+    wrong = tmp_path / "wrong.sqlite"
+    r, _ = serve(tmp_path, "--port", str(free_port()), "--metadata", f"sqlite:///{wrong}")
+    line = one_error_line(r)
+    assert f"belongs to the cluster of --metadata sqlite:///{tmp_path / 'data'}/metadata.sqlite" in line, line
+    assert f"not to that of --metadata sqlite:///{wrong}" in line and "nothing was started" in line, line
+    r, _ = serve(tmp_path, "--port", str(free_port()), "--node-id", "1")
+    line = one_error_line(r)
+    assert "it is node 0's, not node 1's (--node-id)" in line and "Start with --node-id 0" in line, line
+
+    again = ServerProcess(tmp_path / "data", "--upload-interval-s", "3600").start()
+    try:
+        page = httpx.get(f"{again.url}/v1/topics/t/partitions/0/messages", params={"offset": 0}, timeout=30).json()
+        assert [m["value"] for m in page["messages"]] == [f"v{i}" for i in range(5)]
+        found = httpx.get(f"{again.url}/v1/messages", params={"topic": "t", "key": "k3"}, timeout=30).json()
+        assert [m["value"] for m in found["messages"]] == ["v3"]
+    finally:
+        assert again.stop() == 0
