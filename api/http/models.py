@@ -110,6 +110,7 @@ class TopicConfigsChange(TopicConfigsNew):
 
 
 class TopicIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field ("partiton") is a 400 naming it, not a default
     name: str = Field(description="1-249 characters of [a-zA-Z0-9._-]", examples=["orders"],
                       pattern=TOPIC_PATTERN)
     partitions: int | None = Field(None, ge=1, le=10000,

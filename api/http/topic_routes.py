@@ -43,6 +43,7 @@ class TopicDetailOut(BaseModel):
 
 
 class TopicConfigsIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     configs: TopicConfigsChange = Field(
         description="retention.ms / retention.bytes (-1 = unlimited), max.message.bytes (0 to 2**31-1): an "
                     "integer sets, null removes",

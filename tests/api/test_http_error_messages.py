@@ -58,6 +58,9 @@ CASES: list[tuple[str, str, Any, str, str]] = [
     ("POST", "/v1/topics", {"name": "a", "configs": {"max.message.bytes": -1}}, "configs.max.message.bytes",
      "configs.max.message.bytes must be an integer from 0 to 2147483647, bytes of a record batch (got -1)"),
     ("POST", "/v1/topics", {"name": "a", "configs": 5}, "configs", "configs must be a JSON object (got 5)"),
+    ("POST", "/v1/topics", {"name": "a", "partiton": 4}, "partiton", "partiton is not a field of the body"),
+    ("POST", "/v1/topics", {"name": "a", "replication_factor": 3}, "replication_factor",
+     "replication_factor is not a field of the body"),
     ("POST", "/v1/topics", [1], "body", f"body {BODY_RULE}"),
     ("POST", "/v1/topics", b"", "body", f"body is required: it {BODY_RULE}"),
     ("POST", "/v1/topics", b"{bad", "body",
@@ -70,6 +73,8 @@ CASES: list[tuple[str, str, Any, str, str]] = [
     ("PATCH", "/v1/topics/t/configs", {"configs": {"retention.bytes": -2}}, "configs.retention.bytes",
      f"configs.retention.bytes {CONFIG_RULE} (got -2)"),
     ("PATCH", "/v1/topics/t/configs", {}, "configs", "configs is required"),
+    ("PATCH", "/v1/topics/t/configs", {"configs": {"retention.ms": 5}, "extra": 1}, "extra",
+     "extra is not a field of the body"),
     # produce
     ("POST", "/v1/topics/t/messages", {"messages": []}, "messages", "messages must hold at least 1 item (got 0)"),
     ("POST", "/v1/topics/t/messages", {"messages": [M] * 1001}, "messages",
