@@ -358,6 +358,8 @@ def run_query(args: argparse.Namespace) -> int:
         print(f"no messages with key {shown!r} in topic {args.topic}{window}")
         return 0
     _show_messages(args, out)
+    if cursor and not args.json:  # more messages have the key: say so, past the table (stderr: not part of it)
+        print(f"(the newest {len(out)} shown; more have this key: --max N shows more)", file=sys.stderr)
     return 0
 
 

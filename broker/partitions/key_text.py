@@ -45,7 +45,8 @@ def key_from_base64(text: str) -> str:
     try:
         raw = base64.b64decode(text.encode("ascii"), validate=True)
     except (binascii.Error, UnicodeEncodeError):
-        raise ValueError("is not base64 (standard alphabet, with its = padding)") from None
+        raise ValueError("is not base64 (standard alphabet, with its = padding; in a URL, + is written %2B)") \
+            from None
     if not raw:
         raise ValueError("must not be empty")
     return key_text(raw)

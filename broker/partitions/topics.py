@@ -87,8 +87,7 @@ def check_growth(name: str, now: int, count: object) -> int:
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_PARTITIONS:
         raise InvalidField("partitions", f"must be an integer in [1, {MAX_PARTITIONS}], got {count!r}")
     if count <= now:
-        raise InvalidField("partitions", f"topic {name!r} has {now} partitions: the count can only grow (asked for "
-                                         f"{count})")
+        raise InvalidField("partitions", f"can only grow: topic {name!r} has {now} partitions (asked for {count})")
     return count
 
 

@@ -80,3 +80,17 @@ def test_a_refusal_says_what_was_lacking_once(tmp_path: Path) -> None:
                             "or MQINDEX_TOKEN)\n")
     finally:
         server.stop()
+
+
+def test_a_query_cut_at_max_says_more_have_the_key(console_server: ServerProcess) -> None:
+    url = console_server.url
+    auth = ("--url", url, "--token", "admin-tok")
+    assert cli("topics", "create", "many", *auth).returncode == 0
+    r = httpx.post(f"{url}/v1/topics/many/messages", headers=ADMIN, timeout=60,
+                   json={"messages": [{"key": "same", "value": f"v{i}"} for i in range(5)]})
+    assert r.status_code == 200, r.text
+    cut = cli("query", "many", "same", "--max", "3", *auth)
+    assert cut.returncode == 0 and len(cut.stdout.splitlines()) == 4, cut.stdout
+    assert cut.stderr == "(the newest 3 shown; more have this key: --max N shows more)\n", cut.stderr
+    whole = cli("query", "many", "same", "--max", "5", *auth)
+    assert whole.returncode == 0 and len(whole.stdout.splitlines()) == 6 and whole.stderr == "", whole.stderr
