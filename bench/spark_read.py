@@ -171,23 +171,32 @@ def offsets_at(bootstrap: str, ms: int) -> dict[int, int]:
 def parquet_peer(spark: Any, df: Any, path: Path, n: int, value_bytes: int) -> tuple[float, float]:
     """Seconds and CPU seconds (every process) of the full read's aggregate over a Parquet copy of `df` at `path`
     (uncompressed), the second of two reads: the first warms the page cache and the JVM's code for the plan."""
-    from pyspark.sql import functions as F
 
     df.write.mode("overwrite").parquet(str(path), compression="none")
     copy = spark.read.parquet(str(path))
     spent = (0.0, 0.0)
     for _ in range(2):
-        cpu = TreeCPU(_role)
-        sampler = time.pthread_getcpuclockid(cpu._thread.ident)
-        c0, s0 = cpu.snapshot(), time.clock_gettime(sampler)
-        t0 = time.monotonic()
-        row = copy.agg(F.count("*").alias("n"), F.sum(F.length("value")).alias("v")).collect()[0]
-        took = time.monotonic() - t0
-        c1, s1 = cpu.snapshot(), time.clock_gettime(sampler)
-        cpu.stop()
+        row, took, by_role, _ = timed_aggregate(copy)
         assert (row.n, row.v) == (n, value_bytes), (row.n, row.v, n, value_bytes)
-        spent = (took, sum(c1.values()) - sum(c0.values()) - (s1 - s0))
+        spent = (took, sum(by_role.values()))
     return spent
+
+
+def timed_aggregate(df: Any) -> tuple[Any, float, dict[str, float], float]:
+    """The full read's aggregate of `df` (its rows counted, its values' lengths summed): the row, seconds, CPU
+    seconds by process role (this process's without the CPU sampler's own) and the sampler's CPU seconds."""
+    from pyspark.sql import functions as F
+
+    cpu = TreeCPU(_role)
+    sampler = time.pthread_getcpuclockid(cpu._thread.ident)  # the sampler's own CPU is not the read's
+    c0, s0 = cpu.snapshot(), time.clock_gettime(sampler)
+    t0 = time.monotonic()
+    row = df.agg(F.count("*").alias("n"), F.sum(F.length("value")).alias("v")).collect()[0]
+    took = time.monotonic() - t0
+    c1, s1 = cpu.snapshot(), time.clock_gettime(sampler)
+    cpu.stop()
+    c1["this process"] = c1.get("this process", 0.0) - (s1 - s0)
+    return row, took, {k: c1.get(k, 0.0) - c0.get(k, 0.0) for k in c1}, s1 - s0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -245,19 +254,10 @@ def main(argv: list[str] | None = None) -> int:
         df = load()
 
         load_before = os.getloadavg()
-        cpu = TreeCPU(_role)
-        sampler = time.pthread_getcpuclockid(cpu._thread.ident)  # the sampler's own CPU is not the read's
-        c0, s0 = cpu.snapshot(), time.clock_gettime(sampler)
-        t0 = time.monotonic()
-        row = df.agg(F.count("*").alias("n"), F.sum(F.length("value")).alias("v")).collect()[0]
-        spark_s = time.monotonic() - t0
-        c1, s1 = cpu.snapshot(), time.clock_gettime(sampler)
-        cpu.stop()
+        row, spark_s, by_role, sampler_cpu = timed_aggregate(df)
         load_after = os.getloadavg()
         assert row.n == n, (row.n, n)
-        sampler_cpu = s1 - s0
-        c1["this process"] = c1.get("this process", 0.0) - sampler_cpu
-        spark_cpu = sum(c1.values()) - sum(c0.values())
+        spark_cpu = sum(by_role.values())
         raw_s, raw_bytes, raw_gets_n = raw_gets(meta, store_url)
         pq_s, pq_cpu = parquet_peer(spark, load(), work / "parquet-copy", n, row.v)
         kafka_s, kafka_payload, _ = consumer_read(server.bootstrap, {}, marks)
@@ -316,7 +316,6 @@ def main(argv: list[str] | None = None) -> int:
                     ["scan / index", f"{scan_bytes / max(1, idx_bytes):.0f}x", "", ""]]))
         emit(table("value search (value starts with 'needle') over the middle fifth of the run",
                    ["reader", "s", "matches"], [["spark local[2]", search_s, found], ["kafka consumer", k_s, k_found]]))
-        by_role = {k: c1.get(k, 0.0) - c0.get(k, 0.0) for k in c1}
         emit("CPU of the Spark full read by process, ms per MB of payload: "
              + ", ".join(f"{k} {1000 * v / mb:.2f}" for k, v in sorted(by_role.items(), key=lambda kv: -kv[1]))
              + f" (total {1000 * spark_cpu / mb:.2f}; the CPU sampler's own {1000 * sampler_cpu / mb:.2f} left out); "

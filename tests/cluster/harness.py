@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from tests.api.server import ServerProcess
+from tests.api.server import ServerProcess, free_port
 
 TOPIC = "orders"
 KEYS = 40
@@ -32,6 +32,21 @@ class Cluster:
                           "--node-id", str(node_id), "--lease-ms", "3000", *self.extra)
         self.nodes[node_id] = s.start()
         return s
+
+    def start_with_kafka(self, node_id: int) -> ServerProcess:
+        """As start, with a Kafka listener of the node's own (its port in the process's `kafka_port`)."""
+        port = free_port()
+        s = ServerProcess(self.tmp / f"node{node_id}", "--store", self.store, "--metadata", self.meta,
+                          "--node-id", str(node_id), "--lease-ms", "3000", "--kafka-listener", f"127.0.0.1:{port}",
+                          *self.extra)
+        s.kafka_port = port  # type: ignore[attr-defined]
+        self.nodes[node_id] = s.start()
+        return s
+
+    def wait_seen(self, count: int, timeout: float = 30) -> None:
+        """Until every running node lists `count` nodes."""
+        wait_until(lambda: all(len(httpx.get(f"{self.url(n)}/v1/cluster/nodes", timeout=10).json()["nodes"]) == count
+                               for n in self.running()), timeout, f"every node to see {count}")
 
     def url(self, node_id: int) -> str:
         return self.nodes[node_id].url

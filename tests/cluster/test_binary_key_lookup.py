@@ -20,7 +20,6 @@ import pytest
 from confluent_kafka import Producer
 
 from storage_tier.seaweedfs_server import SeaweedFS
-from tests.api.server import ServerProcess, free_port
 from tests.cluster.harness import Cluster, wait_until
 
 TOPIC = "binary-keyed"
@@ -40,12 +39,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, seaweedfs: SeaweedFS,
     c = Cluster(tmp_path_factory.mktemp("binary-keys"), store, pg_url())
     try:
         for n in range(2):
-            port = free_port()
-            c.nodes[n] = ServerProcess(c.tmp / f"node{n}", "--store", c.store, "--metadata", c.meta, "--node-id",
-                                       str(n), "--lease-ms", "3000", "--kafka-listener", f"127.0.0.1:{port}").start()
-            c.nodes[n].kafka_port = port  # type: ignore[attr-defined]
-        wait_until(lambda: all(len(httpx.get(f"{c.url(n)}/v1/cluster/nodes", timeout=10).json()["nodes"]) == 2
-                               for n in range(2)), 30, "both nodes to see each other")
+            c.start_with_kafka(n)
+        c.wait_seen(2)
         yield c
     finally:
         c.stop_all()

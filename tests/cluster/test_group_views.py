@@ -18,7 +18,6 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from storage_tier.seaweedfs_server import SeaweedFS
-from tests.api.server import ServerProcess, free_port
 from tests.cluster.harness import Cluster, wait_until
 
 TOPIC = "grouped"
@@ -32,13 +31,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, seaweedfs: SeaweedFS,
     store = seaweedfs.store_url("mqindex", f"groups-{uuid.uuid4().hex[:8]}")
     c = Cluster(tmp_path_factory.mktemp("group-views"), store, pg_url())
     try:
-        for n in range(3):  # as Cluster.start, each with a Kafka listener of its own
-            port = free_port()
-            c.nodes[n] = ServerProcess(c.tmp / f"node{n}", "--store", c.store, "--metadata", c.meta, "--node-id",
-                                       str(n), "--lease-ms", "3000", "--kafka-listener", f"127.0.0.1:{port}").start()
-            c.nodes[n].kafka_port = port  # type: ignore[attr-defined]
-        wait_until(lambda: all(len(httpx.get(f"{c.url(n)}/v1/cluster/nodes", timeout=10).json()["nodes"]) == 3
-                               for n in range(3)), 30, "every node to see the three")
+        for n in range(3):
+            c.start_with_kafka(n)
+        c.wait_seen(3)
         yield c
     finally:
         c.stop_all()
