@@ -20,8 +20,9 @@ from __future__ import annotations
 import base64
 import logging
 import os
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import crc32c
 
@@ -92,6 +93,7 @@ class Lifecycle:
     config: ServiceConfig
     store: object | None
     filters: FilterCache | None = None
+    _compacting: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def hook(self, point: str) -> None:
         if self.config.crash_hook is not None:
@@ -99,6 +101,16 @@ class Lifecycle:
 
     # -- SEALED -> COMPACTED ---------------------------------------------------------------------
     def compact(self, mf: ManagedFile) -> None:
+        """Compact a SEALED file; a file no longer SEALED (compacted meanwhile) is left as it is. Compactions run
+        one at a time: `IndexService.compact_now` (an admin's roll) and the background cycle can both come to the
+        file an age roll just sealed, and the second must find it done, not its source gone."""
+        with self._compacting:
+            if mf.state is not FileState.SEALED:
+                log.info("compaction skipped: already done", extra={"file": mf.stem, "state": mf.state.value})
+                return
+            self._compact(mf)
+
+    def _compact(self, mf: ManagedFile) -> None:
         src = self.folders.unsealed(mf.stem)
         scratch = self.folders.scratch(mf.stem + ".mqxc")
         dest = self.folders.compacted(mf.stem)

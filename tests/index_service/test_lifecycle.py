@@ -138,3 +138,26 @@ def test_rocketmq_geometry_works(tmp_path: Path) -> None:
         assert [h.offset for h in svc.query("t", "all", 3)] == [4999, 4998, 4997]
     finally:
         svc.close()
+
+
+def test_an_admin_compaction_racing_the_background_leaves_the_file_compacted_once(tmp_path: Path) -> None:
+    """The background compacts the file an age roll sealed while an admin's compact_now, which took the same file
+    as its WRITING one, compacts it too: the second finds it done (it used to fail, its source gone); the file is
+    COMPACTED once and answers queries."""
+    clock = ManualClock()
+    svc = open_service(tmp_path / "idx", None, clock, roll_age_ms=HOUR)
+    try:
+        for i in range(5):
+            svc.put("orders", 0, i, 64, [f"o{i}"], clock.now + i)
+        svc.flush()
+        mf = svc.writer.current
+        assert mf is not None
+        clock.advance(HOUR + 10)
+        assert svc.maintain().rolled  # the background: sealed by age and compacted
+        assert mf.state is FileState.COMPACTED
+        svc.lifecycle.compact(mf)  # compact_now's step on the same file, after the background's
+        assert mf.state is FileState.COMPACTED
+        assert [f.state for f in svc.files() if f.items] == [FileState.COMPACTED]
+        assert as_tuples(svc.query("orders", "o3", 5)) == [(clock.now - HOUR - 10 + 3, 3, 0, 64)]
+    finally:
+        svc.close()
