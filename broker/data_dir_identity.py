@@ -45,7 +45,8 @@ def shown_metadata(url: str) -> str:
 def check_identity(data_dir: Path, meta: MetadataClient, node_id: int) -> None:
     """Refuse (DataDirMismatch) a start of `node_id` on `meta`'s cluster over a data directory written by another
     node id or cluster; record them at a first start."""
-    cluster_id = meta.kv_put_if_absent(CLUSTER_ID_KEY, uuid.uuid4().hex)
+    # read first: only the first start on a metadata database writes (a transaction at every start otherwise)
+    cluster_id = meta.kv_get(CLUSTER_ID_KEY) or meta.kv_put_if_absent(CLUSTER_ID_KEY, uuid.uuid4().hex)
     path = data_dir / IDENTITY_FILE
     if not path.exists():
         _write(path, {"v": 1, "node_id": node_id, "cluster_id": cluster_id, "metadata": shown_metadata(meta.url)})

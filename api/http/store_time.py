@@ -1,15 +1,6 @@
-"""A store time as a client writes it in a query: milliseconds since the epoch, or an ISO 8601 time (parsed by
-api/store_time_text.py, which the CLI shares; here the query parameter's type and the ISO form of a time).
-
-    1775524346370                       milliseconds since 1970-01-01T00:00:00Z (digits; 60.0 is 60)
-    2026-04-07T01:12:26.370+00:00       ISO 8601 with a zone (Z, +02:00, -0500 ...)
-    2026-04-07T01:12:26                 without a zone: UTC (as `mqindex query --begin` takes it)
-    2026-04-07                          a date alone: its midnight, UTC
-
-An ISO 8601 time before 1970 is taken as 0 (nothing is stored before then); milliseconds past the largest store
-time (2**63-1) and anything else are refused with one sentence saying what is accepted. Milliseconds are exact
-(no floating point): fractions of a millisecond are dropped.
-"""
+"""A store time as a client writes it in a query: the query parameter's type and the ISO form of a time. The forms
+accepted (milliseconds since the epoch, ISO 8601, a date) and how they are read are api/store_time_text.py's,
+which the CLI shares."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ def key_text(raw: bytes) -> str:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        return BINARY_PREFIX + base64.b64encode(raw).decode("ascii")
+        text = BINARY_PREFIX  # not UTF-8: its base64, as a text key spelled with the prefix
     if text.startswith(BINARY_PREFIX):
         return BINARY_PREFIX + base64.b64encode(raw).decode("ascii")
     return text

@@ -365,22 +365,23 @@ def index_keys(record: Any) -> list[str]:
     if not record.headers:  # most records: the key alone (a non-empty key decodes to a non-empty text)
         return [key_text(record.key)] if record.key else []
     out: list[str] = []
-
-    def add(raw: bytes | None) -> None:
-        if raw:
-            k = key_text(raw)
-            if k not in out:
-                out.append(k)
-
-    add(record.key)
-    for name, value in record.headers:
-        if name == HEADER_KEYS and value:
-            for part in value.split(b" "):
-                add(part)
-    for name, value in record.headers:
-        if name == HEADER_UNIQ_KEY:
-            add(value)
+    for raw in _raw_keys(record):
+        if (k := key_text(raw)) not in out:
+            out.append(k)
     return out
+
+
+def _raw_keys(record: Any) -> Iterator[bytes]:
+    """The non-empty keys of a record as stored: its key, the words of header KEYS, header UNIQ_KEY."""
+    if record.key:
+        yield record.key
+    headers = record.headers or ()
+    for name, value in headers:
+        if name == HEADER_KEYS and value:
+            yield from (part for part in value.split(b" ") if part)
+    for name, value in headers:
+        if name == HEADER_UNIQ_KEY and value:
+            yield value
 
 
 def has_index_key(record: Any, key: str) -> bool:
@@ -389,9 +390,4 @@ def has_index_key(record: Any, key: str) -> bool:
     replacements: the entries 0.3.0 wrote for a binary key hold that text, and are still found by it."""
     if key in index_keys(record):
         return True
-    if not is_replaced_text(key):
-        return False
-    raws = [record.key] + [part for name, value in record.headers or () if name == HEADER_KEYS and value
-                           for part in value.split(b" ")] \
-        + [value for name, value in record.headers or () if name == HEADER_UNIQ_KEY]
-    return any(raw and replaced_text(raw) == key for raw in raws)
+    return is_replaced_text(key) and any(replaced_text(raw) == key for raw in _raw_keys(record))

@@ -85,6 +85,19 @@ def started_with_topic(c: Cluster, topic: str, partitions: int, nodes: int = 3) 
         c.stop_all()
 
 
+@contextmanager
+def kafka_cluster(tmp: Path, store: str, meta: str, nodes: int) -> Iterator[Cluster]:
+    """`nodes` nodes, each with a Kafka listener of its own, once every one lists them all; all stopped after."""
+    c = Cluster(tmp, store, meta)
+    try:
+        for n in range(nodes):
+            c.start_with_kafka(n)
+        c.wait_seen(nodes)
+        yield c
+    finally:
+        c.stop_all()
+
+
 def wait_until(cond: Callable[[], bool], timeout: float, what: str) -> None:
     """Wait (polling) until `cond()` holds; fail naming `what` after `timeout` seconds."""
     deadline = time.monotonic() + timeout

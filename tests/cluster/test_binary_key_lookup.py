@@ -20,7 +20,7 @@ import pytest
 from confluent_kafka import Producer
 
 from storage_tier.seaweedfs_server import SeaweedFS
-from tests.cluster.harness import Cluster, wait_until
+from tests.cluster.harness import Cluster, kafka_cluster, wait_until
 
 TOPIC = "binary-keyed"
 PARTITIONS = 2
@@ -36,14 +36,8 @@ KEYS = {b"\xff\x01": 3, b"\xfe\x01": 2, (-2).to_bytes(8, "big", signed=True): 2,
 def cluster(tmp_path_factory: pytest.TempPathFactory, seaweedfs: SeaweedFS,
             pg_url: Callable[[], str]) -> Iterator[Cluster]:
     store = seaweedfs.store_url("mqindex", f"binkeys-{uuid.uuid4().hex[:8]}")
-    c = Cluster(tmp_path_factory.mktemp("binary-keys"), store, pg_url())
-    try:
-        for n in range(2):
-            c.start_with_kafka(n)
-        c.wait_seen(2)
+    with kafka_cluster(tmp_path_factory.mktemp("binary-keys"), store, pg_url(), 2) as c:
         yield c
-    finally:
-        c.stop_all()
 
 
 def lookup(c: Cluster, via: int, key: str, encoding: str | None = None) -> list[dict[str, Any]]:

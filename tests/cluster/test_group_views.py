@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from storage_tier.seaweedfs_server import SeaweedFS
-from tests.cluster.harness import Cluster, wait_until
+from tests.cluster.harness import Cluster, kafka_cluster, wait_until
 
 TOPIC = "grouped"
 PARTITIONS = 3
@@ -29,14 +29,8 @@ PER_PARTITION = 5
 def cluster(tmp_path_factory: pytest.TempPathFactory, seaweedfs: SeaweedFS,
             pg_url: Callable[[], str]) -> Iterator[Cluster]:
     store = seaweedfs.store_url("mqindex", f"groups-{uuid.uuid4().hex[:8]}")
-    c = Cluster(tmp_path_factory.mktemp("group-views"), store, pg_url())
-    try:
-        for n in range(3):
-            c.start_with_kafka(n)
-        c.wait_seen(3)
+    with kafka_cluster(tmp_path_factory.mktemp("group-views"), store, pg_url(), 3) as c:
         yield c
-    finally:
-        c.stop_all()
 
 
 def bootstrap(c: Cluster) -> str:
