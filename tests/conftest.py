@@ -24,6 +24,7 @@ from tests.client_guard import (  # noqa: F401 - the Kafka client guard's hooks 
     pytest_sessionfinish,
 )
 from tests.http_tls import share_default_tls_context
+from tests.server_logs import pytest_runtest_makereport  # noqa: F401 - failed tests show their servers' logs
 
 
 def _slow_seconds(item: pytest.Item) -> float:

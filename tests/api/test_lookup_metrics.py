@@ -26,10 +26,10 @@ def test_metrics_count_filter_answers_files_read_per_lookup_and_filter_memory(tm
                 {"key": f"k-{f}-{i}", "value": "v", "partition": 0} for i in range(10)]})
             assert r.status_code == 200, r.text
 
-        def sealed() -> bool:
+        def sealed() -> bool:  # compacted or uploaded: a SEALED file has no filter yet and is read unasked
             files = httpx.get(f"{s.url}/v1/index/files").json()["files"]
-            return sum(1 for x in files if x["state"] != "WRITING" and x["items"]) >= 3
-        wait_for("three sealed index files", sealed, timeout=60)
+            return sum(1 for x in files if x["state"] in ("COMPACTED", "UPLOADED") and x["items"]) >= 3
+        wait_for("three index files with their key filters", sealed, timeout=60)
 
         r = httpx.get(f"{s.url}/v1/messages", params={"topic": "orders", "key": "k-1-5"})
         assert r.status_code == 200 and len(r.json()["messages"]) == 1, r.text
