@@ -90,17 +90,69 @@ def available() -> dict[str, tuple[str, str]]:
     return {name: spec for name, spec in COMMANDS.items() if importlib.util.find_spec(spec[0]) is not None}
 
 
+#: the client commands' options that may also come before the command (`mqindex --url U topics list`): option ->
+#: whether it takes a value. They are the command's own options (each command says which it has), moved after it.
+BEFORE_COMMAND = {"--url": True, "--token": True, "--json": False}
+#: the top-level options that may also come after the command (`mqindex topics list -v`)
+AFTER_COMMAND = ("-v", "--verbose")
+
+
 def chosen(argv: Sequence[str]) -> str | None:
-    """The command named in argv (the first word that is not an option), if any."""
+    """The command named in argv (the first word that is not an option or a value of one), if any."""
+    takes_value = False
     for word in argv:
-        if not word.startswith("-"):
+        if takes_value:
+            takes_value = False
+        elif word == "--":
+            return None
+        elif not word.startswith("-"):
             return word if word in COMMANDS else None
+        else:
+            takes_value = BEFORE_COMMAND.get(word, False)
     return None
+
+
+def command_first(argv: Sequence[str]) -> list[str]:
+    """argv with the options of BEFORE_COMMAND given before the command moved after the command's own words (before
+    a `--`), so that they mean what they mean after it: `--url U topics list` reads as `topics list --url U`.
+    Anything else is left where it is (an option the command does not have is refused by the command's parser)."""
+    moved: list[str] = []
+    rest: list[str] = []
+    words = list(argv)
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "--" or not word.startswith("-"):
+            break
+        name = word.split("=", 1)[0]
+        if name in BEFORE_COMMAND:
+            n = 2 if BEFORE_COMMAND[name] and "=" not in word else 1
+            moved += words[i:i + n]
+            i += n
+        else:
+            rest.append(word)
+            i += 1
+    rest += words[i:]
+    if not moved:
+        return rest
+    end = rest.index("--") if "--" in rest else len(rest)
+    return rest[:end] + moved + rest[end:]
+
+
+def _own_usage(parser: argparse.ArgumentParser) -> None:
+    """Every parser below `parser` (an action of a command: `topics create`) reports its own usage errors."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                child.set_defaults(_parser=child)
+                _own_usage(child)
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser; the arguments of the command named in `argv` only (of every command when argv is None)."""
-    parser = Parser(prog="mqindex", description="Find messages by key or id on object storage.")
+    parser = Parser(prog="mqindex", description="Find messages by key or id on object storage.",
+                    epilog="--url, --token and --json may come before the command too (mqindex --url URL topics "
+                           "list); -v after it too.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("--version", action=_Version, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
@@ -114,13 +166,14 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
             mod = importlib.import_module(module)
             add = getattr(mod, f"add_{name.replace('-', '_')}_arguments", None) or mod.add_arguments
             add(p)
+            _own_usage(p)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    argv = command_first(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    args = parse(parser, argv)
     if args.command is None:  # bare `mqindex`: what there is to run
         parser.print_help()
         return 0
@@ -151,6 +204,29 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"mqindex {args._name}: error: {REDACTOR.text(str(exc))}", file=sys.stderr)
         return 1
+
+
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    """The arguments; an argument nobody takes is refused by the parser of the command (or action) it was given
+    to, naming it, with that command's usage (argparse would print the top-level usage), and the nearest option of
+    that command when the word looks like a misspelling of it. -v/--verbose after the command means what it means
+    before it."""
+    args, extra = parser.parse_known_args(argv)
+    if any(word in AFTER_COMMAND for word in extra):
+        args.verbose = True
+        extra = [word for word in extra if word not in AFTER_COMMAND]
+    if extra:
+        import difflib  # only on this error path: the start of a command stays light
+
+        owner: argparse.ArgumentParser = getattr(args, "_parser", parser)
+        message = f"unrecognized arguments: {' '.join(extra)}"
+        options = [o for a in owner._actions for o in a.option_strings if o.startswith("--")]
+        bad = next((w.split("=", 1)[0] for w in extra if w.startswith("--")), None)
+        near = difflib.get_close_matches(bad, options, n=1, cutoff=0.85) if bad else []
+        if near:
+            message += f" (did you mean {near[0]}?)"
+        owner.error(message)
+    return args
 
 
 def _reader_gone() -> int:
