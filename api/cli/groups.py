@@ -56,14 +56,19 @@ def _reset_body(args: argparse.Namespace) -> dict[str, Any]:
     return body
 
 
+def _or_dash(value: Any) -> Any:
+    """`-` for a figure there is none of (no committed offset: no lag), as kafka-consumer-groups prints it."""
+    return "-" if value is None else value
+
+
 def _dash(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: "-" if v is None else v for k, v in r.items()} for r in rows]
 
 
 def _describe(body: dict[str, Any]) -> None:
     print(f"group {body['group']}  state={body['state']}  protocol={body['protocol'] or '-'}  "
-          f"members={body['members']}  coordinator={body['coordinator']}  lag={body['lag']}  "
-          f"lag_ms={body['lag_ms']}")
+          f"members={body['members']}  coordinator={body['coordinator']}  lag={_or_dash(body['lag'])}  "
+          f"lag_ms={_or_dash(body['lag_ms'])}")
     if body["offsets"]:
         print()
         print(_table(_dash(body["offsets"]), ["topic", "partition", "committed_offset", "end_offset", "lag",

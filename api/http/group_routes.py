@@ -263,8 +263,7 @@ async def _from_leaders(request: Request, ctx: Context, body: dict[str, Any]) ->
         await asyncio.gather(*reads)
     finally:
         await leaders.close()
-    body["lag"] = sum(r["lag"] for r in body["offsets"] if r["lag"] is not None)
-    body["lag_ms"] = max((r["lag_ms"] for r in body["offsets"] if r["lag_ms"] is not None), default=0)
+    body.update(group_admin.group_lag(body["offsets"]))
 
 
 async def _leader_figures(request: Request, ctx: Context, group: str, topics: list[str],

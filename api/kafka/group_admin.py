@@ -190,14 +190,20 @@ def describe(ctx: Context, group: str, view: GroupView | None, with_time: bool =
         m_id = owner.get((r["topic"], r["partition"]))
         m = next((x for x in view.members if x.member_id == m_id), None)
         r.update(member_id=m_id, client_id=m.client_id if m else None, client_host=m.client_host if m else None)
-    known = [r["lag"] for r in rows if r["lag"] is not None]
-    times = [r["lag_ms"] for r in rows if r["lag_ms"] is not None]
-    return dict(summary(view, ctx.node_id), generation=view.generation,
-                lag=sum(known), lag_ms=max(times, default=0),
+    return dict(summary(view, ctx.node_id), generation=view.generation, **group_lag(rows),
                 member_details=[dict(member_id=m.member_id, client_id=m.client_id, client_host=m.client_host,
                                      assignment=[dict(topic=t, partition=p) for t, p in m.partitions()])
                                 for m in view.members],
                 offsets=rows)
+
+
+def group_lag(rows: list[dict[str, Any]]) -> dict[str, int | None]:
+    """A group's `lag` (the sum over its partitions with a committed offset) and `lag_ms` (the oldest of theirs):
+    null when no partition has a committed offset, as kafka-consumer-groups shows `-` for a partition's LAG then
+    (0 would say the group is caught up)."""
+    known = [r["lag"] for r in rows if r["lag"] is not None]
+    times = [r["lag_ms"] for r in rows if r["lag_ms"] is not None]
+    return {"lag": sum(known) if known else None, "lag_ms": max(times) if times else None}
 
 
 def _change_gate(group: str) -> None:

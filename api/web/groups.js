@@ -14,7 +14,8 @@ function fmtAge(ms) {
   if (ms < 172800000) return (ms / 3600000).toFixed(1) + " h";
   return Math.round(ms / 86400000) + " d";
 }
-function lagCell(lag) { return lag ? span(String(lag), "lagging") : (lag ?? "unknown"); }
+// no committed offset: no lag to tell ("-", as kafka-consumer-groups shows it), not 0
+function lagCell(lag) { return lag ? span(String(lag), "lagging") : (lag ?? "-"); }
 async function describeGroup(name) { return api("/v1/groups/" + encodeURIComponent(name)); }
 
 loaders.groups = async function () {
@@ -39,11 +40,11 @@ async function showGroup(name, keepPlan = false) {
   openGroup = name;
   $("group-detail").hidden = false;
   $("group-name").textContent = d.group;
-  $("group-state").textContent = `${d.state} · ${d.members} member(s) · coordinator node ${d.coordinator} · lag ${d.lag}`
+  $("group-state").textContent = `${d.state} · ${d.members} member(s) · coordinator node ${d.coordinator} · lag ${d.lag ?? "-"}`
     + (d.lag ? ` · oldest unconsumed ${fmtAge(d.lag_ms)} old` : "");
   fillTable("group-members", d.member_details.map((m) => [m.member_id, m.client_id, m.client_host,
     m.assignment.map((a) => `${a.topic}-${a.partition}`).join(", ")]), "group-members-empty");
-  fillTable("group-offsets", d.offsets.map((r) => [r.topic, r.partition, r.committed_offset ?? "none", r.end_offset,
+  fillTable("group-offsets", d.offsets.map((r) => [r.topic, r.partition, r.committed_offset ?? "-", r.end_offset,
     lagCell(r.lag), fmtAge(r.lag_ms), r.client_id ?? ""]));
 }
 

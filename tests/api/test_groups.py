@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 
@@ -220,6 +220,38 @@ def test_delete_removes_a_stopped_group(server: KafkaServerProcess) -> None:
 def cli(server: KafkaServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "api.cli.main", "groups", *args, "--url", server.url],
                           capture_output=True, text=True, timeout=60, cwd=Path(__file__).parents[2])
+
+
+def test_a_group_without_committed_offsets_has_no_lag_not_zero(server: KafkaServerProcess) -> None:
+    """A member assigned partitions it has committed nothing of: no lag to tell. HTTP says null (it said 0 for
+    the group, as if caught up), the CLI `-` as kafka-consumer-groups prints CURRENT-OFFSET and LAG then; once one
+    partition is committed, the group's lag is that partition's."""
+    c = confluent(server, "uncommitted", "idle")
+    try:
+        def assigned() -> bool:
+            c.poll(0.1)  # joins the group (reads, commits nothing: enable.auto.commit is off)
+            return len(c.assignment()) == 2
+
+        wait_for("the member's assignment", assigned)
+        body = describe(server, "uncommitted")
+        assert (body["state"], body["members"]) == ("Stable", 1)
+        assert lag_rows(body) == {0: (None, PER_PARTITION, None), 1: (None, PER_PARTITION, None)}
+        assert (body["lag"], body["lag_ms"]) == (None, None)
+        shown = cli(server, "describe", "uncommitted")
+        assert shown.returncode == 0, shown.stderr
+        assert "  lag=-  lag_ms=-" in shown.stdout.splitlines()[0], shown.stdout
+        rows = [line.split() for line in shown.stdout.splitlines() if line.startswith(TOPIC)]
+        assert [r[:6] for r in rows] == [[TOPIC, str(p), "-", str(PER_PARTITION), "-", "-"] for p in (0, 1)]
+        as_json = cli(server, "describe", "uncommitted", "--json")
+        assert json.loads(as_json.stdout)["lag"] is None, as_json.stdout
+
+        c.commit(offsets=[TopicPartition(TOPIC, 1, 2)], asynchronous=False)
+        body = describe(server, "uncommitted")
+        assert lag_rows(body) == {0: (None, PER_PARTITION, None), 1: (2, PER_PARTITION, PER_PARTITION - 2)}
+        assert body["lag"] == PER_PARTITION - 2 and body["lag_ms"] > 0
+        assert f"  lag={PER_PARTITION - 2}  " in cli(server, "describe", "uncommitted").stdout.splitlines()[0]
+    finally:
+        c.close()
 
 
 def test_cli_lists_describes_resets_and_deletes(server: KafkaServerProcess) -> None:
