@@ -99,6 +99,9 @@ def add_produce_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("value", help="the message value, or - to read it from standard input as bytes "
                                  "(sent as base64 when it is not UTF-8 text)")
     p.add_argument("--key", help="message key (default: none)")
+    p.add_argument("--key-base64", action="store_true",
+                   help="--key is the base64 of the key's bytes (a key that is not UTF-8, shown as base64:... by "
+                        "query and consume; given with or without that prefix)")
     p.add_argument("--header", action="append", default=[], metavar="K=V",
                    help="a header (repeatable, a name too; default: none)")
     p.add_argument("--partition", type=at_least(0),
@@ -257,6 +260,11 @@ def run_produce(args: argparse.Namespace) -> int:
             raise ClientError(f"--header {h!r} must be KEY=VALUE")
         pairs.append((k, v))
     msg: dict[str, Any] = {"key": args.key}
+    if args.key_base64:
+        if args.key is None:
+            raise UsageError("--key-base64: give the key's base64 with --key")
+        msg["key"] = _base64_key("--key", args.key, empty=True)
+        msg["key_encoding"] = "base64"
     if len({k for k, _ in pairs}) < len(pairs):  # a name given twice: each one sent, in order
         msg["header_list"] = [{"name": k, "value": v} for k, v in pairs]
     else:
@@ -324,16 +332,24 @@ def run_consume(args: argparse.Namespace) -> int:
     return 0
 
 
+def _base64_key(what: str, key: str, empty: bool) -> str:
+    """A key given as base64, without the `base64:` prefix query and consume show it with; a UsageError naming
+    `what` when it is not base64 (or names an empty key, unless `empty` is allowed: a produced key may be empty,
+    a looked-up one not)."""
+    key = key.removeprefix("base64:")
+    try:
+        if not base64.b64decode(key.encode("ascii"), validate=True) and not empty:
+            raise ValueError("an empty key")
+    except (binascii.Error, UnicodeEncodeError, ValueError):
+        raise UsageError(f"{what} {key!r} is not the base64 of a key (standard alphabet, with its = padding)") \
+            from None
+    return key
+
+
 def run_query(args: argparse.Namespace) -> int:
     params: dict[str, Any] = {"topic": args.topic, "key": args.key}
     if args.base64:
-        args.key = args.key.removeprefix("base64:")  # as query and consume show such a key
-        try:
-            if not base64.b64decode(args.key.encode("ascii"), validate=True):
-                raise ValueError("an empty key")
-        except (binascii.Error, UnicodeEncodeError, ValueError):
-            raise UsageError(f"--base64: KEY {args.key!r} is not the base64 of a key (standard alphabet, with its = "
-                             "padding)") from None
+        args.key = _base64_key("--base64: KEY", args.key, empty=False)
         params["key_encoding"] = "base64"
     begin, end = args.begin, args.end
     if begin is not None:

@@ -141,7 +141,10 @@ class MessageIn(BaseModel):
     named here (a misspelled "vaule" would otherwise store a message without its value)."""
 
     model_config = ConfigDict(extra="forbid")
-    key: Text | None = None
+    key: Text | None = Field(None, description="text, or base64 when key_encoding is base64; null for no key")
+    key_encoding: Literal["utf-8", "base64"] = Field(
+        "utf-8", description="how `key` is given: its text, or the base64 of its bytes (a key that is not UTF-8: a "
+                             "serialised long, a UUID's bytes), as a read's key_encoding says")
     value: Text | None = Field(description="text, or base64 when encoding is base64; null for a message without a "
                                            "value (a tombstone)")
     headers: dict[Text, Text] = Field(default_factory=dict, description="name -> text; header_list for binary or "
@@ -299,7 +302,7 @@ def decode_value(value: str | None, encoding: str, field: str) -> bytes | None:
         try:
             return base64.b64decode(value, validate=True)
         except (binascii.Error, ValueError):
-            raise FieldError(field, "is not valid base64") from None
+            raise FieldError(field, "is not valid base64 (standard alphabet, with its = padding)") from None
     return value.encode()
 
 

@@ -4,7 +4,8 @@ pydantic's JSON validation builds a `MessageIn` model per message and runs the t
 the cost of a 256-message request. A body made only of what `ProduceIn` accepts without coercion (an object
 whose `messages` is a list of 1 to MAX_MESSAGES_PER_REQUEST objects with a UTF-8 `value` string or null, an
 optional UTF-8 `key` string or null, a string-to-string `headers` object, an integer `partition` in range,
-`encoding` "utf-8", and no other field) gives the same messages here; anything else (base64, a lone surrogate,
+`encoding` "utf-8", and no other field) gives the same messages here; anything else (base64 values or keys,
+`key_encoding` at all, a lone surrogate,
 which orjson refuses, a wrong type, an oversized value, a field `ProduceIn` would coerce, a missing `value`, an
 unknown field) returns None and the route validates the body with pydantic, which refuses it naming the field at
 fault. The per-message checks run in C where api/http/_produce_json is compiled (the same answers).

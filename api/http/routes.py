@@ -194,14 +194,14 @@ def _produce_messages(raw: bytes) -> list[InMessage]:
     for i, m in enumerate(body.messages):
         try:
             value = decode_value(m.value, m.encoding, f"messages.{i}.value")
+            key = decode_value(m.key, m.key_encoding, f"messages.{i}.key")
             headers = m.header_pairs(i)
         except FieldError as exc:
             raise client_error(exc.field, str(exc).removeprefix(exc.field + " ")) from exc
         if value is not None and len(value) > MAX_VALUE_BYTES:
             raise client_error(f"messages.{i}.value", f"is {len(value)} bytes, over the limit of {MAX_VALUE_BYTES}",
                                status=413)
-        messages.append(InMessage(value=value, key=m.key.encode() if m.key is not None else None,
-                                  headers=headers, partition=m.partition))
+        messages.append(InMessage(value=value, key=key, headers=headers, partition=m.partition))
     return messages
 
 

@@ -15,7 +15,7 @@ TOPIC_RULE = "topic names are 1-249 characters of letters, digits, '.', '_' and 
 CONFIG_RULE = "must be -1 (unlimited) or an integer from 1 to 9007199254740992"
 BODY_RULE = "must be a JSON object, sent with content-type application/json"
 PRODUCE_SHAPE = 'body must be {"messages": [{"key": ..., "value": ...}, ...]}'
-MESSAGE_FIELDS = "a message's fields are key, value, headers, header_list, partition and encoding"
+MESSAGE_FIELDS = "a message's fields are key, key_encoding, value, headers, header_list, partition and encoding"
 TOMBSTONE = "is required (null for a message without a value, a tombstone)"
 
 
@@ -114,7 +114,7 @@ CASES: list[tuple[str, str, Any, str, str]] = [
     ("POST", "/v1/topics/t/messages", {"messages": [{"value": "v", "encoding": "rot13"}]}, "messages.0.encoding",
      "messages.0.encoding must be 'utf-8' or 'base64' (got \"rot13\")"),
     ("POST", "/v1/topics/t/messages", {"messages": [{"value": "%%", "encoding": "base64"}]}, "messages.0.value",
-     "messages.0.value is not valid base64"),
+     "messages.0.value is not valid base64 (standard alphabet, with its = padding)"),
     ("POST", "/v1/topics/t/messages", b'{"messages": [{"value": "a\\udfffb"}]}', "messages.0.value",
      "messages.0.value is not valid text: surrogates not allowed at character 1"),
     ("POST", "/v1/topics/t/messages", b'{"messages": [{"value": "v", "headers": {"\\udc00": "x"}}]}',

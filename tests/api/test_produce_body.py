@@ -70,7 +70,7 @@ def test_values_and_keys_round_trip(client: TestClient, messages: list[tuple[str
 
 
 SHAPE = 'body must be {"messages": [{"key": ..., "value": ...}, ...]}'
-FIELDS = "a message's fields are key, value, headers, header_list, partition and encoding"
+FIELDS = "a message's fields are key, key_encoding, value, headers, header_list, partition and encoding"
 
 
 @pytest.mark.parametrize("body, field, error", [
