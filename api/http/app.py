@@ -43,7 +43,10 @@ from storage_tier import BlobStore
 
 def create_app(settings: Settings, backend: Backend, stores: Mapping[str, BlobStore] | None = None,
                metrics: Metrics | None = None, readiness: Readiness | None = None) -> FastAPI:
+    # redirect_slashes off: a path with a slash too many (or too few) is a 404 saying the path to use
+    # (api/http/errors.py), not a 307 with an empty body that a client not following redirects for POST stops at
     app = FastAPI(title="mqindex", version="0.1.0", docs_url=None, redoc_url=None,  # api/http/docs_pages.py
+                  redirect_slashes=False,
                   description="Produce, fetch and find messages by key or id on object storage. Every error "
                               "answers JSON {\"error\", \"field\"}; bad input is a 4xx naming the field "
                               "(validation errors are 400, never 422); damage in the store is a 502 that also "

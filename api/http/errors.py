@@ -1,8 +1,8 @@
 """One mapping from errors to HTTP responses, for every error the server answers, framework ones included.
 
 - bad input: a 4xx with a JSON body {"error", "field"} naming the field at fault (also an unparsable body,
-  an unknown route (404), a wrong method (405), a body over the size limit or a value over its topic's
-  max.message.bytes (413) and every validation
+  an unknown route (404; a path a trailing slash away from a route's names that route's path), a wrong method
+  (405), a body over the size limit or a value over its topic's max.message.bytes (413) and every validation
   error, which is a 400, never a 422, told in one plain sentence: api/http/plain_errors.py);
 - damage in the store (a broker object or an index file failing a check when read back): 502 with
   {"error", "field": null, "object", "check"} naming the object key and the failed check (OPERATIONS.md);
@@ -24,6 +24,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from api.http.models import FieldError
 from api.http.plain_errors import plain
@@ -102,8 +103,13 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        twin = slash_twin(request) if exc.status_code == 404 and not isinstance(exc.detail, dict) else None
         if isinstance(exc.detail, dict):
             body = exc.detail
+        elif twin is not None:
+            body = {"error": f"no route {request.method} {request.url.path}: the path is {twin} ("
+                             f"{'without' if len(twin) < len(request.url.path) else 'with'} the trailing slash)",
+                    "field": "path"}
         else:
             field = "body" if exc.status_code in (400, 413) else None
             reason = unparsable_body(exc.__cause__) if exc.status_code == 400 else None
@@ -123,6 +129,22 @@ def install(app: FastAPI) -> None:
         log.error("unhandled error", exc_info=exc, extra={"path": request.url.path})
         return JSONResponse(status_code=500, content={"error": f"internal error: {type(exc).__name__}",
                                                       "field": None})
+
+
+def slash_twin(request: Request) -> str | None:
+    """The request's path with its trailing slash removed (or one added) when a route takes that path with the
+    request's method: what a 404 for it names. One path per route, no redirect: a 307 answer to a POST has no body
+    and a client that does not follow it gets nothing useful; serving both paths would give every resource two
+    names (the OpenAPI document, the metrics' route labels, the ACL and token checks know one)."""
+    path = request.url.path
+    twin = path.rstrip("/") if path.endswith("/") else path + "/"
+    if not twin or twin == path:
+        return None
+    scope = dict(request.scope, path=twin)
+    for route in request.app.router.routes:
+        if route.matches(scope)[0] == Match.FULL:
+            return twin
+    return None
 
 
 def damage_body(exc: Exception) -> dict[str, Any]:
