@@ -9,11 +9,16 @@ STAMP := $(VENV)/.installed
 # every Cython source (a .pyx or .pxd edited alone rebuilds the extensions)
 CYTHON_SOURCES := $(wildcard */*.pyx */*/*.pyx */*.pxd */*/*.pxd)
 
-$(STAMP): pyproject.toml setup.py $(CYTHON_SOURCES)
+# the JVM columnar reader of topics (jobs/spark_source/jvm), compiled against the installed pyspark's jars
+JVM_SOURCES := $(shell find jobs/spark_source/jvm/src -name '*.java')
+
+$(STAMP): pyproject.toml setup.py $(CYTHON_SOURCES) $(JVM_SOURCES) jobs/spark_source/jvm/build.sh
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (Python 3.11)"; exit 1; }
+	@command -v javac >/dev/null 2>&1 || { echo "need a JDK 17 (javac, jar) on PATH for jobs/spark_source/jvm"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test,spark]'
+	jobs/spark_source/jvm/build.sh $(BIN)/python
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -1,0 +1,93 @@
+"""Batch reads of topics by the JVM columnar reader: `jobs.spark_source.columnar.read(spark, **options)`.
+
+The Python data source (`spark.read.format("mqindex")`) hands Spark Arrow batches that the JVM turns into rows
+one by one; pyspark's Python Data Source API has no columnar path. This read plans in Python, exactly as the
+Python source does (plan.py: the same options, offset and time pruning, splits and tasks), and hands the plan
+as JSON to a Spark DataSource V2 in the JVM (jobs/spark_source/jvm, `io.mqindex.spark.ColumnarSource`) whose
+tasks fetch the objects' blocks with ranged GETs and decode their record batches into ColumnarBatch (Spark's
+own column vectors, as its Parquet reader fills them), building only the columns the query uses.
+
+The JVM has no AWS SDK: for an s3:// store each object is given to it as a presigned GET URL
+(`generate_presigned_url`, valid `PRESIGN_SECONDS`), for a file:// store as a file URL. The jar is built by
+`make .venv/.installed` (jobs/spark_source/jvm/build.sh) and added to the session here (`ADD JAR`) when its
+classes are not loadable yet; `spark.jars` at session start does the same for a session started elsewhere.
+
+Not taken here (the Python source keeps them): streaming reads, writes, `index` / `indexKeys` and filter
+pushdown (filters run in Spark over the rows read; bound a read by offsets or time with the options).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from jobs.spark_source.options import SourceOptionError, parse_options
+from jobs.spark_source.plan import Split, plan_scan
+from storage_tier import BlobStore, open_store
+
+JAR = Path(__file__).parent / "jvm" / "mqindex-spark.jar"
+SOURCE_CLASS = "io.mqindex.spark.ColumnarSource"
+PRESIGN_SECONDS = 12 * 3600  # a presigned URL's life: a read's tasks must start within it
+
+__all__ = ["JAR", "SOURCE_CLASS", "add_jar", "object_url", "plan_json", "read", "read_tasks"]
+
+
+def add_jar(spark: Any) -> None:
+    """Makes the reader's classes loadable in this session: `ADD JAR` unless they are already (`spark.jars`)."""
+    jvm = spark.sparkContext._jvm
+    try:
+        jvm.java.lang.Class.forName(SOURCE_CLASS, False, jvm.Thread.currentThread().getContextClassLoader())
+        return
+    except Exception:  # noqa: BLE001 - py4j's error for a class not found: add the jar
+        pass
+    if not JAR.is_file():
+        raise FileNotFoundError(f"{JAR} is not built: run `make .venv/.installed` (it runs "
+                                "jobs/spark_source/jvm/build.sh; needs a JDK 17)")
+    spark.sql(f"ADD JAR '{JAR}'")
+
+
+def object_url(store: BlobStore, key: str, expires_s: int = PRESIGN_SECONDS) -> str:
+    """Where the JVM reads an object: a presigned GET URL (S3) or a file URL (local store)."""
+    from storage_tier.local_store import LocalStore
+    from storage_tier.s3_store import S3Store
+
+    if isinstance(store, S3Store):
+        return str(store.client.generate_presigned_url(
+            "get_object", Params={"Bucket": store.bucket, "Key": store.prefix + key}, ExpiresIn=expires_s))
+    if isinstance(store, LocalStore):
+        return (store.root / key).as_uri()
+    raise SourceOptionError(f"store: the columnar read takes s3:// and file:// stores, not {store.url}")
+
+
+def plan_json(store: BlobStore, tasks: Sequence[Sequence[Split]], lo_ms: int | None, hi_ms: int | None) -> str:
+    """The plan the JVM reader takes (jobs/spark_source/jvm/.../ReadPlan.java)."""
+    urls: dict[str, str] = {}
+
+    def split(s: Split) -> dict[str, Any]:
+        if s.key not in urls:
+            urls[s.key] = object_url(store, s.key)
+        return {"topic": s.topic, "partition": s.partition, "stream": s.stream_id, "key": s.key,
+                "url": urls[s.key], "size": s.size, "start": s.start, "end": s.end}
+
+    return json.dumps({"lo_ms": lo_ms, "hi_ms": hi_ms, "tasks": [[split(s) for s in t] for t in tasks]})
+
+
+def read_tasks(spark: Any, store_url: str, tasks: Sequence[Sequence[Split]], lo_ms: int | None = None,
+               hi_ms: int | None = None) -> Any:
+    """The DataFrame of these tasks' rows (timestamps in [lo_ms, hi_ms)), read by the JVM reader."""
+    add_jar(spark)
+    payload = plan_json(open_store(store_url), tasks, lo_ms, hi_ms)
+    return spark.read.format(SOURCE_CLASS).option("plan", payload).load()
+
+
+def read(spark: Any, **options: str) -> Any:
+    """A batch read of topics with the options of `spark.read.format("mqindex")` (docs/SPARK.md), planned now
+    from the metadata (a bad option raises SourceOptionError here), read by the JVM columnar reader."""
+    opts = parse_options(options)
+    for name, given in (("index", opts.index_url), ("indexKeys", opts.index_keys)):
+        if given is not None:
+            raise SourceOptionError(f"{name}: not taken by the columnar read; use spark.read.format('mqindex')")
+    plan = plan_scan(opts)
+    return read_tasks(spark, opts.store_url, plan.tasks, opts.from_ms, opts.to_ms)

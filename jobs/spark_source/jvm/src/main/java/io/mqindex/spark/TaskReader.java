@@ -1,0 +1,177 @@
+package io.mqindex.spark;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.zip.CRC32C;
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+
+/**
+ * One task's rows as ColumnarBatch, split after split (jobs/spark_source/read.py is the Python twin): each
+ * object's footer and index once, then only the blocks overlapping the split's offsets, adjacent blocks in one
+ * GET and the next GET under way while a run is decoded. A batch's CRC is checked and its compression undone;
+ * control batches give no row.
+ */
+final class TaskReader implements PartitionReader<ColumnarBatch> {
+    static final int ROWS = 4096;
+    static final long BYTES = 4 << 20;
+
+    private final TaskPartition task;
+    private final Columns cols;
+    private final RecordWalker walker = new RecordWalker();
+    private final BatchHeader h = new BatchHeader();
+    private final CRC32C crc = new CRC32C();
+    private int splitIndex = -1;
+    private SplitSpec split;
+    private Ranges src;
+    private ObjectIndex index;
+    private List<BlockRun> runs;
+    private int runIndex;
+    private CompletableFuture<byte[]> next;
+    private BlockRun run;
+    private byte[] data;
+    private List<Payload> payloads;
+    private int payloadIndex;
+    private int pos;
+
+    TaskReader(TaskPartition task, StructType required) {
+        this.task = task;
+        this.cols = new Columns(required, ROWS);
+    }
+
+    @Override
+    public boolean next() throws IOException {
+        cols.reset();
+        int rows = 0;
+        long bytes = 0;
+        while (rows < ROWS && (bytes < BYTES || rows == 0)) {
+            if (!atBatch()) {
+                break;
+            }
+            bytes += h.size;
+            rows += decode();
+        }
+        cols.batch(rows);
+        return rows > 0;
+    }
+
+    @Override
+    public ColumnarBatch get() {
+        return cols.batch;
+    }
+
+    @Override
+    public void close() {
+        if (next != null) {
+            next.cancel(true);
+        }
+        cols.close();
+    }
+
+    /** Moves to the next batch of a payload (header parsed into h at pos); false when the task is done. */
+    private boolean atBatch() {
+        while (true) {
+            if (payloads != null && payloadIndex < payloads.size()) {
+                Payload pl = payloads.get(payloadIndex);
+                int stop = pl.at() + pl.length();
+                if (pos < stop) {
+                    String err = h.parse(data, pos, stop);
+                    if (err != null) {
+                        throw Damaged.error(split.key(), run.position + pos, err);
+                    }
+                    return true;
+                }
+                payloadIndex++;
+                if (payloadIndex < payloads.size()) {
+                    pos = payloads.get(payloadIndex).at();
+                }
+                continue;
+            }
+            if (runs != null && runIndex < runs.size()) {
+                nextRun();
+                continue;
+            }
+            if (++splitIndex >= task.splits().size()) {
+                return false;
+            }
+            openSplit(task.splits().get(splitIndex));
+        }
+    }
+
+    private void openSplit(SplitSpec s) {
+        if (split == null || !split.url().equals(s.url())) {
+            src = Ranges.open(s);
+            index = new ObjectIndex(src, s.size());
+        }
+        split = s;
+        runs = BlockRun.of(index.entriesFor(s.streamId(), s.start(), s.end()));
+        runIndex = 0;
+        payloads = null;
+        next = runs.isEmpty() ? null : fetch(runs.get(0));
+        walker.topic = s.topic().getBytes(StandardCharsets.UTF_8);
+        walker.partition = s.partition();
+    }
+
+    private CompletableFuture<byte[]> fetch(BlockRun r) {
+        return src.fetch(r.position, r.end);
+    }
+
+    private void nextRun() {
+        run = runs.get(runIndex++);
+        try {
+            data = next.get();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("mqindex: interrupted reading " + split.key(), e);
+        } catch (ExecutionException e) {
+            throw e.getCause() instanceof RuntimeException re ? re : new IllegalStateException(e.getCause());
+        }
+        next = runIndex < runs.size() ? fetch(runs.get(runIndex)) : null;
+        payloads = run.payloads(split.key(), data, split.streamId(), split.start(), split.end());
+        payloadIndex = 0;
+        pos = payloads.isEmpty() ? 0 : payloads.get(0).at();
+    }
+
+    /** The rows of the batch at pos (h parsed); pos moves past it. */
+    private int decode() {
+        int at = pos;
+        pos += h.size;
+        if (h.isControl() || h.nextOffset <= split.start() || h.baseOffset >= split.end()) {
+            return 0;
+        }
+        long where = run.position + at;
+        crc.reset();
+        crc.update(data, at + BatchHeader.CRC_START, h.size - BatchHeader.CRC_START);
+        if ((int) crc.getValue() != h.crc) {
+            throw Damaged.error(split.key(), where, "record batch (base offset " + h.baseOffset + "): CRC mismatch");
+        }
+        byte[] records = data;
+        int from = at + BatchHeader.SIZE;
+        int length = h.size - BatchHeader.SIZE;
+        if (h.codec() != 0) {
+            try {
+                records = Codecs.decompress(h.codec(), data, from, length);
+            } catch (IOException | RuntimeException e) {
+                throw Damaged.error(split.key(), where, "record batch (base offset " + h.baseOffset
+                        + "): cannot decompress (" + e + ")", e);
+            }
+            from = 0;
+            length = records.length;
+        }
+        walker.baseOffset = h.baseOffset;
+        walker.firstTimestamp = h.firstTimestamp;
+        walker.maxTimestamp = h.maxTimestamp;
+        walker.logAppendTime = h.logAppendTime();
+        try {
+            return walker.walk(cols, records, from, length, h.count, split.start(), split.end(), task.loMs(),
+                    task.hiMs());
+        } catch (IllegalArgumentException | IndexOutOfBoundsException e) {
+            throw Damaged.error(split.key(), where, "record batch (base offset " + h.baseOffset
+                    + "): cannot decode records (" + e.getMessage() + ")", e);
+        }
+    }
+}
