@@ -1,0 +1,248 @@
+"""The JVM columnar reader (`jobs.spark_source.columnar.read`, jobs/spark_source/jvm) returns exactly the rows of
+the Python source and of a Kafka consumer, Spark local[2]:
+
+- hand-made objects in a file:// store: random batches of every codec, null keys, values and header values,
+  LogAppendTime and control batches, two batches in one stream record, offset and time bounds, several splits
+  of one object; the rows equal the Python source's decode (read.records); damage is an error naming the object
+  and the byte;
+- a real `mqindex serve` (SeaweedFS objects through presigned URLs, PostgreSQL metadata) fed by librdkafka with
+  every codec and with committed and aborted transactions: the rows equal a Kafka consumer's and
+  `spark.read.format("mqindex")`'s, every column; offsets JSON, partitions and timestamp options; a query of
+  `value` alone builds only that column.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+import tempfile
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import crc32c
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from broker.objects.format import StreamRecord
+from broker.objects.writer import write_object
+from broker.partitions.batch_check import CRC_START
+from jobs.spark_source import columnar, register
+from jobs.spark_source.options import SourceOptionError
+from jobs.spark_source.plan import Split
+from jobs.spark_source.read import records
+from tests.api.server import wait_for
+from tests.jobs.test_spark_arrow_decode import CODECS, STREAM, T0, _object, _split
+from tests.jobs.test_spark_source import (  # noqa: F401 - `served` is this module's fixture too
+    TOPIC,
+    TRIMMED,
+    Served,
+    committed,
+    consume,
+    high_watermarks,
+    served,
+    spark_rows,
+)
+
+Row = tuple[Any, ...]
+TXN = "txn"
+
+
+def _random_batches(rng: random.Random, n: int) -> list[Any]:
+    names = ["KEYS", "UNIQ_KEY", "trace", "", "café", "x" * 30]
+
+    def blob() -> bytes | None:
+        return None if rng.random() < 0.15 else rng.randbytes(rng.randrange(0, 60))
+
+    out = []
+    for _ in range(n):
+        recs = [(blob(), blob(), [(rng.choice(names), blob()) for _ in range(rng.randrange(0, 4))],
+                 rng.randrange(0, 5000)) for _ in range(rng.randrange(1, 40))]
+        out.append((recs, rng.choice(CODECS), rng.choice(["create", "create", "append", "control"])))
+    return out
+
+
+def _python_rows(store: Any, splits: list[Split], lo_ms: int | None = None, hi_ms: int | None = None) -> list[Row]:
+    return sorted(((r[0], r[1], r[2], r[3], r[4], r[5], r[6], [(k, v) for k, v in r[7]])
+                   for r in records(store, splits, lo_ms, hi_ms)), key=lambda r: (r[3], r[4]))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_file_store_rows_are_the_python_decodes(spark: Any, seed: int) -> None:
+    rng = random.Random(seed)
+    batches = _random_batches(rng, rng.randrange(4, 14))
+    total = sum(len(b[0]) for b in batches)
+    with tempfile.TemporaryDirectory() as root:
+        store, _, size = _object(root, batches, rng.choice([0, 2]))
+        cut = rng.randrange(0, total + 1)
+        start, end = rng.randrange(0, cut + 1), rng.randrange(cut, total + 3)
+        splits = [_split(size, start, cut), _split(size, cut, end)]
+        bounds = [(None, None), (T0 + rng.randrange(0, 3000), T0 + rng.randrange(3000, 12_000))][seed % 2]
+        want = _python_rows(store, splits, *bounds)
+        tasks = [[splits[0]], [splits[1]]] if seed % 3 else [splits]
+        got = spark_rows(columnar.read_tasks(spark, f"file://{root}", tasks, *bounds))
+    assert got == want
+    if bounds == (None, None):  # every record of a data batch in [start, end): control batches give none
+        assert len(got) == _inside(batches, start, end)
+
+
+def _inside(batches: list[Any], start: int, end: int) -> int:
+    """Records of data (not control) batches with offsets in [start, end)."""
+    n = base = 0
+    for recs, _codec, kind in batches:
+        if kind != "control":
+            n += sum(1 for i in range(len(recs)) if start <= base + i < end)
+        base += len(recs)
+    return n
+
+
+def test_large_values_cross_many_column_batches(spark: Any) -> None:
+    recs = [(b"k%d" % i, b"v" * (i * 997 % 50_000), [("h", b"x" * i)], i) for i in range(3000)]
+    with tempfile.TemporaryDirectory() as root:
+        store, _, size = _object(root, [(recs[i:i + 500], CODECS[i // 500 % 5], "create")
+                                        for i in range(0, 3000, 500)], 0)
+        splits = [_split(size, 0, 3000)]
+        want = _python_rows(store, splits)
+        got = spark_rows(columnar.read_tasks(spark, f"file://{root}", [splits]))
+    assert got == want and len(got) == 3000
+
+
+@pytest.mark.parametrize("damage", ["crc", "record", "block"])
+def test_damage_is_an_error_naming_the_object_and_byte(spark: Any, damage: str) -> None:
+    recs = [(b"k", b"value-%d" % i, [], i) for i in range(20)]
+    with tempfile.TemporaryDirectory() as root:
+        store, srs, _ = _object(root, [(recs, "none", "create")], 0)
+        raw = bytearray(srs[0].payload)
+        raw[-3] ^= 0x5A  # inside the last record's value
+        if damage == "record":  # a record length that runs past the batch, CRC made to match
+            raw[61] = 0x7E
+            struct.pack_into(">I", raw, 17, crc32c.crc32c(bytes(raw[CRC_START:])))
+        info = write_object(store, "o/1", [StreamRecord(STREAM, 0, 0, 20, bytes(raw))], block_size=512)
+        if damage == "block":  # the block's magic
+            path = f"{root}/o/1"
+            with open(path, "r+b") as f:
+                f.write(b"\x00")
+        splits = [_split(info.size, 0, 20)]
+        expect = {"crc": "at byte 43: record batch .*CRC mismatch", "record": "at byte 43: record batch .*cannot "
+                  "decode records", "block": "at byte 0: bad block magic"}[damage]
+        with pytest.raises(Exception, match=f"damaged object o/1 {expect}"):
+            columnar.read_tasks(spark, f"file://{root}", [splits]).collect()
+
+
+def _produce_transactions(bootstrap: str) -> None:
+    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics([NewTopic(TXN, 2, 1)])[TXN].result(30)
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "columnar-test", "compression.type": "zstd"})
+    p.init_transactions(30)
+    for rnd, commit in enumerate([True, False, True]):
+        p.begin_transaction()
+        for i in range(50):
+            p.produce(TXN, key=f"t{rnd}-{i}".encode(), value=f"{'commit' if commit else 'abort'}-{i}".encode(),
+                      partition=i % 2, headers=[("round", str(rnd).encode())])
+        p.flush(30)  # sent before the abort (abort_transaction drops what is still queued)
+        if commit:
+            p.commit_transaction(30)
+        else:
+            p.abort_transaction(30)
+    plain = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for i in range(20):
+        plain.produce(TXN, key=f"p-{i}".encode(), value=b"plain", partition=i % 2)
+    assert plain.flush(30) == 0
+
+
+@pytest.fixture(scope="module")
+def mqc(spark: Any, served: Served) -> Iterator[Any]:  # noqa: F811 - the imported fixture
+    register(spark)
+    _produce_transactions(served.server.bootstrap)
+    marks = high_watermarks(served.server.bootstrap, TXN, 2)
+    wait_for(f"every record of {TXN} uploaded", lambda: all(committed(served, TXN)[p][1] == marks[p][1]
+                                                            for p in range(2)), timeout=60, interval=0.3)
+    yield spark
+
+
+def _both(spark: Any, s: Served, topic: str = TOPIC, **kw: str) -> tuple[list[Row], list[Row]]:
+    """(columnar rows, Python source rows) of one read."""
+    opts = s.options(topic, **kw)
+    return (spark_rows(columnar.read(spark, **opts)),
+            spark_rows(spark.read.format("mqindex").options(**opts).load()))
+
+
+def test_s3_rows_equal_a_kafka_consumer_and_the_python_source(mqc: Any, served: Served) -> None:  # noqa: F811
+    ends = {p: e for p, (_s, e) in committed(served, TOPIC).items()}
+    want = consume(served.server.bootstrap, TOPIC, ends)
+    got, python = _both(mqc, served, maxSplitBytes="4096")
+    assert got == want == python and len(got) == 5 * 240
+    assert {r[1].split(b":")[0] for r in got if r[1]} == {c.encode() for c in CODECS}
+    assert any(r[0] is None for r in got) and any(r[1] is None for r in got)
+    assert any(h[1] is None for r in got for h in r[7]) and any(r[7] == [] for r in got)
+    df = columnar.read(mqc, **served.options())
+    assert df.schema == mqc.read.format("mqindex").options(**served.options()).load().schema
+
+
+def test_transactions_markers_give_no_row(mqc: Any, served: Served) -> None:  # noqa: F811
+    ends = {p: e for p, (_s, e) in committed(served, TXN).items()}
+    got, python = _both(mqc, served, TXN)
+    assert got == python == _consume_uncommitted(served.server.bootstrap, TXN, ends)
+    assert len(got) == 170 and sum(ends.values()) == 176  # a marker per transaction and partition holds an offset
+    assert sum(1 for r in got if r[1].startswith(b"abort")) == 50  # as Spark's Kafka source (read_uncommitted)
+
+
+def _consume_uncommitted(bootstrap: str, topic: str, ends: dict[int, int]) -> list[Row]:
+    """A read_uncommitted Kafka consumer's rows of [0, end) of each partition: aborted records, no markers."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"txn-{time.monotonic_ns()}",
+                  "isolation.level": "read_uncommitted", "enable.auto.commit": False})
+    out: list[Row] = []
+    try:
+        c.assign([TopicPartition(topic, p, 0) for p in ends])
+        deadline = time.monotonic() + 60
+        while len(out) < 170 and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            assert m.error() is None, m.error()
+            if m.offset() < ends[m.partition()]:
+                ts_type, ts = m.timestamp()
+                out.append((m.key(), m.value(), m.topic(), m.partition(), m.offset(), ts, ts_type - 1,
+                            [(k, v) for k, v in (m.headers() or [])]))
+    finally:
+        c.close()
+    return sorted(out, key=lambda r: (r[3], r[4]))
+
+
+def test_offsets_partitions_and_timestamp_options(mqc: Any, served: Served) -> None:  # noqa: F811
+    ends = {p: e for p, (_s, e) in committed(served, TOPIC).items()}
+    opts = {"partitions": "0,2", "startingOffsets": '{"events": {"0": 100, "2": -2}}',
+            "endingOffsets": f'{{"events": {{"0": 150, "2": {ends[2] - 3}}}}}'}
+    got, python = _both(mqc, served, **opts)
+    assert got == python == consume(served.server.bootstrap, TOPIC, {0: 150, 2: ends[2] - 3}, {0: 100, 2: 0})
+    lo, hi = T0 + 3000, T0 + 5000
+    got, python = _both(mqc, served, startingTimestamp=str(lo), endingTimestamp=str(hi))
+    assert got == python and len(got) == 200 and all(lo <= r[5] < hi for r in got)
+    start, end = committed(served, TRIMMED)[0]
+    got, python = _both(mqc, served, TRIMMED)
+    assert got == python == consume(served.server.bootstrap, TRIMMED, {0: end}) and got[0][4] == start
+
+
+def test_a_value_query_builds_only_that_column(mqc: Any, served: Served) -> None:  # noqa: F811
+    df = columnar.read(mqc, **served.options()).select("value")
+    plan = str(df._jdf.queryExecution().executedPlan().toString())
+    assert "mqindex columnar struct<value:binary>" in plan, plan
+    assert sorted(r.value or b"" for r in df.collect()) == sorted(r[1] or b"" for r in _both(mqc, served)[1])
+    from pyspark.sql import functions as F
+
+    n = columnar.read(mqc, **served.options()).agg(F.count("*").alias("n"), F.sum(F.length("value")).alias("v"))
+    row = n.collect()[0]
+    py = mqc.read.format("mqindex").options(**served.options()).load().agg(
+        F.count("*").alias("n"), F.sum(F.length("value")).alias("v")).collect()[0]
+    assert (row.n, row.v) == (py.n, py.v)
+
+
+def test_options_the_columnar_read_does_not_take(mqc: Any, served: Served) -> None:  # noqa: F811
+    with pytest.raises(SourceOptionError, match="index: not taken by the columnar read"):
+        columnar.read(mqc, **served.options(index=served.server.url))
+    with pytest.raises(SourceOptionError, match="topic: unknown topic 'nope'"):
+        columnar.read(mqc, **served.options("nope"))
+    started = time.monotonic()
+    assert columnar.read(mqc, **served.options(endingOffsets='{"events": {"0": 0, "1": 0, "2": 0}}')).count() == 0
+    assert time.monotonic() - started < 60
