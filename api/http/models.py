@@ -5,11 +5,13 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PlainValidator,
@@ -53,35 +55,71 @@ CONFIG_NAMES = ("retention.ms", "retention.bytes", "max.message.bytes")
 MAX_MESSAGE_BYTES = (1 << 31) - 1  # max.message.bytes is an int config in Kafka: 0 to 2**31-1
 
 
-def _config_int(v: object) -> int:
-    """A JSON number (60 or 60.0, as JSON Schema's integer allows) that is -1 or 1 to MAX_CONFIG_INT, never a
-    boolean or a string; refused with one sentence saying so."""
+#: a config value given as a string: decimal digits, `-` before them for -1 (Kafka's config values are strings on
+#: the wire: `kafka-configs --add-config retention.ms=1000`); no sign +, space, fraction, exponent or underscore
+_CONFIG_STRING = re.compile(r"-?[0-9]{1,19}")
+
+
+def config_number(v: object) -> object:
+    """A topic config value as a number: a JSON integer (60, or 60.0 as JSON Schema's integer allows) or a string
+    of one (`"60"`, `"-1"`, as Kafka's configs are strings), as an int; anything else as it is, for the caller to
+    refuse. The one rule of every config value over HTTP (docs/OPERATIONS.md, "Retention: per topic")."""
     if isinstance(v, float) and v.is_integer():
-        v = int(v)
-    if type(v) is not int or not (v == -1 or 1 <= v <= MAX_CONFIG_INT):
-        got = {bool: "a boolean", type(None): "null", dict: "an object", list: "an array"}.get(type(v)) \
-            or json.dumps(v)[:40]
-        raise ValueError(f"must be -1 (unlimited) or an integer from 1 to {MAX_CONFIG_INT} (got {got})")
+        return int(v)
+    if type(v) is str and _CONFIG_STRING.fullmatch(v):
+        return int(v)
     return v
 
 
+def whole_count(v: object) -> object:
+    """A count (a topic's partitions): a JSON integer only, as Kafka's CreateTopics and CreatePartitions carry it
+    (an int32), never a string or a boolean, which are refused naming the rule; other values go on to the field's
+    own checks."""
+    if isinstance(v, bool):
+        raise ValueError("must be an integer (got a boolean)")
+    if isinstance(v, str):
+        raise ValueError(f"must be an integer, not a string (got {json.dumps(v)[:40]}): counts are JSON numbers; "
+                         "only topic config values may be given as strings")
+    return v
+
+
+def _config_int(v: object) -> int:
+    """A config value (config_number) that is -1 or 1 to MAX_CONFIG_INT, never a boolean; refused with one
+    sentence saying so."""
+    n = config_number(v)
+    if type(n) is not int or not (n == -1 or 1 <= n <= MAX_CONFIG_INT):
+        raise ValueError(f"must be -1 (unlimited) or an integer from 1 to {MAX_CONFIG_INT} ({_config_got(v)})")
+    return n
+
+
+def _config_got(v: object) -> str:
+    """What a refused config value was, as its refusal says it; a string that is not the digits of an integer
+    is told the form a string takes."""
+    got = {bool: "a boolean", type(None): "null", dict: "an object", list: "an array"}.get(type(v)) \
+        or json.dumps(v)[:40]
+    if type(v) is str and not _CONFIG_STRING.fullmatch(v):
+        return f"got {got}; as a string, an integer is its decimal digits: \"1000\", \"-1\""
+    return f"got {got}"
+
+
+# the schema's strings are a part of those taken (up to 15 digits, no leading zero): every string it allows is valid
 ConfigInt = Annotated[int, PlainValidator(_config_int), WithJsonSchema(
-    {"anyOf": [{"type": "integer", "minimum": 1, "maximum": MAX_CONFIG_INT}, {"type": "integer", "const": -1}]})]
+    {"anyOf": [{"type": "integer", "minimum": 1, "maximum": MAX_CONFIG_INT}, {"type": "integer", "const": -1},
+               {"type": "string", "pattern": "^(-1|[1-9][0-9]{0,14})$"}]})]
 
 
 def _batch_bytes(v: object) -> int:
-    """max.message.bytes: a JSON number (as _config_int takes them) from 0 to MAX_MESSAGE_BYTES."""
-    if isinstance(v, float) and v.is_integer():
-        v = int(v)
-    if type(v) is not int or not 0 <= v <= MAX_MESSAGE_BYTES:
-        got = {bool: "a boolean", type(None): "null", dict: "an object", list: "an array"}.get(type(v)) \
-            or json.dumps(v)[:40]
-        raise ValueError(f"must be an integer from 0 to {MAX_MESSAGE_BYTES}, bytes of a record batch (got {got})")
-    return v
+    """max.message.bytes: a config value (config_number) from 0 to MAX_MESSAGE_BYTES."""
+    n = config_number(v)
+    if type(n) is not int or not 0 <= n <= MAX_MESSAGE_BYTES:
+        raise ValueError(f"must be an integer from 0 to {MAX_MESSAGE_BYTES}, bytes of a record batch "
+                         f"({_config_got(v)})")
+    return n
 
 
 BatchBytes = Annotated[int, PlainValidator(_batch_bytes), WithJsonSchema(
-    {"type": "integer", "minimum": 0, "maximum": MAX_MESSAGE_BYTES})]
+    {"anyOf": [{"type": "integer", "minimum": 0, "maximum": MAX_MESSAGE_BYTES},
+               {"type": "string", "pattern": "^(0|[1-9][0-9]{0,8})$"}]})]
 
 
 class TopicConfigsNew(BaseModel):
@@ -113,11 +151,13 @@ class TopicIn(BaseModel):
     model_config = ConfigDict(extra="forbid")  # a misspelt field ("partiton") is a 400 naming it, not a default
     name: str = Field(description="1-249 characters of [a-zA-Z0-9._-]", examples=["orders"],
                       pattern=TOPIC_PATTERN)
-    partitions: int | None = Field(None, ge=1, le=10000,
-                                   description="absent: the server's default_partitions (1 unless set)")
+    partitions: Annotated[int | None, BeforeValidator(whole_count)] = Field(
+        None, ge=1, le=10000, description="a JSON integer (never a string); absent: the server's default_partitions "
+                                          "(1 unless set)")
     configs: TopicConfigsNew | None = Field(None, description="topic configs: retention.ms, retention.bytes "
                                                                "(-1 = unlimited), max.message.bytes (absent = the "
-                                                               "server default)")
+                                                               "server default); each a JSON integer or a string of "
+                                                               "one (\"1000\", as Kafka's config values are)")
 
 
 class TopicOut(BaseModel):

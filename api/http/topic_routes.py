@@ -14,15 +14,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from api.backend import Backend
 from api.config import shown_settings
 from api.http.auth import require
-from api.http.models import TopicConfigsChange
+from api.http.models import TopicConfigsChange, whole_count
 from api.http.routes import ERRORS, TopicPath, call
 from api.security.redact import REDACTOR
 from broker.partitions.topics import MAX_PARTITIONS
@@ -72,16 +72,9 @@ async def delete_topic(topic: TopicPath, request: Request) -> Any:
 
 class PartitionsIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    partitions: int = Field(ge=1, le=MAX_PARTITIONS, examples=[8],
-                            description="the topic's new partition count: more than it has now")
-
-    @field_validator("partitions", mode="before")
-    @classmethod
-    def _a_number(cls, v: object) -> object:
-        """A JSON integer (4, or 4.0 as JSON Schema counts it), never a string or a boolean."""
-        if isinstance(v, bool | str):
-            raise ValueError("must be an integer")
-        return v
+    partitions: Annotated[int, BeforeValidator(whole_count)] = Field(
+        ge=1, le=MAX_PARTITIONS, examples=[8], description="the topic's new partition count: more than it has now "
+                                                           "(a JSON integer, never a string)")
 
 
 @router.post("/v1/topics/{topic}/partitions", response_model=TopicDetailOut, dependencies=[Depends(require("admin"))])
