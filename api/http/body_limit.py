@@ -14,7 +14,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
 def too_large(limit: int) -> dict[str, str]:
-    return {"error": f"body is over the limit of {limit} bytes", "field": "body"}
+    """The refusal, naming the limit as HTTP's own (a request's body), not a topic's max.message.bytes."""
+    return {"error": f"body is over HTTP's own limit of {limit} bytes ({limit >> 20} MiB) a request body",
+            "field": "body"}
 
 
 class BodyLimit:

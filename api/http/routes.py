@@ -49,6 +49,7 @@ from api.http.produce_json import produce_messages, produced_answer
 from api.http.store_time import StoreTime, iso
 from broker.partitions.kafka_clients import committed_reads
 from broker.partitions.key_text import asked_text, key_from_base64
+from broker.partitions.message_size import Limit, TopicLimits
 
 T = TypeVar("T")
 
@@ -175,14 +176,36 @@ async def produce(topic: TopicPath, request: Request) -> Response:
         raise RequestValidationError([{"type": "model_attributes_type", "loc": ("body",), "input": None,
                                        "msg": "Input should be a valid dictionary or object to extract fields from"}])
     fast = produce_messages(raw)
-    produced = await call(request, Backend.produce, topic, fast if fast is not None else _produce_messages(raw))
+    produced = await call(request, Backend.produce, topic,
+                          fast if fast is not None else _produce_messages(raw, lambda: _topic_limit(request, topic)))
     # the ProduceOut document written directly (the route still declares ProduceOut for the OpenAPI schema):
     # a pydantic model per message, validated again as the response model, cost more than the append
     return Response(produced_answer(produced), media_type="application/json")
 
 
-def _produce_messages(raw: bytes) -> list[InMessage]:
-    """The messages of a produce body validated by pydantic (a body `produce_messages` leaves to it)."""
+def _topic_limit(request: Request, topic: str) -> Limit | None:
+    """The topic's max.message.bytes as the node's producer holds values to it (broker/partitions/message_size.py),
+    None when the backend does not say (a refusal then names HTTP's own limit only)."""
+    limits = getattr(getattr(request.app.state.backend, "producer", None), "limits", None)
+    try:
+        return limits.of(topic) if isinstance(limits, TopicLimits) else None
+    except Exception:  # noqa: BLE001 - only a refusal's wording depends on it
+        return None
+
+
+def _over_http_limit(i: int, size: int, limit: Limit | None) -> HTTPException:
+    """The 413 of a value over HTTP's own limit a value (MAX_VALUE_BYTES), saying that it is HTTP's and, when the
+    topic's own max.message.bytes would take the value, that too: a Kafka producer can send it."""
+    said = f"is {size} bytes, over HTTP's own limit of {MAX_VALUE_BYTES} bytes (1 MiB) a value"
+    if limit is not None and limit.source == "topic" and size <= limit.bytes:
+        said += (f", whatever the topic allows (its max.message.bytes of {limit.bytes} holds for Kafka producers: "
+                 "send such a value with one)")
+    return client_error(f"messages.{i}.value", said, status=413)
+
+
+def _produce_messages(raw: bytes, topic_limit: Callable[[], Limit | None] = lambda: None) -> list[InMessage]:
+    """The messages of a produce body validated by pydantic (a body `produce_messages` leaves to it);
+    `topic_limit` is asked only for the refusal of a value over HTTP's own limit."""
     try:
         body = ProduceIn.model_validate_json(raw)
     except ValidationError as exc:
@@ -199,8 +222,7 @@ def _produce_messages(raw: bytes) -> list[InMessage]:
         except FieldError as exc:
             raise client_error(exc.field, str(exc).removeprefix(exc.field + " ")) from exc
         if value is not None and len(value) > MAX_VALUE_BYTES:
-            raise client_error(f"messages.{i}.value", f"is {len(value)} bytes, over the limit of {MAX_VALUE_BYTES}",
-                               status=413)
+            raise _over_http_limit(i, len(value), topic_limit())
         messages.append(InMessage(value=value, key=key, headers=headers, partition=m.partition))
     return messages
 
