@@ -1,62 +1,93 @@
 package io.mqindex.spark;
 
+import java.io.FileNotFoundException;
 import java.io.IOException;
+import java.io.InputStream;
 import java.io.UncheckedIOException;
-import java.net.URI;
-import java.net.http.HttpClient;
-import java.net.http.HttpRequest;
-import java.net.http.HttpResponse;
-import java.time.Duration;
+import java.net.HttpURLConnection;
+import java.net.URL;
+import java.nio.charset.StandardCharsets;
 
-/** An object of an S3 store, read with plain ranged GETs of the presigned URL the planner made. */
+/**
+ * An object of an S3 store, read with plain ranged GETs of the presigned URL the planner made. Blocking
+ * HttpURLConnection, the body read straight into one array in the calling thread (keep-alive connections are
+ * reused by the JDK): java.net.http's client hands a body over between threads 16 KB at a time, which on a
+ * loaded machine spent more time waiting for a core than reading.
+ */
 final class HttpRanges extends Ranges {
-    private static final HttpClient CLIENT = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1)
-            .connectTimeout(Duration.ofSeconds(10)).build();
     private static final int ATTEMPTS = 4;
 
-    private final URI uri;
+    private final URL url;
 
     HttpRanges(String key, String url) {
         super(key);
-        this.uri = URI.create(url);
+        try {
+            this.url = java.net.URI.create(url).toURL();
+        } catch (IOException e) {
+            throw new IllegalArgumentException("mqindex: bad object URL for " + key + ": " + e.getMessage(), e);
+        }
     }
 
     @Override
     byte[] get(long start, long end) {
-        HttpRequest req = HttpRequest.newBuilder(uri).timeout(Duration.ofSeconds(60))
-                .header("Range", "bytes=" + start + "-" + (end - 1)).GET().build();
         IOException last = null;
         for (int attempt = 0; attempt < ATTEMPTS; attempt++) {
             if (attempt > 0) {
                 pause(attempt);
             }
-            HttpResponse<byte[]> resp;
             try {
-                resp = CLIENT.send(req, HttpResponse.BodyHandlers.ofByteArray());
+                return once(start, end);
+            } catch (Transient e) {
+                last = e;
             } catch (IOException e) {
                 last = e;
-                continue;
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                throw new IllegalStateException("mqindex: interrupted reading " + key, e);
             }
-            int status = resp.statusCode();
-            if (status == 206 || status == 200) {
-                return checked(resp.body(), start, end);
-            }
-            if (status == 404) {
-                throw Damaged.error(key, start, "missing object: no such blob in the store");
-            }
-            if (status == 416) {
-                throw Damaged.error(key, start, "truncated object: range [" + start + ", " + end + ") not satisfiable");
-            }
-            if (status < 500 && status != 429) {
-                throw new IllegalStateException("mqindex: GET " + key + " answered " + status + ": "
-                        + new String(resp.body(), java.nio.charset.StandardCharsets.UTF_8));
-            }
-            last = new IOException("GET " + key + " answered " + status);
         }
         throw new UncheckedIOException("mqindex: GET " + key + " failed " + ATTEMPTS + " times", last);
+    }
+
+    private byte[] once(long start, long end) throws IOException {
+        HttpURLConnection c = (HttpURLConnection) url.openConnection();
+        c.setConnectTimeout(10_000);
+        c.setReadTimeout(60_000);
+        c.setRequestProperty("Range", "bytes=" + start + "-" + (end - 1));
+        int status = c.getResponseCode();
+        if (status == 206 || status == 200) {
+            byte[] out = new byte[Math.toIntExact(end - start)];
+            int n;
+            try (InputStream in = c.getInputStream()) {
+                n = in.readNBytes(out, 0, out.length);
+                if (n == out.length && in.read() != -1) {
+                    n++; // more than asked: the range was not honoured
+                }
+            }
+            if (n != out.length) {
+                throw Damaged.error(key, start, "truncated object: bytes [" + start + ", " + end + ") returned "
+                        + n + " bytes");
+            }
+            return out;
+        }
+        String body = error(c);
+        if (status == 404) {
+            throw Damaged.error(key, start, "missing object: no such blob in the store");
+        }
+        if (status == 416) {
+            throw Damaged.error(key, start, "truncated object: range [" + start + ", " + end + ") not satisfiable");
+        }
+        if (status >= 500 || status == 429) {
+            throw new Transient("GET " + key + " answered " + status);
+        }
+        throw new IllegalStateException("mqindex: GET " + key + " answered " + status + ": " + body);
+    }
+
+    private static String error(HttpURLConnection c) {
+        try (InputStream in = c.getErrorStream()) {
+            return in == null ? "" : new String(in.readAllBytes(), StandardCharsets.UTF_8);
+        } catch (FileNotFoundException e) {
+            return "";
+        } catch (IOException e) {
+            return e.toString();
+        }
     }
 
     private static void pause(int attempt) {
@@ -64,6 +95,14 @@ final class HttpRanges extends Ranges {
             Thread.sleep(100L << attempt);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
+            throw new IllegalStateException("mqindex: interrupted", e);
+        }
+    }
+
+    /** A status worth another attempt (5xx, 429). */
+    private static final class Transient extends IOException {
+        Transient(String message) {
+            super(message);
         }
     }
 }
