@@ -1,9 +1,15 @@
-"""Kafka's error codes (org.apache.kafka.common.protocol.Errors) the handlers answer, and broker errors mapped."""
+"""Kafka's error codes (org.apache.kafka.common.protocol.Errors) the handlers answer, and broker errors mapped.
+
+A condition that waiting or a failover heals is answered with a code clients retry (docs/KAFKA.md, "Error codes"):
+a failed WAL, a full disk or an unreachable store is KAFKA_STORAGE_ERROR, as Kafka answers for a failed log dir
+(librdkafka and kafka-python refresh the metadata and retry it); a node fenced out of its partitions is
+NOT_LEADER_OR_FOLLOWER. UNKNOWN_SERVER_ERROR, which clients take as permanent, is left for the unforeseen."""
 
 from __future__ import annotations
 
-from broker.errors import NotLeader, NotOwner, OutOfDisk, RecordFormatError
+from broker.errors import Fenced, NotLeader, NotOwner, RecordFormatError, WalError
 from broker.partitions.topic_errors import InvalidTopicName, PartitionNotFound, TopicExists, TopicNotFound
+from storage_tier import OutOfSpace, StorageUnavailable
 
 NONE = 0
 UNKNOWN_SERVER_ERROR = -1
@@ -55,7 +61,7 @@ BY_NAME = {"NONE": NONE, "OUT_OF_ORDER_SEQUENCE_NUMBER": OUT_OF_ORDER_SEQUENCE_N
 
 def code_for(exc: BaseException) -> int:
     """The Kafka error code a broker exception stands for."""
-    if isinstance(exc, NotOwner | NotLeader):
+    if isinstance(exc, NotOwner | NotLeader | Fenced):  # a stale epoch: another node serves it now
         return NOT_LEADER_OR_FOLLOWER
     if isinstance(exc, TopicNotFound | PartitionNotFound):
         return UNKNOWN_TOPIC_OR_PARTITION
@@ -63,7 +69,7 @@ def code_for(exc: BaseException) -> int:
         return TOPIC_ALREADY_EXISTS
     if isinstance(exc, InvalidTopicName):
         return INVALID_TOPIC_EXCEPTION
-    if isinstance(exc, OutOfDisk):
+    if isinstance(exc, WalError | OutOfSpace | StorageUnavailable):  # OutOfDisk is a WalError
         return KAFKA_STORAGE_ERROR
     if isinstance(exc, RecordFormatError):
         return CORRUPT_MESSAGE if "CRC" in str(exc) else INVALID_RECORD
