@@ -39,8 +39,28 @@ def store_time(value: object) -> int:
     return int(value) if isinstance(value, int | float) else parse_store_time(str(value))
 
 
+INT64_MAX = (1 << 63) - 1
+
+
+def _over_int64(value: object) -> bool:
+    """Whether a generated value holds an integer above the schemas' 64-bit maximum: the generator compares with
+    `maximum: 9223372036854775807` in floating point, where it is 2**63, so integers a little above it pass as
+    schema-valid (9223372036854775999 did). Such a request is not valid data; the server refuses it with a 400."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return value > INT64_MAX
+    if isinstance(value, dict):
+        return any(_over_int64(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_over_int64(v) for v in value)
+    return False
+
+
 def conditional(case: schemathesis.Case) -> bool:
     q = case.query or {}
+    if _over_int64(case.body) or _over_int64(dict(q)):
+        return True
     if "cursor" in q:
         return True
     if q.get("key_encoding") == "base64":
@@ -94,7 +114,7 @@ def test_every_operation_conforms(app: FastAPI) -> None:
             # a cursor is opaque (one this server did not issue is refused), a value (or a header's in
             # header_list) is base64 only when it says "encoding": "base64", a message gives headers or
             # header_list, begin <= end, a prefixed access rule does not name '*', and removing access rules
-            # needs a filter.
+            # needs a filter; and integers just above 2**63 - 1 the generator lets through (_over_int64).
             # Every other check (no 5xx, response schemas) still runs on those requests.
             excluded = [positive_data_acceptance] if conditional(case) else []
             case.call_and_validate(excluded_checks=excluded)
