@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from api.cli.client import _common, _request, _table
@@ -76,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
                       pattern_type="prefixed" if args.prefixed else "literal") for op in args.operation]
         body = _request(args, "POST", "/v1/admin/acls", send={"rules": rules})
         rows = body["rules"]
+        if body.get("warning"):
+            print(f"mqindex acls: warning: {body['warning']}", file=sys.stderr)
     elif args.action == "list":
         body = _request(args, "GET", "/v1/admin/acls", params=_params(args))
         rows = body["rules"]

@@ -79,11 +79,22 @@ def may(request: Request, operation: str, resource_type: str, name: str) -> bool
                                                  resource_type, name)
 
 
+def cluster_refusal(who: str, operation: str) -> str:
+    """Why `who` may not do `operation` on the cluster once rules exist, and the two ways to grant it. Named for
+    the cluster only: it always exists, so the answer tells nothing a topic's refusal must not (its existence)."""
+    return (f"not authorized: {who} is not a superuser and no rule allows it {operation.upper()} on the cluster "
+            f"(access rules exist, so a token's admin scope is not enough): add \"{who}\" to superusers in the "
+            f"server's config, or have a superuser run `mqindex acls add --principal User:{who} --cluster "
+            f"--operation {operation}`")
+
+
 def check(request: Request, operation: str, resource_type: str, name: str) -> None:
     """A 403 (audited) unless the caller may do `operation` on the resource."""
     control = access(request.app)
-    if control.active and not control.check(principal(request).name, _client_host(request), operation,
-                                            resource_type, name, "http"):
+    who = principal(request).name
+    if control.active and not control.check(who, _client_host(request), operation, resource_type, name, "http"):
+        if resource_type == "cluster":
+            raise HTTPException(403, detail={**FORBIDDEN, "error": cluster_refusal(who, operation)})
         raise HTTPException(403, detail=FORBIDDEN)
 
 
