@@ -2,8 +2,10 @@
 against its peers, in one run on the same topic:
 
 1. full read, MB/s of record payload (key + value + headers): Spark local[2] (every row's value summed, so
-   every record is decoded and crosses into Spark) vs raw ranged GETs of the same objects (2 threads, no
-   decoding: what the store gives) vs a Kafka consumer (librdkafka) reading the topic from the broker;
+   every record is decoded and crosses into Spark), by the Python source and by the JVM columnar reader
+   (`jobs.spark_source.columnar.read`: the same plan, read by jobs/spark_source/jvm) vs raw ranged GETs of
+   the same objects (2 threads, no decoding: what the store gives) vs a Kafka consumer (librdkafka) reading
+   the topic from the broker;
 2. a key predicate: bytes and GETs read and seconds with the key index (`index` option) vs the same
    predicate over a full scan;
 3. a value search (`value LIKE '%needle%'`) over a time window: Spark vs a Kafka consumer doing the same
@@ -24,6 +26,7 @@ started otherwise).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -214,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from bench.serve_process import ServeProcess
     from jobs.spark_session import DAEMON_CONF, EXECUTOR_DAEMON
-    from jobs.spark_source import register
+    from jobs.spark_source import columnar, register
     from jobs.spark_source.options import parse_options
     from jobs.spark_source.pushdown import Pushed, push
     from jobs.spark_source.read import worker_store
@@ -258,6 +261,12 @@ def main(argv: list[str] | None = None) -> int:
         load_after = os.getloadavg()
         assert row.n == n, (row.n, n)
         spark_cpu = sum(by_role.values())
+        # the JVM columnar reader, warmed first (its jar added, its classes loaded and compiled on a small read)
+        first = json.dumps({TOPIC: {"0": 20000, "1": 20000}})
+        columnar.read(spark, **opts, endingOffsets=first).agg(F.sum(F.length("value"))).collect()
+        col_row, col_s, col_by_role, col_sampler = timed_aggregate(columnar.read(spark, **opts))
+        assert (col_row.n, col_row.v) == (row.n, row.v), (col_row, row)
+        col_cpu = sum(col_by_role.values())
         raw_s, raw_bytes, raw_gets_n = raw_gets(meta, store_url)
         pq_s, pq_cpu = parquet_peer(spark, load(), work / "parquet-copy", n, row.v)
         kafka_s, kafka_payload, _ = consumer_read(server.bootstrap, {}, marks)
@@ -302,6 +311,9 @@ def main(argv: list[str] | None = None) -> int:
             ["spark local[2] full read", spark_s, mb / spark_s,
              f"{(mb / spark_s) / (raw_bytes / 1e6 / raw_s):.2f}x raw",
              f"{spark_cpu / mb:.3f}", f"{cores / (spark_cpu / mb):.1f}"],
+            ["spark local[2] full read, JVM columnar reader", col_s, mb / col_s,
+             f"{(mb / col_s) / (raw_bytes / 1e6 / raw_s):.2f}x raw",
+             f"{col_cpu / mb:.3f}", f"{cores / (col_cpu / mb):.1f}"],
             ["raw ranged GETs (2 threads)", raw_s, raw_bytes / 1e6 / raw_s, f"{raw_gets_n} GETs", "", ""],
             ["spark local[2] over a Parquet copy on local disk", pq_s, mb / pq_s,
              f"{(mb / pq_s) / (raw_bytes / 1e6 / raw_s):.2f}x raw", f"{pq_cpu / mb:.3f}",
@@ -320,10 +332,15 @@ def main(argv: list[str] | None = None) -> int:
              + ", ".join(f"{k} {1000 * v / mb:.2f}" for k, v in sorted(by_role.items(), key=lambda kv: -kv[1]))
              + f" (total {1000 * spark_cpu / mb:.2f}; the CPU sampler's own {1000 * sampler_cpu / mb:.2f} left out); "
              f"load average {load_before[0]:.1f} at its start, {load_after[0]:.1f} at its end")
+        emit("CPU of the JVM columnar full read by process, ms per MB of payload: "
+             + ", ".join(f"{k} {1000 * v / mb:.2f}" for k, v in sorted(col_by_role.items(), key=lambda kv: -kv[1]))
+             + f" (total {1000 * col_cpu / mb:.2f}; the CPU sampler's own {1000 * col_sampler / mb:.2f} left out)")
         save_results("spark_read", {"records": n, "payload_mb": mb, "object_mb": raw_bytes / 1e6,
                                     "spark_s": spark_s, "raw_s": raw_s, "kafka_s": kafka_s, "spark_cpu_s": spark_cpu,
                                     "parquet_s": pq_s, "parquet_cpu_s": pq_cpu,
                                     "spark_cpu_by_process_s": by_role, "sampler_cpu_s": sampler_cpu,
+                                    "columnar_s": col_s, "columnar_cpu_s": col_cpu,
+                                    "columnar_cpu_by_process_s": col_by_role,
                                     "load_at_start": load_before[0], "load_at_end": load_after[0],
                                     "key_index_bytes": idx_bytes, "key_scan_bytes": scan_bytes,
                                     "key_index_gets": idx_gets, "key_scan_gets": scan_gets, "key_index_s": idx_s,
