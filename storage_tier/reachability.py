@@ -4,7 +4,9 @@ while it serves.
 The check of a store lists a prefix no key has (one request that needs the endpoint, the bucket and the
 credentials); a fault the store's retry policy counts as transient (a refused connection, a timeout, a 5xx) is
 tried again until the wait is over, any other fault (no such bucket, access denied) ends the check at once.
-The check of a database connects and runs `SELECT 1` (PostgreSQL) or opens the file (SQLite).
+The check of a database connects and runs `SELECT 1` (PostgreSQL) or opens the file (SQLite); a refused or timed
+out connection is tried again, a refusal by the server that waiting does not heal (no such database or role, a
+wrong password) ends the check at once. A fault that ends it at once says what to do (`advice`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -43,14 +46,43 @@ def describe(exc: BaseException) -> str:
     return f"{type(cause).__name__}: {text}" if text else type(cause).__name__
 
 
+#: what PostgreSQL says when it answered and refused the connection for a reason waiting does not heal (the
+#: database or the role missing, the password wrong, pg_hba refusing): the check ends at once. Anything else of
+#: a failed connection (refused, timed out, "the database system is starting up", too many clients) is retried.
+PERMANENT_PG = ("does not exist", "password authentication failed", "no pg_hba.conf entry",
+                "authentication failed", "permission denied")
+
+
 def _transient(exc: BaseException) -> bool:
     if isinstance(exc, StorageUnavailable):
         return True
     with contextlib.suppress(ImportError):
         import psycopg
 
-        return isinstance(exc, psycopg.OperationalError)
+        return isinstance(exc, psycopg.OperationalError) and not any(p in str(exc) for p in PERMANENT_PG)
     return False
+
+
+def advice(exc: BaseException) -> str:
+    """What to do about a fault that waiting does not heal ("" when there is nothing more to say than the fault)."""
+    text = str(exc)
+    code = getattr(exc, "response", {}).get("Error", {}).get("Code", "") if hasattr(exc, "response") else ""
+    if code == "NoSuchBucket":
+        return ("create the bucket, or add create_bucket=1 to the URL's parameters (s3://BUCKET/PREFIX?endpoint=..."
+                "&create_bucket=1) for mqindex to create it")
+    found = re.search(r'database "([^"]+)" does not exist', text)
+    if found:
+        return (f"create it (createdb {found[1]}, or CREATE DATABASE \"{found[1]}\" in psql), or name an existing "
+                f"database in the URL")
+    found = re.search(r'role "([^"]+)" does not exist', text)
+    if found:
+        return (f"name an existing user in the URL (postgresql://USER@HOST:PORT/DB), or create the role (CREATE ROLE "
+                f"\"{found[1]}\" LOGIN in psql)")
+    if "authentication failed" in text:
+        return "check the user and password in the URL"
+    if "no pg_hba.conf entry" in text:
+        return "allow this host and user in the server's pg_hba.conf, or connect as a user it allows"
+    return ""
 
 
 def _bounded(attempt: Callable[[float], None], wait_s: float) -> None:
@@ -83,7 +115,8 @@ def _bounded(attempt: Callable[[float], None], wait_s: float) -> None:
         exc = outcome[0]
         if _transient(exc):
             raise Unreachable(f"{describe(exc)} (still failing after {wait_s:g}s)") from None
-        raise Unreachable(describe(exc)) from None
+        todo = advice(exc)
+        raise Unreachable(f"{describe(exc)}: {todo}" if todo else describe(exc)) from None
 
 
 def open_probe_store(url: str) -> BlobStore:

@@ -8,10 +8,16 @@ import logging
 import signal
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from api.cli.serve_checks import bind_port, check_kafka_advertised, check_port_free, check_reachable, check_wal_url
+from api.cli.serve_checks import (
+    bind_port,
+    check_data_dir,
+    check_kafka_advertised,
+    check_port_free,
+    check_reachable,
+    check_wal_url,
+)
 from api.config import Settings, load_settings
 from api.node_settings import NODE_SETTINGS, open_kwargs
 from api.security.redact import REDACTOR, secrets_of_url
@@ -194,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
             from api.kafka.context import split_address
 
             check_port_free("--kafka-listener", *split_address(settings.kafka_listener))
-        Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
+        check_data_dir(settings.data_dir)
         check_reachable(shared_stores(settings), {"--metadata": settings.metadata}, settings.startup_wait_s)
         log.info("opening the node (recovering from the WAL and the index state folders if needed)",
                  extra={"data_dir": settings.data_dir})

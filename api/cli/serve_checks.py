@@ -1,12 +1,16 @@
 """What `mqindex serve` checks before it opens the node, so that a server that cannot work stops at once with one
-line naming the flag to change: the listening ports are free, and the object store, the WAL store and the
-metadata database answer (within `startup_wait_s`)."""
+line naming the flag to change: the listening ports are free, the data dir is writable, and the object store, the
+WAL store and the metadata database answer (within `startup_wait_s` for a fault that may heal: a refused
+connection, a timeout; at once for one that cannot: no such database, role or bucket, a wrong password)."""
 
 from __future__ import annotations
 
+import getpass
 import ipaddress
 import socket
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from api.security.redact import REDACTOR
 
@@ -51,6 +55,24 @@ def check_port_free(flag: str, host: str, port: int) -> None:
     """StartupError naming `flag` unless `host:port` can be listened on now."""
     for sock in bind_port(flag, host, port):
         sock.close()
+
+
+def check_data_dir(data_dir: str) -> None:
+    """StartupError naming --data-dir unless the folder exists (made if missing) and this user can write in it."""
+    d = Path(data_dir)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=d, prefix=".mqindex-write-check-"):
+            pass
+    except OSError as exc:
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):
+            user = "this user"
+        raise StartupError(f"--data-dir {d}: cannot write there ({exc.strerror or exc}): the data dir must be a "
+                           f"folder the user running mqindex ({user}) can write; make it writable (its owner and "
+                           f"mode, or a read-only file system mounted read-write), or give another with --data-dir "
+                           f"(data_dir in the config)") from None
 
 
 def check_reachable(stores: dict[str, str], databases: dict[str, str], wait_s: float) -> None:
