@@ -11,6 +11,7 @@ import java.util.List;
  */
 final class BlockRun {
     static final int MAX_BYTES = 8 << 20; // a run is cut into GETs of about this many bytes
+    static final int FIRST_BYTES = 1 << 20; // the first GET of a split: decoding starts after a short wait
     private static final byte BLOCK_MAGIC = 0x5A;
     private static final byte BLOCK_FLAG = 0x02;
 
@@ -25,17 +26,22 @@ final class BlockRun {
         this.end = last.position() + last.size();
     }
 
-    /** Runs of adjacent blocks, each at most about MAX_BYTES (a block larger than that is a run alone). */
+    /**
+     * Runs of adjacent blocks: the first at most about FIRST_BYTES, each next one up to twice the size of the one
+     * before, at most MAX_BYTES (a block larger than that is a run alone).
+     */
     static List<BlockRun> of(List<IndexEntry> entries) {
         List<BlockRun> out = new ArrayList<>();
         List<IndexEntry> cur = new ArrayList<>();
         long bytes = 0;
+        long cap = FIRST_BYTES;
         for (IndexEntry e : entries) {
             IndexEntry prev = cur.isEmpty() ? null : cur.get(cur.size() - 1);
-            if (prev != null && (e.position() != prev.position() + prev.size() || bytes + e.size() > MAX_BYTES)) {
+            if (prev != null && (e.position() != prev.position() + prev.size() || bytes + e.size() > cap)) {
                 out.add(new BlockRun(cur));
                 cur = new ArrayList<>();
                 bytes = 0;
+                cap = Math.min(MAX_BYTES, cap * 2);
             }
             cur.add(e);
             bytes += e.size();

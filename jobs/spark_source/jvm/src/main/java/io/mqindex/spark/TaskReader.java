@@ -2,6 +2,7 @@ package io.mqindex.spark;
 
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayDeque;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
@@ -13,12 +14,13 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
 /**
  * One task's rows as ColumnarBatch, split after split (jobs/spark_source/read.py is the Python twin): each
  * object's footer and index once, then only the blocks overlapping the split's offsets, adjacent blocks in one
- * GET and the next GET under way while a run is decoded. A batch's CRC is checked and its compression undone;
+ * GET and the next GETs under way while a run is decoded. A batch's CRC is checked and its compression undone;
  * control batches give no row.
  */
 final class TaskReader implements PartitionReader<ColumnarBatch> {
     static final int ROWS = 4096;
     static final long BYTES = 4 << 20;
+    static final int AHEAD = 2; // GETs under way while a run is decoded
 
     private final TaskPartition task;
     private final Columns cols;
@@ -31,7 +33,7 @@ final class TaskReader implements PartitionReader<ColumnarBatch> {
     private ObjectIndex index;
     private List<BlockRun> runs;
     private int runIndex;
-    private CompletableFuture<byte[]> next;
+    private final ArrayDeque<CompletableFuture<byte[]>> pending = new ArrayDeque<>();
     private BlockRun run;
     private byte[] data;
     private List<Payload> payloads;
@@ -66,9 +68,7 @@ final class TaskReader implements PartitionReader<ColumnarBatch> {
 
     @Override
     public void close() {
-        if (next != null) {
-            next.cancel(true);
-        }
+        pending.forEach(f -> f.cancel(true));
         cols.close();
     }
 
@@ -111,7 +111,11 @@ final class TaskReader implements PartitionReader<ColumnarBatch> {
         runs = BlockRun.of(index.entriesFor(s.streamId(), s.start(), s.end()));
         runIndex = 0;
         payloads = null;
-        next = runs.isEmpty() ? null : fetch(runs.get(0));
+        pending.forEach(f -> f.cancel(true));
+        pending.clear();
+        for (int i = 0; i < Math.min(AHEAD, runs.size()); i++) {
+            pending.add(fetch(runs.get(i)));
+        }
         walker.topic = s.topic().getBytes(StandardCharsets.UTF_8);
         walker.partition = s.partition();
     }
@@ -123,14 +127,16 @@ final class TaskReader implements PartitionReader<ColumnarBatch> {
     private void nextRun() {
         run = runs.get(runIndex++);
         try {
-            data = next.get();
+            data = pending.remove().get();
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new IllegalStateException("mqindex: interrupted reading " + split.key(), e);
         } catch (ExecutionException e) {
             throw e.getCause() instanceof RuntimeException re ? re : new IllegalStateException(e.getCause());
         }
-        next = runIndex < runs.size() ? fetch(runs.get(runIndex)) : null;
+        if (runIndex + AHEAD - 1 < runs.size()) {
+            pending.add(fetch(runs.get(runIndex + AHEAD - 1)));
+        }
         payloads = run.payloads(split.key(), data, split.streamId(), split.start(), split.end());
         payloadIndex = 0;
         pos = payloads.isEmpty() ? 0 : payloads.get(0).at();
