@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from storage_tier.errors import StorageUnavailable
+
 
 class BrokerError(Exception):
     """Base of every broker error."""
@@ -48,6 +50,18 @@ class OutOfDisk(WalError):
 
 class MetadataError(BrokerError):
     """The controller metadata refused a request."""
+
+
+class MetadataUnavailable(BrokerError, StorageUnavailable):
+    """The metadata database does not answer (the connection was lost, or a new one cannot be opened): the request
+    was not served; retry it later (HTTP 503, Kafka's retriable KAFKA_STORAGE_ERROR, as for a store that does not
+    answer). Not a MetadataError, which means refused and nothing applied: a write whose commit was under way when
+    the connection was lost may have been applied, and the next catch-up of the metadata log shows whether it was."""
+
+    def __init__(self, message: str) -> None:
+        Exception.__init__(self, message)
+        self.backend = "metadata"
+        self.key = None
 
 
 class Fenced(MetadataError):

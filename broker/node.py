@@ -366,6 +366,15 @@ class BrokerNode:
                 "failed": None if self.storage.failed is None else str(self.storage.failed)}
 
     # -- closing ---------------------------------------------------------------------------------
+    def metadata_unavailable(self) -> str | None:
+        """Why the metadata database does not answer this node (None: it answers, or it is embedded SQLite): a new
+        connection is tried first when the last was lost (broker/metadata/pg_link.py)."""
+        reason = self.meta.log.unavailable()
+        cluster = getattr(self, "cluster", None)
+        if reason is None and cluster is not None:
+            reason = cluster.membership.leases.unavailable()
+        return reason
+
     def close(self) -> None:
         """Clean shutdown: upload the cache, mark clean shutdown, close streams, close the index."""
         if self._closed:

@@ -7,6 +7,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from broker.errors import MetadataUnavailable
+
 log = logging.getLogger("mqindex.broker.periodic")
 
 
@@ -33,6 +35,8 @@ class Periodic:
             try:
                 self._fn()
                 self.runs += 1
+            except MetadataUnavailable:  # retried next interval; the metadata link logs each change of state once
+                pass
             except Exception as exc:  # noqa: BLE001 - retried next interval
                 log.warning("periodic task failed", extra={"task": self.name,
                                                            "error": f"{type(exc).__name__}: {exc}"})

@@ -136,6 +136,9 @@ def app_for_node(settings: Settings, node: BrokerNode) -> FastAPI:
     metrics.registry.register(ClusterMergeCollector(lambda: getattr(published_merger(node), "stats", None)))
 
     def readiness() -> str | None:
+        metadata = node.metadata_unavailable()
+        if metadata is not None:
+            return metadata
         if node.storage.failed is not None:
             return f"not accepting writes: the node failed: {node.storage.failed}"
         episode = node.storage.disk.episode

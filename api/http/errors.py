@@ -6,7 +6,8 @@
   error, which is a 400, never a 422, told in one plain sentence: api/http/plain_errors.py);
 - damage in the store (a broker object or an index file failing a check when read back): 502 with
   {"error", "field": null, "object", "check"} naming the object key and the failed check (OPERATIONS.md);
-- the store or the metadata unavailable, or this node fenced: 503;
+- the store or the metadata unavailable, or this node fenced: 503 (the metadata database not answering, whichever
+  route meets it: 503 naming it, with `Retry-After`);
 - every message is passed through the redactor (api/security/redact.py): no password or key of a URL, no
   token, ever reaches a client;
 - anything else: 500 with {"error", "field": null}, never plain text.
@@ -29,7 +30,15 @@ from starlette.routing import Match
 from api.http.models import FieldError
 from api.http.plain_errors import plain
 from api.security.redact import REDACTOR
-from broker.errors import Fenced, MessageIdError, NodeNotLive, NotLeader, ObjectFormatError, OutOfDisk
+from broker.errors import (
+    Fenced,
+    MessageIdError,
+    MetadataUnavailable,
+    NodeNotLive,
+    NotLeader,
+    ObjectFormatError,
+    OutOfDisk,
+)
 from broker.partitions.message_size import MessageTooLarge
 from broker.partitions.topic_errors import TopicExists
 from index_file.errors import FormatError
@@ -37,6 +46,9 @@ from storage_tier import OutOfSpace, StorageUnavailable
 
 #: seconds a client is told to wait before retrying a write refused for lack of disk space
 OUT_OF_DISK_RETRY_AFTER_S = 5
+
+#: seconds a client is told to wait before retrying a request refused while the metadata database does not answer
+METADATA_RETRY_AFTER_S = 2
 
 log = logging.getLogger("mqindex.api.errors")
 
@@ -123,6 +135,12 @@ def install(app: FastAPI) -> None:
         component, obj, check = damage_of(exc)  # type: ignore[misc]
         request.app.state.metrics.corrupt_read(component, obj, check, str(exc))
         return JSONResponse(status_code=DAMAGE_STATUS, content=REDACTOR.value(damage_body(exc)))
+
+    @app.exception_handler(MetadataUnavailable)
+    async def metadata_unavailable(request: Request, exc: Exception) -> JSONResponse:
+        # no traceback per request: the metadata link logs each change of state once (broker/metadata/pg_link.py)
+        return JSONResponse(status_code=503, content=REDACTOR.value({"error": str(exc), "field": None}),
+                            headers={"Retry-After": str(METADATA_RETRY_AFTER_S)})
 
     @app.exception_handler(Exception)
     async def internal(request: Request, exc: Exception) -> JSONResponse:

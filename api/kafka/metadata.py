@@ -17,6 +17,7 @@ from typing import Any
 from api.kafka import errors
 from api.kafka.context import Context
 from api.kafka.schemas import APIS, build
+from broker.errors import MetadataUnavailable
 from broker.partitions.topic_errors import TopicExists, TopicNotFound
 
 log = logging.getLogger("mqindex.kafka.metadata")
@@ -40,6 +41,8 @@ def _topic_meta(ctx: Context, name: str, brokers: dict[int, tuple[str, int]]) ->
         info = parts.topic(name)
     except TopicNotFound:
         return dict(error_code=errors.UNKNOWN_TOPIC_OR_PARTITION, name=name, is_internal=False, partitions=[])
+    except MetadataUnavailable:  # retriable: clients ask again (librdkafka, kafka-python, the Java client)
+        return dict(error_code=errors.LEADER_NOT_AVAILABLE, name=name, is_internal=False, partitions=[])
     except Exception as exc:  # noqa: BLE001 - an invalid name, answered as Kafka does
         return dict(error_code=errors.code_for(exc) if errors.code_for(exc) != -1 else errors.INVALID_TOPIC_EXCEPTION,
                     name=name, is_internal=False, partitions=[])
@@ -89,7 +92,10 @@ async def metadata(ctx: Context, req: Any, version: int, may_create: Callable[[s
     def answer() -> dict[str, Any]:
         brokers = ctx.brokers()
         if req.topics is None or (version == 0 and not req.topics):
-            names = [t.name for t in ctx.node.partitions.list_topics()]
+            try:
+                names = [t.name for t in ctx.node.partitions.list_topics()]
+            except MetadataUnavailable:  # the topics last read, each answered LEADER_NOT_AVAILABLE (retriable)
+                names = sorted(ctx.node.partitions.registry.bodies())
         else:
             names = [t.name for t in req.topics]
         creates = may_create is not None and ctx.auto_create_topics and req.topics and _auto_create(req, version)

@@ -7,6 +7,7 @@ from typing import Any
 from api.kafka import errors
 from api.kafka.context import Context
 from api.kafka.schemas import APIS, build
+from broker.errors import MetadataUnavailable
 from broker.partitions.kafka_clients import group_offsets, transactions
 from broker.partitions.kafka_clients.client_reads import offset_for_time, offset_of_max_timestamp
 from broker.partitions.topics import is_topic_name
@@ -72,13 +73,24 @@ async def offset_commit(ctx: Context, req: Any, version: int) -> Any:
         for t in req.topics])
 
 
+def _fetch_refused(req: Any, version: int, code: int) -> Any:
+    # v2+ read the top-level code; v1 has none, so each partition asked for carries it (as Kafka answers)
+    topics = [dict(name=t.name, partitions=[
+        dict(partition_index=i, committed_offset=-1, committed_leader_epoch=-1, metadata="",
+             error_code=code) for i in t.partition_indexes]) for t in req.topics or []]
+    return build(APIS[9].response, version, throttle_time_ms=0, topics=topics, error_code=code)
+
+
 async def offset_fetch(ctx: Context, req: Any, version: int) -> Any:
     if await ctx.not_coordinator(req.group_id):
-        # v2+ read the top-level code; v1 has none, so each partition asked for carries it (as Kafka answers)
-        topics = [dict(name=t.name, partitions=[
-            dict(partition_index=i, committed_offset=-1, committed_leader_epoch=-1, metadata="",
-                 error_code=errors.NOT_COORDINATOR) for i in t.partition_indexes]) for t in req.topics or []]
-        return build(APIS[9].response, version, throttle_time_ms=0, topics=topics, error_code=errors.NOT_COORDINATOR)
+        return _fetch_refused(req, version, errors.NOT_COORDINATOR)
+    try:
+        return await _offset_fetch(ctx, req, version)
+    except MetadataUnavailable:  # the metadata database does not answer: the client asks again
+        return _fetch_refused(req, version, errors.COORDINATOR_NOT_AVAILABLE)
+
+
+async def _offset_fetch(ctx: Context, req: Any, version: int) -> Any:
     # v7+ require_stable (read_committed consumers): offsets a transaction has not completed yet are unstable.
     # Read before the committed offsets: a completion moves a transaction's offsets in one metadata write, so
     # read in this order an offset is either still pending or already committed; read the other way round, a

@@ -72,6 +72,7 @@ from api.security.access import OPEN, AccessControl
 from api.security.authenticator import Authenticator
 from api.security.scram import SaslError
 from api.security.tls import TlsConfig
+from broker.errors import MetadataUnavailable
 
 log = logging.getLogger("mqindex.kafka")
 
@@ -439,6 +440,8 @@ class KafkaServer:
             pass
         except asyncio.CancelledError:
             pass
+        except MetadataUnavailable as exc:  # the client reconnects and retries; the metadata link logs the outage once
+            log.debug("kafka request failed; connection closed", extra={"peer": str(peer), "error": str(exc)})
         except Exception as exc:  # noqa: BLE001 - one connection fails, never the listener
             log.exception("kafka request failed; connection closed", extra={"peer": str(peer), "error": str(exc)})
         finally:

@@ -23,6 +23,7 @@ from api.kafka import errors
 from api.kafka.context import Context
 from api.kafka.schemas import APIS, build
 from broker.cluster.txn_markers import TxnMarkers
+from broker.errors import MetadataUnavailable
 from broker.partitions.kafka_clients import transactions
 from broker.partitions.topics import is_topic_name
 
@@ -163,5 +164,7 @@ async def expiry_loop(ctx: Context) -> None:
         await asyncio.sleep(TICK_S)
         try:
             await ctx.run(coordinator(ctx).tick, lambda tid: ctx.coordinator_for(tid) == ctx.node_id)
-        except Exception:  # noqa: BLE001 - the metadata store is away: the next tick tries again
+        except MetadataUnavailable:  # logged once when it stopped answering (broker/metadata/pg_link.py)
+            pass
+        except Exception:  # noqa: BLE001 - the next tick tries again
             log.exception("transaction expiry failed")

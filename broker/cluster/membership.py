@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from broker.errors import NotOwner
+from broker.errors import MetadataUnavailable, NotOwner
 from broker.metadata.leases import ALIVE, EXPIRED, LeaseTable, NodeLease
 from broker.periodic import Periodic
 
@@ -177,7 +177,9 @@ class Membership:
 
     def _look(self) -> None:
         """Look at every lease (the observer watches them change) and note which formats every live node reads."""
-        live = [n for n in self.nodes() if n.state == ALIVE or n.node_id == self.node_id]
+        nodes = self.nodes()
+        self._view = (self.clock(), {n.node_id: n for n in nodes if n.state == ALIVE})
+        live = [n for n in nodes if n.state == ALIVE or n.node_id == self.node_id]
         self._read_everywhere = frozenset(w for w in READS if all(n.reads(w) for n in live))
         self._reads = {n.node_id: frozenset(w for w in READS if n.reads(w)) for n in live}
 
@@ -219,10 +221,14 @@ class Membership:
         return self.observer.judge(self.leases.nodes(), asked)
 
     def alive(self, max_age_s: float = 0.5) -> dict[int, NodeLease]:
-        """Live nodes (this one included), from a view at most `max_age_s` old."""
+        """Live nodes (this one included), from a view at most `max_age_s` old; while the metadata database does not
+        answer, the last view read (a Kafka client's metadata request is answered with the nodes last known live)."""
         at, view = self._view
         if self.clock() - at > max_age_s:
-            view = {n.node_id: n for n in self.nodes() if n.state == ALIVE}
+            try:
+                view = {n.node_id: n for n in self.nodes() if n.state == ALIVE}
+            except MetadataUnavailable:
+                return view  # the last view read (at the last renewal at least): until the database answers again
             self._view = (self.clock(), view)
         return view
 
@@ -232,6 +238,11 @@ class Membership:
 
     def stop(self, shut_down: bool = True) -> None:
         self._beat.stop()
-        if shut_down and not self.fenced:
-            self.leases.shut_down(self.node_id, self.node_epoch)
-        self.leases.close()
+        try:
+            if shut_down and not self.fenced:
+                self.leases.shut_down(self.node_id, self.node_epoch)
+        except MetadataUnavailable as exc:  # the lease is left to expire: the others see a node gone, as after a crash
+            log.warning("the lease could not be marked shut down; it expires in its time",
+                        extra={"node_id": self.node_id, "node_epoch": self.node_epoch, "error": str(exc)})
+        finally:
+            self.leases.close()

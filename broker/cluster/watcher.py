@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 from broker.cluster import handoff
 from broker.cluster.assignment import leaders
+from broker.errors import MetadataUnavailable
 from broker.partitions.dispatcher import CatchUp
 from broker.partitions.partition_map import REPLAYING, PartitionMap
 
@@ -61,6 +62,8 @@ class AssignmentWatcher:
         while not self._stop.wait(self._next_wait()):
             try:
                 self.reconcile()
+            except MetadataUnavailable:  # next look tries again; the metadata link logs each change of state once
+                pass
             except Exception as exc:  # noqa: BLE001 - next look tries again
                 log.warning("assignment look failed", extra={"error": f"{type(exc).__name__}: {exc}"})
 

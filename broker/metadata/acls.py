@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from broker.metadata import pg_schema
+
+T = TypeVar("T")
 
 RESOURCE_TYPES = ("topic", "group", "cluster", "transactional_id")
 PATTERN_TYPES = ("literal", "prefixed")
@@ -118,74 +121,95 @@ class AclTable:
     def __init__(self, url: str) -> None:
         self.url = url
         self._lock = threading.Lock()
-        self._conn, self._pg, schema = pg_schema.connect(url)
+        self._db, self._pg, schema = pg_schema.connect(url)  # sqlite3 connection, or a PgLink that reconnects
         try:
             if self._pg:
-                pg_schema.prepare(self._conn, url, schema, SCHEMA, _CREATE_PG)
+                pg_schema.prepare(self._db.first, url, schema, SCHEMA, _CREATE_PG)
             else:
-                pg_schema.sqlite_prepare(self._conn, url, SCHEMA, _CREATE_SQLITE)
+                pg_schema.sqlite_prepare(self._db, url, SCHEMA, _CREATE_SQLITE)
         except BaseException:
-            self._conn.close()
+            self._db.close()
             raise
         self._p = "%s" if self._pg else "?"
 
-    def _begin(self) -> Any:
-        if self._pg:
-            return self._conn.transaction()
-        return _SqliteTxn(self._conn)
+    @contextmanager
+    def _txn(self) -> Iterator[Any]:
+        """A connection in a transaction. On PostgreSQL a lost connection raises MetadataUnavailable (the next call
+        opens a new one, PgLink); a write is not retried, its outcome unknown."""
+        if not self._pg:
+            with _SqliteTxn(self._db):
+                yield self._db
+            return
+        with self._db.session() as conn, conn.transaction():
+            yield conn
+
+    def _read(self, fn: Callable[[Any], T]) -> T:
+        """`fn(conn)` in a transaction; on PostgreSQL tried once more on a new connection when the first was lost."""
+        if not self._pg:
+            with _SqliteTxn(self._db):
+                return fn(self._db)
+
+        def in_txn(conn: Any) -> T:
+            with conn.transaction():
+                return fn(conn)
+
+        return self._db.run(in_txn, retry=True)  # type: ignore[no-any-return]
 
     def version(self) -> int:
         """The change counter: bumped by every add or remove that changed something."""
         with self._lock:
-            row = self._conn.execute("SELECT version FROM acl_version WHERE id = 1").fetchone()
+            row = self._read(lambda c: c.execute("SELECT version FROM acl_version WHERE id = 1").fetchone())
         return int(row[0]) if row else 0
 
     def rules(self) -> tuple[int, list[AclRule]]:
         """The version and the rules as of that version (one consistent read)."""
-        with self._lock, self._begin():
-            row = self._conn.execute("SELECT version FROM acl_version WHERE id = 1").fetchone()
-            rows = self._conn.execute(f"SELECT {_COLUMNS} FROM acl_rules").fetchall()
+        def read(conn: Any) -> tuple[Any, list[Any]]:
+            return (conn.execute("SELECT version FROM acl_version WHERE id = 1").fetchone(),
+                    conn.execute(f"SELECT {_COLUMNS} FROM acl_rules").fetchall())
+
+        with self._lock:
+            row, rows = self._read(read)
         return (int(row[0]) if row else 0), sorted(AclRule(*map(str, r)) for r in rows)
 
     def add(self, rules: Iterable[AclRule]) -> int:
         """Store `rules` (one already there is kept once); returns how many were new."""
         added = 0
         p = self._p
-        with self._lock, self._begin():
+        with self._lock, self._txn() as conn:
             for r in rules:
-                cur = self._conn.execute(
+                cur = conn.execute(
                     f"INSERT INTO acl_rules ({_COLUMNS}) VALUES ({', '.join([p] * 7)}) ON CONFLICT DO NOTHING",
                     (r.principal, r.host, r.resource_type, r.pattern_type, r.resource_name, r.operation,
                      r.permission))
                 added += max(cur.rowcount, 0)
             if added:
-                self._conn.execute("UPDATE acl_version SET version = version + 1 WHERE id = 1")
+                conn.execute("UPDATE acl_version SET version = version + 1 WHERE id = 1")
         return added
 
     def remove(self, filters: Iterable[AclFilter]) -> list[list[AclRule]]:
         """Delete the rules each filter matches; returns, per filter, the rules it removed."""
         p = self._p
         out: list[list[AclRule]] = []
-        with self._lock, self._begin():
-            rows = [AclRule(*map(str, r)) for r in self._conn.execute(f"SELECT {_COLUMNS} FROM acl_rules")]
+        with self._lock, self._txn() as conn:
+            rows = [AclRule(*map(str, r)) for r in conn.execute(f"SELECT {_COLUMNS} FROM acl_rules")]
             gone: set[AclRule] = set()
             for f in filters:
                 hit = sorted(r for r in rows if f.matches(r))
                 out.append(hit)
                 gone.update(hit)
             for r in gone:
-                self._conn.execute(
+                conn.execute(
                     f"DELETE FROM acl_rules WHERE principal = {p} AND host = {p} AND resource_type = {p} AND "
                     f"pattern_type = {p} AND resource_name = {p} AND operation = {p} AND permission = {p}",
                     (r.principal, r.host, r.resource_type, r.pattern_type, r.resource_name, r.operation,
                      r.permission))
             if gone:
-                self._conn.execute("UPDATE acl_version SET version = version + 1 WHERE id = 1")
+                conn.execute("UPDATE acl_version SET version = version + 1 WHERE id = 1")
         return out
 
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            self._db.close()
 
 
 class _SqliteTxn:

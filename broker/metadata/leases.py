@@ -93,29 +93,51 @@ def announcement(raw: str | None, epoch: int) -> dict[str, Any] | None:
     return doc
 
 
+class _Fetched:
+    """A statement's result read at once: its rows and row count."""
+
+    def __init__(self, cur: Any) -> None:
+        self.rowcount = cur.rowcount
+        self._rows = cur.fetchall() if cur.description is not None else []
+
+    def fetchall(self) -> list[Any]:
+        return self._rows
+
+
 class LeaseTable:
     def __init__(self, url: str) -> None:
         self.url = url
         self._lock = threading.Lock()
-        self._conn, self._pg, schema = pg_schema.connect(url)
+        self._db, self._pg, schema = pg_schema.connect(url)  # sqlite3 connection, or a PgLink that reconnects
         self._now, self._p = (_PG_NOW, "%s") if self._pg else (_SQLITE_NOW, "?")
         try:
             if self._pg:
-                pg_schema.prepare(self._conn, url, schema, SCHEMA, [_CREATE, _ADD_SOFTWARE_PG])
+                pg_schema.prepare(self._db.first, url, schema, SCHEMA, [_CREATE, _ADD_SOFTWARE_PG])
             else:
-                pg_schema.sqlite_prepare(self._conn, url, SCHEMA, [_CREATE])
+                pg_schema.sqlite_prepare(self._db, url, SCHEMA, [_CREATE])
                 columns = {row[1] for row in self._sql("PRAGMA table_info(node_leases)").fetchall()}
                 if "software" not in columns:  # a table made by 0.3.0
                     with contextlib.suppress(sqlite3.OperationalError):  # another node added it meanwhile
                         self._sql("ALTER TABLE node_leases ADD COLUMN software TEXT")
         except BaseException:
-            self._conn.close()
+            self._db.close()
             raise
 
-    def _sql(self, sql: str, args: tuple[Any, ...] = ()) -> Any:
+    def _sql(self, sql: str, args: tuple[Any, ...] = (), retry: bool = True) -> Any:
+        """Run one statement; its rows are fetched now (`fetchall()` and `rowcount` of the result stay valid after a
+        reconnect). On PostgreSQL a lost connection is replaced (PgLink) and, with `retry` (an idempotent
+        statement), the statement run once more on the new one; else MetadataUnavailable."""
         with self._lock:
-            cur = self._conn.execute(sql.replace("?", self._p), args)
-            return cur
+            if not self._pg:
+                return self._db.execute(sql.replace("?", self._p), args)
+            return self._db.run(lambda conn: _Fetched(conn.execute(sql.replace("?", self._p), args)), retry=retry)
+
+    def unavailable(self) -> str | None:
+        """Why the metadata database does not answer (None: it answers, or it is embedded SQLite)."""
+        if not self._pg or self._db.down is None:
+            return None
+        with self._lock:
+            return self._db.probe()  # type: ignore[no-any-return]
 
     def register(self, node_id: int, epoch: int, http: str | None, kafka: str | None, lease_ms: int,
                  software: dict[str, Any] | None = None) -> None:
@@ -142,7 +164,7 @@ class LeaseTable:
         fenced): never a node renewing while another takes its partitions over."""
         cur = self._sql(f"UPDATE node_leases SET expires_ms = {self._now} - 1, state = 'expired' "
                         f"WHERE node_id = ? AND epoch = ? AND expires_ms = ? AND state = 'alive'",
-                        (node_id, epoch, expires_ms))
+                        (node_id, epoch, expires_ms), retry=False)  # a second run would find it expired
         return bool(cur.rowcount)
 
     def shut_down(self, node_id: int, epoch: int) -> None:
@@ -175,4 +197,4 @@ class LeaseTable:
 
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            self._db.close()

@@ -22,13 +22,14 @@ import json
 import sqlite3
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 from broker.errors import MetadataError
 from broker.metadata import pg_schema
+from broker.metadata.pg_link import PgLink
 from storage_tier.store_url import sqlite_path
 
 Record = dict[str, Any]
@@ -75,6 +76,8 @@ class LogStore(Protocol):
     def first_offset(self) -> int | None: ...
 
     def locked(self) -> Any: ...  # context manager yielding a LockedLog
+
+    def unavailable(self) -> str | None: ...  # why the database does not answer (reconnecting first), else None
 
     def close(self) -> None: ...
 
@@ -172,35 +175,34 @@ class _LogBase:
 
     url: str
     _lock: threading.Lock
-    _view: _Sql
-    _conn: Any
     _closed: bool = False
 
-    def _open_view(self) -> _Sql:
-        """The connection's view, under the lock; LogClosed once closed."""
+    def _check_open(self) -> None:
         if self._closed:
             raise LogClosed(f"the metadata log {self.url} is closed")
-        return self._view
+
+    def _read(self, fn: Any) -> Any:
+        """`fn(view)` under the lock on the connection's view; LogClosed once closed."""
+        raise NotImplementedError
 
     def read_since(self, offset: int) -> list[LogEntry]:
-        with self._lock:
-            return self._open_view().read_since(offset)
+        return self._read(lambda v: v.read_since(offset))  # type: ignore[no-any-return]
 
     def first_offset(self) -> int | None:
-        with self._lock:
-            return self._open_view().first_offset()
+        return self._read(lambda v: v.first_offset())  # type: ignore[no-any-return]
 
     def snapshots(self) -> list[SnapshotInfo]:
-        with self._lock:
-            return self._open_view().snapshots()
+        return self._read(lambda v: v.snapshots())  # type: ignore[no-any-return]
 
     def read_snapshot(self, log_offset: int) -> tuple[str, bytes] | None:
-        with self._lock:
-            return self._open_view().read_snapshot(log_offset)
+        return self._read(lambda v: v.read_snapshot(log_offset))  # type: ignore[no-any-return]
 
     def mark_snapshot_damaged(self, log_offset: int) -> None:
-        with self._lock:
-            self._open_view().mark_snapshot_damaged(log_offset)
+        self._read(lambda v: v.mark_snapshot_damaged(log_offset))  # idempotent: as safe to repeat as a read
+
+    def unavailable(self) -> str | None:
+        """Why the metadata database does not answer (None: it answers, or the log is embedded)."""
+        return None
 
     def close(self) -> None:
         """Close the connection once no call is using it; later calls raise LogClosed. Closing twice is
@@ -209,7 +211,10 @@ class _LogBase:
             if self._closed:
                 return
             self._closed = True
-            self._conn.close()
+            self._close_connection()
+
+    def _close_connection(self) -> None:
+        raise NotImplementedError
 
 
 class SqliteLog(_LogBase):
@@ -226,10 +231,18 @@ class SqliteLog(_LogBase):
             raise
         self._view = _SqliteTxn(self._conn)
 
+    def _read(self, fn: Any) -> Any:
+        with self._lock:
+            self._check_open()
+            return fn(self._view)
+
+    def _close_connection(self) -> None:
+        self._conn.close()
+
     @contextmanager
     def locked(self) -> Iterator[LockedLog]:
         with self._lock:
-            self._open_view()
+            self._check_open()
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 yield _SqliteTxn(self._conn)
@@ -240,28 +253,66 @@ class SqliteLog(_LogBase):
 
 
 class PostgresLog(_LogBase):
-    def __init__(self, url: str, dsn: str, schema: str | None) -> None:
-        import psycopg
+    """Through a PgLink: a connection lost (a PostgreSQL restart or failover, a network cut) is replaced on the next
+    call; while none can be opened, calls raise MetadataUnavailable. Reads are tried a second time on a new
+    connection; a transaction is not: one whose connection was lost before its COMMIT answered may or may not be
+    applied (the caller's next catch-up reads which)."""
 
+    def __init__(self, url: str, dsn: str, schema: str | None) -> None:
         self.url = url
         self._lock = threading.Lock()
         if schema is not None:
             pg_schema.check_schema_name(url, schema)
-        self._conn = psycopg.connect(dsn, autocommit=True)
+        self._link = PgLink(dsn, schema)
         try:
-            pg_schema.prepare(self._conn, url, schema, SCHEMA, _ddl(big="BIGINT", blob="BYTEA"))
+            pg_schema.prepare(self._link.first, url, schema, SCHEMA, _ddl(big="BIGINT", blob="BYTEA"))
         except BaseException:
-            self._conn.close()
+            self._link.close()
             raise
-        self._view = _PostgresTxn(self._conn)
+
+    def _read(self, fn: Any) -> Any:
+        with self._lock:
+            self._check_open()
+            return self._link.run(lambda conn: fn(_PostgresTxn(conn)), retry=True)
+
+    def unavailable(self) -> str | None:
+        if self._link.down is None:  # answering: no wait for the lock a long transaction may hold
+            return None
+        with self._lock:
+            return None if self._closed else self._link.probe()
+
+    def _close_connection(self) -> None:
+        self._link.close()
+
+    def _begin(self) -> Any:
+        """A connection in a transaction holding the log's write lock. Nothing is written yet, so a connection
+        found broken here is replaced and the start tried once more."""
+        def begin(conn: Any) -> Any:
+            conn.execute("BEGIN")
+            try:
+                conn.execute("LOCK TABLE meta_log IN EXCLUSIVE MODE")
+            except BaseException:
+                with suppress(Exception):
+                    conn.execute("ROLLBACK")
+                raise
+            return conn
+
+        return self._link.run(begin, retry=True)
 
     @contextmanager
     def locked(self) -> Iterator[LockedLog]:
         with self._lock:
-            self._open_view()
-            with self._conn.transaction():
-                self._conn.execute("LOCK TABLE meta_log IN EXCLUSIVE MODE")
-                yield _PostgresTxn(self._conn)
+            self._check_open()
+            conn = self._begin()
+            with self._link.session() as same:
+                assert same is conn  # the link hands out its one live connection
+                try:
+                    yield _PostgresTxn(conn)
+                except BaseException:
+                    with suppress(Exception):
+                        conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")  # lost here: the outcome is unknown, MetadataUnavailable says so
 
 
 def open_log(url: str) -> SqliteLog | PostgresLog:

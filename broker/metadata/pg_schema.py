@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
+from broker.metadata.pg_link import PgLink
 from storage_tier import schema_version
 from storage_tier.db_store import PG_DDL_LOCK_KEY  # one key for every start-up DDL, the blob store's too
 from storage_tier.store_url import sqlite_path
@@ -63,19 +64,18 @@ def sqlite_prepare(conn: Any, url: str, family: Family, statements: Sequence[str
 
 
 def connect(url: str) -> tuple[Any, bool, str | None]:
-    """A connection to the metadata database of `url` (`sqlite:///...` or `postgresql://...?schema=s`), whether it
-    is PostgreSQL, and its schema (None: the default one). Nothing is created: `prepare` runs the DDL."""
+    """The metadata database of `url` (`sqlite:///...` or `postgresql://...?schema=s`): a sqlite3 connection, or a
+    PgLink (a PostgreSQL connection that reconnects by itself, pg_link.py) whose `first` connection runs `prepare`;
+    whether it is PostgreSQL, and its schema (None: the default one). Nothing is created: `prepare` runs the DDL."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme == "sqlite":
         return sqlite3.connect(sqlite_path(url), isolation_level=None, check_same_thread=False, timeout=30), False, None
     if scheme in ("postgresql", "postgres"):
-        import psycopg
-
         params = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         schema = params.pop("schema", None)
         if schema is not None:
             check_schema_name(url, schema)
         dsn = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(params), ""))
-        return psycopg.connect(dsn, autocommit=True), True, schema
+        return PgLink(dsn, schema), True, schema
     raise ValueError(f"unsupported metadata URL {url!r}")
