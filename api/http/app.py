@@ -144,4 +144,10 @@ def app_for_node(settings: Settings, node: BrokerNode) -> FastAPI:
         episode = node.storage.disk.episode
         return None if episode is None else f"not accepting writes: out of disk on {episode.path}"
 
-    return create_app(settings, node, stores, metrics, readiness)
+    def liveness() -> str | None:
+        failed = node.storage.failed
+        return None if failed is None else f"the node failed and acknowledges nothing until it is restarted: {failed}"
+
+    app = create_app(settings, node, stores, metrics, readiness)
+    app.state.liveness = liveness
+    return app

@@ -6,8 +6,8 @@
   error, which is a 400, never a 422, told in one plain sentence: api/http/plain_errors.py);
 - damage in the store (a broker object or an index file failing a check when read back): 502 with
   {"error", "field": null, "object", "check"} naming the object key and the failed check (OPERATIONS.md);
-- the store or the metadata unavailable, or this node fenced: 503 (the metadata database not answering, whichever
-  route meets it: 503 naming it, with `Retry-After`);
+- the store or the metadata unavailable, the WAL failed (WalError, naming it), or this node fenced: 503 (the
+  metadata database not answering or a failed WAL, whichever route meets it: 503 naming it, with `Retry-After`);
 - every message is passed through the redactor (api/security/redact.py): no password or key of a URL, no
   token, ever reaches a client;
 - anything else: 500 with {"error", "field": null}, never plain text.
@@ -38,6 +38,7 @@ from broker.errors import (
     NotLeader,
     ObjectFormatError,
     OutOfDisk,
+    WalError,
 )
 from broker.partitions.message_size import MessageTooLarge
 from broker.partitions.topic_errors import TopicExists
@@ -46,6 +47,10 @@ from storage_tier import OutOfSpace, StorageUnavailable
 
 #: seconds a client is told to wait before retrying a write refused for lack of disk space
 OUT_OF_DISK_RETRY_AFTER_S = 5
+
+#: seconds a client is told to wait before retrying a write a failed WAL refused (another node takes the partition
+#: over once this one's lease expires, or this one is restarted)
+WAL_RETRY_AFTER_S = 5
 
 #: seconds a client is told to wait before retrying a request refused while the metadata database does not answer
 METADATA_RETRY_AFTER_S = 2
@@ -85,6 +90,8 @@ def status_for(exc: Exception) -> tuple[int, str | None]:
         return 421, "partition"
     if isinstance(exc, (OutOfDisk, OutOfSpace)):
         return 507, None
+    if isinstance(exc, WalError):  # the WAL (or its store, --wal) cannot take writes: not the client's doing
+        return 503, None
     if isinstance(exc, (Fenced, StorageUnavailable)):
         return 503, None
     if isinstance(exc, ValueError):
@@ -142,6 +149,14 @@ def install(app: FastAPI) -> None:
         return JSONResponse(status_code=503, content=REDACTOR.value({"error": str(exc), "field": None}),
                             headers={"Retry-After": str(METADATA_RETRY_AFTER_S)})
 
+    @app.exception_handler(WalError)
+    async def wal_error(request: Request, exc: Exception) -> JSONResponse:
+        # a failed WAL (its store did not answer within its retry bound, an I/O error) or a full disk: 503 naming
+        # the WAL, 507 for the disk; a failed node fails /healthz/live too (restart it, docs/OPERATIONS.md)
+        http = as_http(exc)
+        assert http is not None
+        return JSONResponse(status_code=http.status_code, content=REDACTOR.value(http.detail), headers=http.headers)
+
     @app.exception_handler(Exception)
     async def internal(request: Request, exc: Exception) -> JSONResponse:
         log.error("unhandled error", exc_info=exc, extra={"path": request.url.path})
@@ -179,7 +194,11 @@ def as_http(exc: Exception) -> HTTPException | None:
     detail: dict[str, object] = {"error": str(exc), "field": field}
     if isinstance(exc, NotLeader):  # retriable at the leader
         detail |= {"leader": exc.leader, "leader_url": exc.leader_url}
-    headers = {"Retry-After": str(OUT_OF_DISK_RETRY_AFTER_S)} if status == 507 else None
+    headers = None
+    if status == 507:
+        headers = {"Retry-After": str(OUT_OF_DISK_RETRY_AFTER_S)}
+    elif isinstance(exc, WalError):
+        headers = {"Retry-After": str(WAL_RETRY_AFTER_S)}
     return HTTPException(status, detail=detail, headers=headers)
 
 
