@@ -8,7 +8,8 @@ the Python source and of a Kafka consumer, Spark local[2]:
 - a real `mqindex serve` (SeaweedFS objects through presigned URLs, PostgreSQL metadata) fed by librdkafka with
   every codec and with committed and aborted transactions: the rows equal a Kafka consumer's and
   `spark.read.format("mqindex")`'s, every column; offsets JSON, partitions and timestamp options; a query of
-  `value` alone builds only that column.
+  `value` alone builds only that column;
+- a `mqindex serve` whose store is a file:// directory: the same equality with a Kafka consumer, every codec.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import random
 import struct
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import crc32c
@@ -44,6 +46,7 @@ from tests.jobs.test_spark_source import (  # noqa: F401 - `served` is this modu
     served,
     spark_rows,
 )
+from tests.kafka.conftest import KafkaServerProcess
 
 Row = tuple[Any, ...]
 TXN = "txn"
@@ -246,3 +249,39 @@ def test_options_the_columnar_read_does_not_take(mqc: Any, served: Served) -> No
     started = time.monotonic()
     assert columnar.read(mqc, **served.options(endingOffsets='{"events": {"0": 0, "1": 0, "2": 0}}')).count() == 0
     assert time.monotonic() - started < 60
+
+
+@pytest.fixture(scope="module")
+def file_served(pg_url: Callable[[], str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """A `mqindex serve` with a file:// store, 3 partitions, 100 records of each codec."""
+    base: Path = tmp_path_factory.mktemp("columnar-file")
+    store_url, meta_url = f"file://{base}/objects", pg_url()
+    server = KafkaServerProcess(base / "node", "--store", store_url, "--metadata", meta_url,
+                                "--maintenance-interval-s", "0.2").start(timeout=180)
+    try:
+        with AdminClient({"bootstrap.servers": server.bootstrap}) as admin:
+            admin.create_topics([NewTopic(TOPIC, 3, 1)])[TOPIC].result(30)
+        for n, codec in enumerate(CODECS):
+            p = Producer({"bootstrap.servers": server.bootstrap, "compression.type": codec, "linger.ms": 5})
+            for i in range(100):
+                j = n * 100 + i
+                p.produce(TOPIC, key=None if j % 7 == 0 else f"f-{j}".encode(),
+                          value=None if j % 11 == 0 else f"{codec}:{j}".encode() * (1 + j % 5),
+                          headers=[("h", None if j % 3 == 0 else b"\x01")] if j % 2 else None, partition=j % 3)
+            assert p.flush(30) == 0
+        s = Served(server, store_url, meta_url)
+        marks = high_watermarks(server.bootstrap, TOPIC, 3)
+        wait_for("every record uploaded", lambda: all(committed(s, TOPIC)[q][1] == marks[q][1] for q in range(3)),
+                 timeout=60, interval=0.3)
+        yield s
+    finally:
+        server.stop()
+
+
+def test_file_store_served_rows_equal_a_kafka_consumer(spark: Any, file_served: Served) -> None:
+    register(spark)
+    ends = {p: e for p, (_s, e) in committed(file_served, TOPIC).items()}
+    want = consume(file_served.server.bootstrap, TOPIC, ends)
+    got, python = _both(spark, file_served, maxSplitBytes="2048")
+    assert got == want == python and len(got) == 500
+    assert {r[1].split(b":")[0] for r in got if r[1]} == {c.encode() for c in CODECS}
