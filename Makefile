@@ -14,7 +14,8 @@ JVM_SOURCES := $(shell find jobs/spark_source/jvm/src -name '*.java')
 
 $(STAMP): pyproject.toml setup.py $(CYTHON_SOURCES) $(JVM_SOURCES) jobs/spark_source/jvm/build.sh
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (Python 3.11)"; exit 1; }
-	@command -v javac >/dev/null 2>&1 || { echo "need a JDK 17 (javac, jar) on PATH for jobs/spark_source/jvm"; exit 1; }
+	@command -v javac >/dev/null 2>&1 || { echo "installing Debian's JDK 17 (javac, jar) for jobs/spark_source/jvm"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless >/dev/null; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test,spark]'
