@@ -121,7 +121,7 @@ class AclTable:
     def __init__(self, url: str) -> None:
         self.url = url
         self._lock = threading.Lock()
-        self._db, self._pg, schema = pg_schema.connect(url)  # sqlite3 connection, or a PgLink that reconnects
+        self._db, self._pg, schema = pg_schema.open_link(url)  # sqlite3 connection, or a PgLink that reconnects
         try:
             if self._pg:
                 pg_schema.prepare(self._db.first, url, schema, SCHEMA, _CREATE_PG)
@@ -143,13 +143,18 @@ class AclTable:
         with self._db.session() as conn, conn.transaction():
             yield conn
 
-    def _read(self, fn: Callable[[Any], T]) -> T:
-        """`fn(conn)` in a transaction; on PostgreSQL tried once more on a new connection when the first was lost."""
+    def _read(self, fn: Callable[[Any], T], txn: bool = True) -> T:
+        """`fn(conn)` (in a transaction with `txn`); on PostgreSQL tried once more on a new connection when the first
+        was lost."""
         if not self._pg:
+            if not txn:
+                return fn(self._db)
             with _SqliteTxn(self._db):
                 return fn(self._db)
 
         def in_txn(conn: Any) -> T:
+            if not txn:
+                return fn(conn)
             with conn.transaction():
                 return fn(conn)
 
@@ -158,7 +163,7 @@ class AclTable:
     def version(self) -> int:
         """The change counter: bumped by every add or remove that changed something."""
         with self._lock:
-            row = self._read(lambda c: c.execute("SELECT version FROM acl_version WHERE id = 1").fetchone())
+            row = self._read(lambda c: c.execute("SELECT version FROM acl_version WHERE id = 1").fetchone(), txn=False)
         return int(row[0]) if row else 0
 
     def rules(self) -> tuple[int, list[AclRule]]:

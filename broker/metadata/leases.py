@@ -108,7 +108,7 @@ class LeaseTable:
     def __init__(self, url: str) -> None:
         self.url = url
         self._lock = threading.Lock()
-        self._db, self._pg, schema = pg_schema.connect(url)  # sqlite3 connection, or a PgLink that reconnects
+        self._db, self._pg, schema = pg_schema.open_link(url)  # sqlite3 connection, or a PgLink that reconnects
         self._now, self._p = (_PG_NOW, "%s") if self._pg else (_SQLITE_NOW, "?")
         try:
             if self._pg:

@@ -111,12 +111,12 @@ class PgLink:
             return conn
         self.discard()
         now = time.monotonic()
-        if now < self._next_try:
+        if now < self._next_try:  # the last attempt failed less than RETRY_S ago
             raise MetadataUnavailable(f"{WHAT} does not answer: {self.down or 'reconnecting'}")
-        self._next_try = now + RETRY_S
         try:
             self._conn = self._connect()
         except Exception as exc:  # noqa: BLE001 - any failure to connect is the database not answering
+            self._next_try = time.monotonic() + RETRY_S
             raise self._mark_down(exc) from None
         self._mark_up()
         return self._conn

@@ -63,19 +63,36 @@ def sqlite_prepare(conn: Any, url: str, family: Family, statements: Sequence[str
     schema_version.sqlite_prepare(conn, url, family.component, family.tables, family.version, statements)
 
 
-def connect(url: str) -> tuple[Any, bool, str | None]:
-    """The metadata database of `url` (`sqlite:///...` or `postgresql://...?schema=s`): a sqlite3 connection, or a
-    PgLink (a PostgreSQL connection that reconnects by itself, pg_link.py) whose `first` connection runs `prepare`;
-    whether it is PostgreSQL, and its schema (None: the default one). Nothing is created: `prepare` runs the DDL."""
+def _parse(url: str) -> tuple[str, str | None] | None:
+    """(dsn, schema) of a `postgresql://...?schema=s` URL; None for `sqlite:///...`."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme == "sqlite":
-        return sqlite3.connect(sqlite_path(url), isolation_level=None, check_same_thread=False, timeout=30), False, None
+        return None
     if scheme in ("postgresql", "postgres"):
         params = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         schema = params.pop("schema", None)
         if schema is not None:
             check_schema_name(url, schema)
-        dsn = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(params), ""))
-        return PgLink(dsn, schema), True, schema
+        return urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(params), "")), schema
     raise ValueError(f"unsupported metadata URL {url!r}")
+
+
+def connect(url: str) -> tuple[Any, bool, str | None]:
+    """A connection to the metadata database of `url` (`sqlite:///...` or `postgresql://...?schema=s`), whether it
+    is PostgreSQL, and its schema (None: the default one). Nothing is created: `prepare` runs the DDL."""
+    pg = _parse(url)
+    if pg is None:
+        return sqlite3.connect(sqlite_path(url), isolation_level=None, check_same_thread=False, timeout=30), False, None
+    import psycopg
+
+    return psycopg.connect(pg[0], autocommit=True), True, pg[1]
+
+
+def open_link(url: str) -> tuple[Any, bool, str | None]:
+    """As `connect`, with a PgLink on PostgreSQL (a connection that reconnects by itself, pg_link.py) whose `first`
+    connection runs `prepare`; a sqlite3 connection on SQLite."""
+    pg = _parse(url)
+    if pg is None:
+        return connect(url)
+    return PgLink(*pg), True, pg[1]
