@@ -124,18 +124,25 @@ def test_two_splits_of_one_object_and_large_values() -> None:
     assert _rows(got) == expected and len(expected) == 196
 
 
+def damaged_object(root: str, damage: str) -> tuple[Any, int]:
+    """(store, object size) of object o/1 under root: one batch of 20 records whose last value is flipped, so its
+    CRC fails ("crc"), or also with a record length running past the batch and the CRC made to match ("record")."""
+    recs = [(b"k", b"value-%d" % i, [], i) for i in range(20)]
+    store, srs, _ = _object(root, [(recs, "none", "create")], 0)
+    raw = bytearray(srs[0].payload)
+    raw[-3] ^= 0x5A  # inside the last record's value
+    if damage == "record":
+        raw[61] = 0x7E
+        struct.pack_into(">I", raw, 17, crc32c.crc32c(bytes(raw[CRC_START:])))
+    info = write_object(store, "o/1", [StreamRecord(STREAM, 0, 0, 20, bytes(raw))], block_size=512)
+    return store, info.size
+
+
 @pytest.mark.parametrize("damage", ["crc", "record"])
 def test_damage_is_an_error_in_both_decodes(damage: str) -> None:
-    recs = [(b"k", b"value-%d" % i, [], i) for i in range(20)]
     with tempfile.TemporaryDirectory() as root:
-        store, srs, _ = _object(root, [(recs, "none", "create")], 0)
-        raw = bytearray(srs[0].payload)
-        raw[-3] ^= 0x5A  # inside the last record's value
-        if damage == "record":  # a record length that runs past the batch, CRC made to match
-            raw[61] = 0x7E
-            struct.pack_into(">I", raw, 17, crc32c.crc32c(bytes(raw[CRC_START:])))
-        info = write_object(store, "o/1", [StreamRecord(STREAM, 0, 0, 20, bytes(raw))], block_size=512)
-        splits = [_split(info.size, 0, 20)]
+        store, size = damaged_object(root, damage)
+        splits = [_split(size, 0, 20)]
         with pytest.raises(RecordFormatError):
             list(records(store, splits))
         with pytest.raises(RecordFormatError, match="o/1"):

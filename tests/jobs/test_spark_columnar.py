@@ -15,27 +15,22 @@ the Python source and of a Kafka consumer, Spark local[2]:
 from __future__ import annotations
 
 import random
-import struct
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import crc32c
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker.objects.format import StreamRecord
-from broker.objects.writer import write_object
-from broker.partitions.batch_check import CRC_START
 from jobs.spark_source import columnar, register
 from jobs.spark_source.options import SourceOptionError
 from jobs.spark_source.plan import Split
 from jobs.spark_source.read import records
 from tests.api.server import wait_for
-from tests.jobs.test_spark_arrow_decode import CODECS, STREAM, T0, _object, _split
+from tests.jobs.test_spark_arrow_decode import CODECS, T0, _object, _split, damaged_object
 from tests.jobs.test_spark_source import (  # noqa: F401 - `served` is this module's fixture too
     TOPIC,
     TRIMMED,
@@ -113,20 +108,13 @@ def test_large_values_cross_many_column_batches(spark: Any) -> None:
 
 @pytest.mark.parametrize("damage", ["crc", "record", "block"])
 def test_damage_is_an_error_naming_the_object_and_byte(spark: Any, damage: str) -> None:
-    recs = [(b"k", b"value-%d" % i, [], i) for i in range(20)]
     with tempfile.TemporaryDirectory() as root:
-        store, srs, _ = _object(root, [(recs, "none", "create")], 0)
-        raw = bytearray(srs[0].payload)
-        raw[-3] ^= 0x5A  # inside the last record's value
-        if damage == "record":  # a record length that runs past the batch, CRC made to match
-            raw[61] = 0x7E
-            struct.pack_into(">I", raw, 17, crc32c.crc32c(bytes(raw[CRC_START:])))
-        info = write_object(store, "o/1", [StreamRecord(STREAM, 0, 0, 20, bytes(raw))], block_size=512)
+        _store, size = damaged_object(root, "crc" if damage == "block" else damage)
         if damage == "block":  # the block's magic
             path = f"{root}/o/1"
             with open(path, "r+b") as f:
                 f.write(b"\x00")
-        splits = [_split(info.size, 0, 20)]
+        splits = [_split(size, 0, 20)]
         expect = {"crc": "at byte 43: record batch .*CRC mismatch", "record": "at byte 43: record batch .*cannot "
                   "decode records", "block": "at byte 0: bad block magic"}[damage]
         with pytest.raises(Exception, match=f"damaged object o/1 {expect}"):
