@@ -215,6 +215,25 @@ class Membership:
             raise NotOwner(f"node {self.node_id} could not renew its lease for {self.lease_ms} ms (the metadata "
                            "database does not answer): not acknowledging until it can")
 
+    def within_lease(self, check: Callable[[], None], pause_s: float = 0.2) -> None:
+        """Run `check`, a read of the metadata (the shared WAL's `check_current` after a group commit is stored and
+        before it is acknowledged), asking it again while the metadata database does not answer and this node
+        still holds its lease. No survivor can fence this node or replay its WAL before the lease has expired by the
+        survivor's clock, after `held_until` here, so the answer waited for within the lease is still the truth; a
+        metadata outage shorter than the lease then fails nothing (the WAL used to fail for good at the first
+        unanswered check, and the node with it). Once the lease has lapsed, NotOwner (from the last outage
+        error)."""
+        while True:
+            try:
+                check()
+                return
+            except MetadataUnavailable as exc:
+                try:
+                    self.check_lease()
+                except NotOwner as lapsed:
+                    raise lapsed from exc
+            time.sleep(pause_s)
+
     def nodes(self) -> list[NodeLease]:
         """Every node's lease, its state as this node's observer judges it (LeaseObserver)."""
         asked = self.clock()

@@ -23,6 +23,7 @@ import httpx
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from storage_tier.seaweedfs_server import SeaweedFS
 from tests.api.server import ServerProcess, free_port, wait_for
 from tests.kafka.proxy import CuttingProxy
 
@@ -246,3 +247,39 @@ def test_a_network_cut_under_requests_in_flight_is_answered_and_healed(tmp_path:
     finally:
         server.stop()
         proxy.close()
+
+
+def test_a_metadata_outage_shorter_than_the_lease_fails_no_group_commit_of_the_shared_wal(
+        tmp_path: Path, own_db: OwnDatabase, seaweedfs: SeaweedFS) -> None:
+    """With the WAL on the object store (`--wal s3://...`), a group commit is stored, then this node asks the metadata
+    whether it is still the current incarnation before acknowledging it. That question met the outage and failed
+    the WAL for good (every later produce refused, /healthz/live 503) although the lease still held; it is now
+    asked again until the database answers, within the lease."""
+    prefix = f"shared-wal-{uuid.uuid4().hex[:8]}"
+    server = ServerProcess(tmp_path / "data", "--metadata", f"{own_db.dsn}?schema=m", "--lease-ms", "20000",
+                           "--kafka-listener", "", "--store", seaweedfs.store_url("mqindex", prefix),
+                           "--wal", seaweedfs.store_url("mqindex", prefix + "-wal")).start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=60) as c:
+            assert c.post("/v1/topics", json={"name": TOPIC, "partitions": 1}).status_code == 201
+            assert _produce(c, "before").status_code == 200
+            own_db.refuse()
+            wait_for("the node sees the outage", lambda: _ready(c).status_code == 503, timeout=30, interval=0.2)
+            answers: list[int] = []
+            during = threading.Thread(target=lambda: answers.append(_produce(c, "during").status_code))
+            during.start()  # stored in the WAL, then its acknowledgement waits for the metadata's answer
+            try:
+                during.join(2)
+                assert during.is_alive(), f"the produce during the outage answered {answers} at once"
+            finally:
+                own_db.accept()
+                during.join(60)
+            assert answers == [200], answers
+            produced = ["before", "during"]
+            wait_for("lookup, produce and topic list served after the outage",
+                     lambda: _served(c, "before", produced), timeout=30, interval=0.2)
+            assert c.get("/healthz/live").status_code == 200
+            assert _keys(c) == produced
+        assert server.stop() == 0
+    finally:
+        server.stop()
