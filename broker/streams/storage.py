@@ -43,7 +43,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from broker.errors import Fenced, MetadataError, OutOfDisk, StreamNotFound, WalError
+from broker.errors import Fenced, MetadataError, MetadataUnavailable, OutOfDisk, StreamNotFound, WalError
 from broker.metadata import MetadataClient
 from broker.metadata.image import OPENED
 from broker.objects.format import (
@@ -73,6 +73,8 @@ from storage_tier.disk_space import is_out_of_space
 log = logging.getLogger("mqindex.broker.streams")
 
 _FAR = 1 << 62
+#: how long a close whose outcome is unknown waits for the metadata database to answer (close_streams)
+SETTLE_S = 60.0
 
 
 def decode_stream_record(body: bytes) -> StreamRecord:
@@ -193,9 +195,25 @@ class StreamStorage:
                 # the close may have been applied all the same (a connection lost at COMMIT): only the streams the
                 # metadata still has open at our epoch are open again here
                 with contextlib.suppress(Exception):
-                    self.meta.catch_up()
+                    self._catch_up_through_outage()
                     self._reopen([s for s in live if self._still_open(s)])
                 raise
+
+    def _catch_up_through_outage(self, bound_s: float = SETTLE_S, pause_s: float = 0.5) -> None:
+        """Catch up with the metadata log, asked again for up to `bound_s` while the database does not answer: a close
+        whose outcome is not known yet (the outage began at or before its commit) is settled once it answers. Left
+        unsettled, the streams stayed closed here and open in the metadata: the partition was served by no one
+        until this node restarted. Past the bound the error stands and they stay closed here (serving them while
+        the close may have been applied could let two nodes write one stream)."""
+        deadline = time.monotonic() + bound_s
+        while True:
+            try:
+                self.meta.catch_up()
+                return
+            except MetadataUnavailable:
+                if time.monotonic() >= deadline:
+                    raise
+            time.sleep(pause_s)
 
     def _still_open(self, s: Stream) -> bool:
         m = self.meta.image.streams.get(s.stream_id)
