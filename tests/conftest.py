@@ -72,6 +72,17 @@ def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedFS]:
     server.stop()
 
 
+@pytest.fixture
+def wal_store(tmp_path: Path) -> Iterator[SeaweedFS]:
+    """A SeaweedFS S3 server of the test's own, bucket `wal`, that the test may stop and start again (a store outage
+    of a shared WAL) without touching the session's."""
+    server = SeaweedFS(tmp_path / "wal-seaweedfs").start(bucket="wal")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture(scope="session")
 def pg_dsn() -> Iterator[str]:
     """DSN of the test PostgreSQL; fails (never skips) when the server does not answer."""

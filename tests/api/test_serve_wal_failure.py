@@ -11,7 +11,7 @@ started again by the test) and a retry bound of 3 s (`retry_seconds=3`, so that 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -21,15 +21,6 @@ from storage_tier.seaweedfs_server import SeaweedFS
 from tests.api.server import ServerProcess, free_port, wait_for
 
 TOPIC = "orders"
-
-
-@pytest.fixture
-def wal_store(tmp_path: Path) -> Iterator[SeaweedFS]:
-    server = SeaweedFS(tmp_path / "wal-seaweedfs").start(bucket="wal")
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _produce(c: httpx.Client, key: str) -> httpx.Response:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,3 +30,31 @@ def kafka_server(tmp_path: Path) -> Iterator[KafkaServerProcess]:
         yield server
     finally:
         server.stop()
+
+
+@contextlib.contextmanager
+def kafka_nodes(base: Path, count: int, topics: dict[str, int], *flags: str) -> Iterator[list[KafkaServerProcess]]:
+    """`count` nodes (node ids 0..count-1, data dirs base/node<i>) started with `flags` (store, WAL, metadata,
+    lease), seeing each other, with `topics` (name -> partitions) created through CreateTopics; every node still
+    running is killed (SIGKILL) at the end, also when the start fails."""
+    from api.kafka import errors
+    from tests.api.server import wait_for
+    from tests.kafka.wire import Wire
+
+    made: list[KafkaServerProcess] = []
+    try:
+        for i in range(count):
+            made.append(KafkaServerProcess(base / f"node{i}", *flags, "--node-id", str(i)))
+            made[-1].start()
+        with Wire(made[0].kafka_port) as w:
+            wait_for(f"the {count} nodes see each other", lambda: len(w.call((3, 1), topics=[]).brokers) == count,
+                     timeout=30)
+            made_topics = w.call((19, 7), topics=[dict(name=n, num_partitions=k, replication_factor=1, assignments=[],
+                                                       configs=[]) for n, k in topics.items()],
+                                 timeout_ms=30_000, validate_only=False)
+            assert all(t.error_code == errors.NONE for t in made_topics.topics), made_topics
+        yield made
+    finally:
+        for s in made:
+            if s.proc is not None and s.proc.poll() is None:
+                s.stop(signal.SIGKILL)

@@ -9,7 +9,6 @@ confluent-kafka producer that was sending meanwhile has every record delivered o
 
 from __future__ import annotations
 
-import signal
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -20,22 +19,12 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from kafka import KafkaProducer
 from kafka.errors import KafkaStorageError
 
-from api.kafka import errors
 from storage_tier.seaweedfs_server import SeaweedFS
 from tests.api.server import wait_for
-from tests.kafka.conftest import KafkaServerProcess
+from tests.kafka.conftest import KafkaServerProcess, kafka_nodes
 from tests.kafka.wire import Wire
 
 TOPIC = "wal-fails"
-
-
-@pytest.fixture
-def wal_store(tmp_path: Path) -> Iterator[SeaweedFS]:
-    server = SeaweedFS(tmp_path / "wal-seaweedfs").start(bucket="wal")
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
@@ -43,23 +32,9 @@ def two_nodes(tmp_path: Path, seaweedfs: SeaweedFS, wal_store: SeaweedFS, pg_url
               ) -> Iterator[list[KafkaServerProcess]]:
     prefix = f"walf-{uuid.uuid4().hex[:8]}"
     store, wal, meta = seaweedfs.store_url("mqindex", prefix), wal_store.store_url("wal", prefix), pg_url()
-    made: list[KafkaServerProcess] = []
-    try:
-        for i in range(2):
-            made.append(KafkaServerProcess(tmp_path / f"node{i}", "--store", store, "--wal", wal, "--metadata", meta,
-                                           "--node-id", str(i), "--lease-ms", "3000"))
-            made[-1].start()
-        with Wire(made[0].kafka_port) as w:
-            wait_for("the two nodes see each other", lambda: len(w.call((3, 1), topics=[]).brokers) == 2, timeout=30)
-            made_topics = w.call((19, 7), topics=[dict(name=TOPIC, num_partitions=2, replication_factor=1,
-                                                       assignments=[], configs=[])],
-                                 timeout_ms=30_000, validate_only=False)
-            assert all(t.error_code == errors.NONE for t in made_topics.topics), made_topics
+    with kafka_nodes(tmp_path, 2, {TOPIC: 2}, "--store", store, "--wal", wal, "--metadata", meta,
+                     "--lease-ms", "3000") as made:
         yield made
-    finally:
-        for s in made:
-            if s.proc is not None and s.proc.poll() is None:
-                s.stop(signal.SIGKILL)
 
 
 def leaders(nodes: list[KafkaServerProcess]) -> dict[int, int]:

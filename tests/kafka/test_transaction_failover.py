@@ -18,7 +18,7 @@ from confluent_kafka import Producer
 from api.kafka import errors
 from storage_tier.seaweedfs_server import SeaweedFS
 from tests.api.server import wait_for
-from tests.kafka.conftest import KafkaServerProcess
+from tests.kafka.conftest import KafkaServerProcess, kafka_nodes
 from tests.kafka.test_transactions_cluster import (
     PARTS,
     TOPIC,
@@ -29,7 +29,6 @@ from tests.kafka.test_transactions_cluster import (
     read_all,
     stable,
 )
-from tests.kafka.wire import Wire
 
 
 @pytest.fixture
@@ -37,24 +36,9 @@ def shared_wal_nodes(tmp_path: Path, seaweedfs: SeaweedFS, pg_url: Callable[[], 
                      ) -> Iterator[list[KafkaServerProcess]]:
     prefix = f"txf-{uuid.uuid4().hex[:8]}"
     store, wal, meta = seaweedfs.store_url("mqindex", prefix), seaweedfs.store_url("mqindex", prefix + "-wal"), pg_url()
-    made: list[KafkaServerProcess] = []
-    try:
-        for i in range(PARTS):
-            made.append(KafkaServerProcess(tmp_path / f"node{i}", "--store", store, "--wal", wal, "--metadata", meta,
-                                           "--node-id", str(i), "--lease-ms", "3000"))
-            made[-1].start()
-        with Wire(made[0].kafka_port) as w:
-            wait_for("the three nodes see each other",
-                     lambda: len(w.call((3, 1), topics=[]).brokers) == PARTS, timeout=30)
-            made_topics = w.call((19, 7), topics=[dict(name=TOPIC, num_partitions=PARTS, replication_factor=1,
-                                                       assignments=[], configs=[])],
-                                 timeout_ms=30_000, validate_only=False)
-            assert all(t.error_code == errors.NONE for t in made_topics.topics), made_topics
+    with kafka_nodes(tmp_path, PARTS, {TOPIC: PARTS}, "--store", store, "--wal", wal, "--metadata", meta,
+                     "--lease-ms", "3000") as made:
         yield made
-    finally:
-        for s in made:
-            if s.proc is not None and s.proc.poll() is None:
-                s.stop(signal.SIGKILL)
 
 
 @pytest.mark.slow(seconds=30)  # three nodes, a lease to expire and a failover from the shared WAL

@@ -24,7 +24,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from api.kafka import errors
 from storage_tier.seaweedfs_server import SeaweedFS
 from tests.api.server import ServerProcess, wait_for
-from tests.kafka.conftest import KafkaServerProcess
+from tests.kafka.conftest import KafkaServerProcess, kafka_nodes
 from tests.kafka.wire import Wire
 
 TOPIC, INPUT, PARTS = "txc", "txc-in", 3
@@ -41,24 +41,9 @@ def nodes(tmp_path_factory: pytest.TempPathFactory, seaweedfs: SeaweedFS, pg_url
     """Three nodes for the module's tests (the one that kills nodes runs last and restarts them)."""
     tmp_path = tmp_path_factory.mktemp("txc")
     store, meta = seaweedfs.store_url("mqindex", f"txc-{uuid.uuid4().hex[:8]}"), pg_url()
-    made: list[KafkaServerProcess] = []
-    try:
-        for i in range(PARTS):
-            made.append(KafkaServerProcess(tmp_path / f"node{i}", "--store", store, "--metadata", meta,
-                                           "--node-id", str(i), "--lease-ms", str(LEASE_MS)))
-            made[-1].start()
-        with Wire(made[0].kafka_port) as w:
-            wait_for("the three nodes see each other",
-                     lambda: len(w.call((3, 1), topics=[]).brokers) == PARTS, timeout=30)
-            made_topics = w.call((19, 7), topics=[dict(name=n, num_partitions=k, replication_factor=1, assignments=[],
-                                                       configs=[]) for n, k in ((TOPIC, PARTS), (INPUT, 1))],
-                                 timeout_ms=30_000, validate_only=False)
-            assert all(t.error_code == errors.NONE for t in made_topics.topics), made_topics
+    with kafka_nodes(tmp_path, PARTS, {TOPIC: PARTS, INPUT: 1}, "--store", store, "--metadata", meta,
+                     "--lease-ms", str(LEASE_MS)) as made:
         yield made
-    finally:
-        for s in made:
-            if s.proc is not None and s.proc.poll() is None:
-                s.stop(signal.SIGKILL)
 
 
 def bootstrap(nodes: list[KafkaServerProcess]) -> str:
