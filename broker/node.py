@@ -46,7 +46,6 @@ from broker.periodic import Periodic
 from broker.streams import StreamStorage
 from broker.streams.block_cache import DEFAULT_BLOCK_CACHE_BYTES
 from broker.streams.disk_space import tolerate_out_of_disk, watch_data_paths
-from broker.streams.object_wal import ObjectWal
 from broker.streams.uploader import DEFAULT_SO_THRESHOLD
 from storage_tier import BlobStore, open_store
 
@@ -192,11 +191,10 @@ class BrokerNode:
                                 cluster_options.pop("lease_ms"))
         membership.start()
         try:
-            self.storage = StreamStorage.open(storage_options.pop("wal_dir"), self.store, self.meta,
-                                              **storage_options)
-            if isinstance(self.storage.wal, ObjectWal):  # a metadata outage within the lease fails no group commit
-                meta = self.meta
-                self.storage.wal.before_ack = lambda: membership.within_lease(meta.check_current)
+            meta = self.meta
+            # a shared WAL's group commit: a metadata outage within the lease fails none
+            self.storage = StreamStorage.open(storage_options.pop("wal_dir"), self.store, meta, **storage_options,
+                                              before_ack=lambda: membership.within_lease(meta.check_current))
             watch_data_paths(self.storage.disk, self.data_dir / "index", self.store)
             self.partitions = parts = PartitionMap(self.meta, self.storage, self.node_id)
             self.cluster = Cluster(parts, self.meta, membership, **cluster_options)

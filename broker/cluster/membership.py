@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from broker.errors import MetadataUnavailable, NotOwner
 from broker.metadata.leases import ALIVE, EXPIRED, LeaseTable, NodeLease
+from broker.metadata.pg_link import until_answered
 from broker.periodic import Periodic
 
 log = logging.getLogger("mqindex.broker.cluster")
@@ -223,16 +224,7 @@ class Membership:
         metadata outage shorter than the lease then fails nothing (the WAL used to fail for good at the first
         unanswered check, and the node with it). Once the lease has lapsed, NotOwner (from the last outage
         error)."""
-        while True:
-            try:
-                check()
-                return
-            except MetadataUnavailable as exc:
-                try:
-                    self.check_lease()
-                except NotOwner as lapsed:
-                    raise lapsed from exc
-            time.sleep(pause_s)
+        until_answered(check, self.check_lease, pause_s)
 
     def nodes(self) -> list[NodeLease]:
         """Every node's lease, its state as this node's observer judges it (LeaseObserver)."""

@@ -177,3 +177,14 @@ class PgLink:
     def close(self) -> None:
         self._closed = True
         self.discard()
+
+
+def until_answered(ask: Callable[[], T], give_up: Callable[[], None], pause_s: float) -> T:
+    """`ask()`, asked again every `pause_s` while the metadata database does not answer (MetadataUnavailable) until
+    `give_up()` raises (its error then stands, chained to the outage's)."""
+    while True:
+        try:
+            return ask()
+        except MetadataUnavailable:
+            give_up()
+        time.sleep(pause_s)

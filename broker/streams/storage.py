@@ -46,6 +46,7 @@ from typing import Any
 from broker.errors import Fenced, MetadataError, MetadataUnavailable, OutOfDisk, StreamNotFound, WalError
 from broker.metadata import MetadataClient
 from broker.metadata.image import OPENED
+from broker.metadata.pg_link import WHAT, until_answered
 from broker.objects.format import (
     RECORD_HEADER_SIZE,
     RECORD_MAGIC,
@@ -131,12 +132,14 @@ class StreamStorage:
     def open(cls, wal_dir: Path, store: BlobStore, meta: MetadataClient, *, upload_threshold: int,
              upload_interval_s: float, so_threshold: int, block_cache_bytes: int, max_cache_bytes: int,
              wal_options: dict[str, int] | None = None, min_free_bytes: int | None = None,
-             wal_store: BlobStore | None = None) -> StreamStorage:
-        """wal_store: keep the WAL in this BlobStore (ObjectWal, readable by a survivor) instead of `wal_dir`."""
+             wal_store: BlobStore | None = None, before_ack: Callable[[], None] | None = None) -> StreamStorage:
+        """wal_store: keep the WAL in this BlobStore (ObjectWal, readable by a survivor) instead of `wal_dir`;
+        before_ack: its check that this node is still current before a group commit is acknowledged (default: the
+        metadata's `check_current`)."""
         options = dict(wal_options or {})
         wal: Wal | ObjectWal
         if wal_store is not None:
-            wal = ObjectWal.open(wal_store, meta.node_id, before_ack=meta.check_current,
+            wal = ObjectWal.open(wal_store, meta.node_id, before_ack=before_ack or meta.check_current,
                                  **{k: v for k, v in options.items() if k in ("max_body", "max_batch")})
         else:
             wal = Wal.open(wal_dir, **options)
@@ -206,14 +209,12 @@ class StreamStorage:
         until this node restarted. Past the bound the error stands and they stay closed here (serving them while
         the close may have been applied could let two nodes write one stream)."""
         deadline = time.monotonic() + bound_s
-        while True:
-            try:
-                self.meta.catch_up()
-                return
-            except MetadataUnavailable:
-                if time.monotonic() >= deadline:
-                    raise
-            time.sleep(pause_s)
+
+        def past_deadline() -> None:
+            if time.monotonic() >= deadline:
+                raise MetadataUnavailable(f"{WHAT} still does not answer after {bound_s:g} s")
+
+        until_answered(self.meta.catch_up, past_deadline, pause_s)
 
     def _still_open(self, s: Stream) -> bool:
         m = self.meta.image.streams.get(s.stream_id)
