@@ -49,8 +49,7 @@ def describe(exc: BaseException) -> str:
 #: what PostgreSQL says when it answered and refused the connection for a reason waiting does not heal (the
 #: database or the role missing, the password wrong, pg_hba refusing): the check ends at once. Anything else of
 #: a failed connection (refused, timed out, "the database system is starting up", too many clients) is retried.
-PERMANENT_PG = ("does not exist", "password authentication failed", "no pg_hba.conf entry",
-                "authentication failed", "permission denied")
+PERMANENT_PG = ("does not exist", "no pg_hba.conf entry", "authentication failed", "permission denied")
 
 
 def _transient(exc: BaseException) -> bool:
@@ -66,7 +65,11 @@ def _transient(exc: BaseException) -> bool:
 def advice(exc: BaseException) -> str:
     """What to do about a fault that waiting does not heal ("" when there is nothing more to say than the fault)."""
     text = str(exc)
-    code = getattr(exc, "response", {}).get("Error", {}).get("Code", "") if hasattr(exc, "response") else ""
+    code = ""
+    if hasattr(exc, "response"):  # a botocore ClientError (imported only then: the start-up loads no botocore)
+        from storage_tier.s3_store import _code
+
+        code = _code(exc)  # type: ignore[arg-type]
     if code == "NoSuchBucket":
         return ("create the bucket, or add create_bucket=1 to the URL's parameters (s3://BUCKET/PREFIX?endpoint=..."
                 "&create_bucket=1) for mqindex to create it")

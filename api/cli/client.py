@@ -152,10 +152,10 @@ def _hint(status: int, error: object) -> str:
     if status == 401:
         return " (give a token with --token or MQINDEX_TOKEN)"
     if status == 403:
-        if "scope" in str(error) and "superuser" not in str(error):  # "token lacks the 'admin' scope"
-            return " (give a token that has it with --token or MQINDEX_TOKEN)"
         if "superuser" in str(error):  # a cluster refusal says its two fixes
             return " (or give a token allowed to do this with --token or MQINDEX_TOKEN)"
+        if "scope" in str(error):  # "token lacks the 'admin' scope"
+            return " (give a token that has it with --token or MQINDEX_TOKEN)"
         return " (give a token allowed to do this with --token or MQINDEX_TOKEN)"  # an ACL's refusal
     return ""
 

@@ -62,7 +62,7 @@ def _or_dash(value: Any) -> Any:
 
 
 def _dash(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{k: "-" if v is None else v for k, v in r.items()} for r in rows]
+    return [{k: _or_dash(v) for k, v in r.items()} for r in rows]
 
 
 def _describe(body: dict[str, Any]) -> None:

@@ -100,8 +100,7 @@ async def add_acls(body: RulesIn, request: Request) -> dict[str, Any]:
     who, was_active = principal(request).name, control.active
     added = control.add(rules, who, "http")
     out: dict[str, Any] = {"added": added, "rules": [r.as_dict() for r in rules]}
-    host = request.client.host if request.client else "*"
-    if not was_active and control.active and not control.allowed(who, host, "alter", "cluster", CLUSTER_NAME):
+    if not was_active and not may(request, "alter", "cluster", CLUSTER_NAME):
         # as Kafka, the first rule turns access control on and the caller may lose what its scope gave it: said
         # now, not at its next request (Kafka's tools say nothing)
         out["warning"] = (f"access control is on from this rule: {who} is not a superuser and no rule allows it "
