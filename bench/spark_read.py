@@ -185,6 +185,13 @@ def parquet_peer(spark: Any, df: Any, path: Path, n: int, value_bytes: int) -> t
     return spent
 
 
+def cpu_line(what: str, by_role: dict[str, float], total: float, sampler: float, mb: float) -> str:
+    """A read's CPU by process, ms per MB of payload, largest first."""
+    return (f"CPU of {what} by process, ms per MB of payload: "
+            + ", ".join(f"{k} {1000 * v / mb:.2f}" for k, v in sorted(by_role.items(), key=lambda kv: -kv[1]))
+            + f" (total {1000 * total / mb:.2f}; the CPU sampler's own {1000 * sampler / mb:.2f} left out)")
+
+
 def timed_aggregate(df: Any) -> tuple[Any, float, dict[str, float], float]:
     """The full read's aggregate of `df` (its rows counted, its values' lengths summed): the row, seconds, CPU
     seconds by process role (this process's without the CPU sampler's own) and the sampler's CPU seconds."""
@@ -328,13 +335,9 @@ def main(argv: list[str] | None = None) -> int:
                     ["scan / index", f"{scan_bytes / max(1, idx_bytes):.0f}x", "", ""]]))
         emit(table("value search (value starts with 'needle') over the middle fifth of the run",
                    ["reader", "s", "matches"], [["spark local[2]", search_s, found], ["kafka consumer", k_s, k_found]]))
-        emit("CPU of the Spark full read by process, ms per MB of payload: "
-             + ", ".join(f"{k} {1000 * v / mb:.2f}" for k, v in sorted(by_role.items(), key=lambda kv: -kv[1]))
-             + f" (total {1000 * spark_cpu / mb:.2f}; the CPU sampler's own {1000 * sampler_cpu / mb:.2f} left out); "
-             f"load average {load_before[0]:.1f} at its start, {load_after[0]:.1f} at its end")
-        emit("CPU of the JVM columnar full read by process, ms per MB of payload: "
-             + ", ".join(f"{k} {1000 * v / mb:.2f}" for k, v in sorted(col_by_role.items(), key=lambda kv: -kv[1]))
-             + f" (total {1000 * col_cpu / mb:.2f}; the CPU sampler's own {1000 * col_sampler / mb:.2f} left out)")
+        emit(cpu_line("the Spark full read", by_role, spark_cpu, sampler_cpu, mb)
+             + f"; load average {load_before[0]:.1f} at its start, {load_after[0]:.1f} at its end")
+        emit(cpu_line("the JVM columnar full read", col_by_role, col_cpu, col_sampler, mb))
         save_results("spark_read", {"records": n, "payload_mb": mb, "object_mb": raw_bytes / 1e6,
                                     "spark_s": spark_s, "raw_s": raw_s, "kafka_s": kafka_s, "spark_cpu_s": spark_cpu,
                                     "parquet_s": pq_s, "parquet_cpu_s": pq_cpu,

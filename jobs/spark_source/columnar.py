@@ -25,7 +25,8 @@ from typing import Any
 
 from jobs.spark_source.options import SourceOptionError, parse_options
 from jobs.spark_source.plan import Split, plan_scan
-from storage_tier import BlobStore, open_store
+from jobs.spark_source.read import worker_store
+from storage_tier import BlobStore
 
 JAR = Path(__file__).parent / "jvm" / "mqindex-spark.jar"
 SOURCE_CLASS = "io.mqindex.spark.ColumnarSource"
@@ -78,7 +79,7 @@ def read_tasks(spark: Any, store_url: str, tasks: Sequence[Sequence[Split]], lo_
                hi_ms: int | None = None) -> Any:
     """The DataFrame of these tasks' rows (timestamps in [lo_ms, hi_ms)), read by the JVM reader."""
     add_jar(spark)
-    payload = plan_json(open_store(store_url), tasks, lo_ms, hi_ms)
+    payload = plan_json(worker_store(store_url), tasks, lo_ms, hi_ms)
     return spark.read.format(SOURCE_CLASS).option("plan", payload).load()
 
 

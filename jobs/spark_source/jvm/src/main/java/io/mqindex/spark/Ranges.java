@@ -31,12 +31,4 @@ abstract class Ranges {
         }
         return new HttpRanges(split.key(), split.url());
     }
-
-    byte[] checked(byte[] data, long start, long end) {
-        if (data.length != end - start) {
-            throw Damaged.error(key, start, "truncated object: bytes [" + start + ", " + end + ") returned "
-                    + data.length + " bytes");
-        }
-        return data;
-    }
 }
