@@ -90,9 +90,7 @@ def status_for(exc: Exception) -> tuple[int, str | None]:
         return 421, "partition"
     if isinstance(exc, (OutOfDisk, OutOfSpace)):
         return 507, None
-    if isinstance(exc, WalError):  # the WAL (or its store, --wal) cannot take writes: not the client's doing
-        return 503, None
-    if isinstance(exc, (Fenced, StorageUnavailable)):
+    if isinstance(exc, (Fenced, StorageUnavailable, WalError)):  # WalError: the WAL (or --wal's store) takes no writes
         return 503, None
     if isinstance(exc, ValueError):
         return 400, field

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, Protocol
-from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from broker.errors import MetadataError
 from broker.metadata import pg_schema
@@ -322,8 +322,6 @@ def open_log(url: str) -> SqliteLog | PostgresLog:
     if scheme == "sqlite":
         return SqliteLog(url, sqlite_path(url))
     if scheme in ("postgresql", "postgres"):
-        params = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
-        schema = params.pop("schema", None)
-        dsn = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(params), ""))
+        dsn, schema = pg_schema.parse_url(url)  # type: ignore[misc]
         return PostgresLog(url, dsn, schema)
     raise ValueError(f"unsupported metadata URL {url!r}: use sqlite:///path or postgresql://user@host:port/db?schema=s")

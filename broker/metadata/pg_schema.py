@@ -63,7 +63,7 @@ def sqlite_prepare(conn: Any, url: str, family: Family, statements: Sequence[str
     schema_version.sqlite_prepare(conn, url, family.component, family.tables, family.version, statements)
 
 
-def _parse(url: str) -> tuple[str, str | None] | None:
+def parse_url(url: str) -> tuple[str, str | None] | None:
     """(dsn, schema) of a `postgresql://...?schema=s` URL; None for `sqlite:///...`."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
@@ -81,7 +81,7 @@ def _parse(url: str) -> tuple[str, str | None] | None:
 def connect(url: str) -> tuple[Any, bool, str | None]:
     """A connection to the metadata database of `url` (`sqlite:///...` or `postgresql://...?schema=s`), whether it
     is PostgreSQL, and its schema (None: the default one). Nothing is created: `prepare` runs the DDL."""
-    pg = _parse(url)
+    pg = parse_url(url)
     if pg is None:
         return sqlite3.connect(sqlite_path(url), isolation_level=None, check_same_thread=False, timeout=30), False, None
     import psycopg
@@ -92,7 +92,7 @@ def connect(url: str) -> tuple[Any, bool, str | None]:
 def open_link(url: str) -> tuple[Any, bool, str | None]:
     """As `connect`, with a PgLink on PostgreSQL (a connection that reconnects by itself, pg_link.py) whose `first`
     connection runs `prepare`; a sqlite3 connection on SQLite."""
-    pg = _parse(url)
+    pg = parse_url(url)
     if pg is None:
         return connect(url)
     return PgLink(*pg), True, pg[1]
