@@ -65,6 +65,13 @@ final class RecordWalker {
         if (pos != stop) {
             throw new IllegalArgumentException((stop - pos) + " bytes left over after " + count + " records");
         }
+        // the same for every row of the batch: appended once for all of them
+        if (c.partition != null) {
+            c.partition.appendInts(rows, partition);
+        }
+        if (c.timestampType != null) {
+            c.timestampType.appendInts(rows, logAppendTime ? 1 : 0);
+        }
         return rows;
     }
 
@@ -75,17 +82,11 @@ final class RecordWalker {
         if (c.topic != null) {
             c.topic.appendByteArray(topic, 0, topic.length);
         }
-        if (c.partition != null) {
-            c.partition.appendInt(partition);
-        }
         if (c.offset != null) {
             c.offset.appendLong(offset);
         }
         if (c.timestamp != null) {
             c.timestamp.appendLong(ts * 1000);
-        }
-        if (c.timestampType != null) {
-            c.timestampType.appendInt(logAppendTime ? 1 : 0);
         }
         if (c.headers == null) {
             skipHeaders(headers);
