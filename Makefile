@@ -11,16 +11,20 @@ CYTHON_SOURCES := $(wildcard */*.pyx */*/*.pyx */*.pxd */*/*.pxd)
 
 # the JVM columnar reader of topics (jobs/spark_source/jvm), compiled against the installed pyspark's jars
 JVM_SOURCES := $(shell find jobs/spark_source/jvm/src -name '*.java')
+JAR := jobs/spark_source/jvm/mqindex-spark.jar
 
-$(STAMP): pyproject.toml setup.py $(CYTHON_SOURCES) $(JVM_SOURCES) jobs/spark_source/jvm/build.sh
+$(STAMP): pyproject.toml setup.py $(CYTHON_SOURCES)
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (Python 3.11)"; exit 1; }
-	@command -v javac >/dev/null 2>&1 || { echo "installing Debian's JDK 17 (javac, jar) for jobs/spark_source/jvm"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless >/dev/null; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test,spark]'
-	jobs/spark_source/jvm/build.sh $(BIN)/python
 	touch $(STAMP)
+
+# a Java source edited rebuilds the jar alone, not the virtualenv
+$(JAR): $(STAMP) $(JVM_SOURCES) jobs/spark_source/jvm/build.sh
+	@command -v javac >/dev/null 2>&1 || { echo "installing Debian's JDK 17 (javac, jar) for jobs/spark_source/jvm"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless >/dev/null; }
+	jobs/spark_source/jvm/build.sh $(BIN)/python
 
 run: $(STAMP)
 	$(BIN)/mqindex serve
@@ -48,12 +52,12 @@ $(KCAT):
 # tests/watchdog.py bounds a test that cannot be interrupted (loaded by name: `python -m pytest` runs from here).
 TEST_WORKERS ?= 2
 
-test: $(STAMP) $(CHROMIUM) $(KCAT)
+test: $(STAMP) $(JAR) $(CHROMIUM) $(KCAT)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -p tests.watchdog -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-bench: $(STAMP)
+bench: $(STAMP) $(JAR)
 	$(BIN)/mqindex bench all
 
 clean:

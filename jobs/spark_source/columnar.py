@@ -9,8 +9,9 @@ own column vectors, as its Parquet reader fills them), building only the columns
 
 The JVM has no AWS SDK: for an s3:// store each object is given to it as a presigned GET URL
 (`generate_presigned_url`, valid `PRESIGN_SECONDS`), for a file:// store as a file URL. The jar is built by
-`make .venv/.installed` (jobs/spark_source/jvm/build.sh) and added to the session here (`ADD JAR`) when its
-classes are not loadable yet; `spark.jars` at session start does the same for a session started elsewhere.
+`make jobs/spark_source/jvm/mqindex-spark.jar` (jobs/spark_source/jvm/build.sh; `make test` and `make bench` do
+it) and added to the session here (`ADD JAR`) when its classes are not loadable yet; `spark.jars` at session start
+does the same for a session started elsewhere.
 
 Not taken here (the Python source keeps them): streaming reads, writes, `index` / `indexKeys` and filter
 pushdown (filters run in Spark over the rows read; bound a read by offsets or time with the options).
@@ -44,7 +45,7 @@ def add_jar(spark: Any) -> None:
     except Exception:  # noqa: BLE001 - py4j's error for a class not found: add the jar
         pass
     if not JAR.is_file():
-        raise FileNotFoundError(f"{JAR} is not built: run `make .venv/.installed` (it runs "
+        raise FileNotFoundError(f"{JAR} is not built: run `make {JAR.relative_to(JAR.parents[3])}` (it runs "
                                 "jobs/spark_source/jvm/build.sh; needs a JDK 17)")
     spark.sql(f"ADD JAR '{JAR}'")
 
