@@ -7,7 +7,8 @@
 - damage in the store (a broker object or an index file failing a check when read back): 502 with
   {"error", "field": null, "object", "check"} naming the object key and the failed check (OPERATIONS.md);
 - the store or the metadata unavailable, the WAL failed (WalError, naming it), or this node fenced: 503 (the
-  metadata database not answering or a failed WAL, whichever route meets it: 503 naming it, with `Retry-After`);
+  metadata database not answering or a failed WAL, whichever route meets it: 503 naming it). Every 503 carries
+  `Retry-After` (`retry_after`, the one place that chooses it);
 - every message is passed through the redactor (api/security/redact.py): no password or key of a URL, no
   token, ever reaches a client;
 - anything else: 500 with {"error", "field": null}, never plain text.
@@ -52,7 +53,8 @@ OUT_OF_DISK_RETRY_AFTER_S = 5
 #: over once this one's lease expires, or this one is restarted)
 WAL_RETRY_AFTER_S = 5
 
-#: seconds a client is told to wait before retrying a request refused while the metadata database does not answer
+#: seconds a client is told to wait before retrying a request refused while the metadata database does not answer,
+#: and any other 503 (the object store not answering, this node fenced, a peer that did not answer)
 METADATA_RETRY_AFTER_S = 2
 
 log = logging.getLogger("mqindex.api.errors")
@@ -131,8 +133,9 @@ def install(app: FastAPI) -> None:
             field = "body" if exc.status_code in (400, 413) else None
             reason = unparsable_body(exc.__cause__) if exc.status_code == 400 else None
             body = {"error": reason or str(exc.detail), "field": field}
-        return JSONResponse(status_code=exc.status_code, content=REDACTOR.value(body),
-                            headers=getattr(exc, "headers", None))
+        # a 503 raised by a route without the header (e.g. a peer node that did not answer) gets one too
+        headers = getattr(exc, "headers", None) or retry_after(exc.status_code, exc.__cause__)
+        return JSONResponse(status_code=exc.status_code, content=REDACTOR.value(body), headers=headers)
 
     @app.exception_handler(ObjectFormatError)
     @app.exception_handler(FormatError)
@@ -145,7 +148,7 @@ def install(app: FastAPI) -> None:
     async def metadata_unavailable(request: Request, exc: Exception) -> JSONResponse:
         # no traceback per request: the metadata link logs each change of state once (broker/metadata/pg_link.py)
         return JSONResponse(status_code=503, content=REDACTOR.value({"error": str(exc), "field": None}),
-                            headers={"Retry-After": str(METADATA_RETRY_AFTER_S)})
+                            headers=retry_after(503, exc))
 
     @app.exception_handler(WalError)
     async def wal_error(request: Request, exc: Exception) -> JSONResponse:
@@ -192,12 +195,21 @@ def as_http(exc: Exception) -> HTTPException | None:
     detail: dict[str, object] = {"error": str(exc), "field": field}
     if isinstance(exc, NotLeader):  # retriable at the leader
         detail |= {"leader": exc.leader, "leader_url": exc.leader_url}
-    headers = None
+    return HTTPException(status, detail=detail, headers=retry_after(status, exc))
+
+
+def retry_after(status: int, exc: BaseException | None) -> dict[str, str] | None:
+    """The `Retry-After` header of an answer with this status for `exc` (None: no header). Every 503 and 507
+    carries one, whichever way it is answered (a route's `call`, an exception handler, an HTTPException a route
+    raises): out of disk 507, a failed WAL 503 (`WAL_RETRY_AFTER_S`), any other 503 (the metadata database or the
+    store not answering, this node fenced) `METADATA_RETRY_AFTER_S`."""
     if status == 507:
-        headers = {"Retry-After": str(OUT_OF_DISK_RETRY_AFTER_S)}
-    elif isinstance(exc, WalError):
-        headers = {"Retry-After": str(WAL_RETRY_AFTER_S)}
-    return HTTPException(status, detail=detail, headers=headers)
+        return {"Retry-After": str(OUT_OF_DISK_RETRY_AFTER_S)}
+    if status != 503:
+        return None
+    if isinstance(exc, WalError):
+        return {"Retry-After": str(WAL_RETRY_AFTER_S)}
+    return {"Retry-After": str(METADATA_RETRY_AFTER_S)}
 
 
 def client_error(field: str, message: str, status: int = 400) -> HTTPException:

@@ -161,6 +161,7 @@ def test_while_the_metadata_database_refuses_requests_answer_503_naming_it_and_i
             for r in (c.get("/v1/topics"), c.get("/v1/messages", params={"topic": TOPIC, "key": "before"})):
                 assert r.status_code == 503, r.text
                 assert r.json()["error"].startswith("the metadata database (--metadata) does not answer"), r.text
+                assert r.headers.get("Retry-After") == "2", r.headers  # every 503, whichever way it is answered
 
             # acknowledged while the node surely holds its lease, refused once it may have lost it (not a 500)
             def refused() -> bool:
@@ -169,6 +170,8 @@ def test_while_the_metadata_database_refuses_requests_answer_503_naming_it_and_i
                 assert r.status_code in (200, 503), r.text
                 if r.status_code == 200:
                     acknowledged.append(key)
+                else:
+                    assert r.headers.get("Retry-After"), r.headers
                 return r.status_code == 503
 
             wait_for("produce refused while the lease cannot be renewed", refused, timeout=LEASE_MS / 1000 + 30)
