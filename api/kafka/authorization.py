@@ -47,6 +47,12 @@ from broker.metadata.acls import CLUSTER_NAME
 Refusal = Callable[[Any, int, int], dict[str, Any]]
 
 
+def _why(code: int) -> str | None:
+    """The error message beside `code`: "not authorized" for a refusal, none for a fault that heals
+    (`error_answer`: the code says it)."""
+    return "not authorized" if code in CODES.values() else None
+
+
 def _produce(req: Any, version: int, code: int) -> dict[str, Any]:
     return dict(throttle_time_ms=0, responses=[
         dict(name=t.name, partition_responses=[dict(index=p.index, error_code=code, base_offset=-1,
@@ -83,9 +89,11 @@ def _offset_fetch(req: Any, version: int, code: int) -> dict[str, Any]:
         for t in req.topics or []])
 
 
-def _top_level(**extra: Any) -> Refusal:
+def _top_level(message: bool = False, **extra: Any) -> Refusal:
+    """A response with one top-level code (and `error_message` with `message`) and the fields `extra`."""
     def answer(req: Any, version: int, code: int) -> dict[str, Any]:
-        return dict(throttle_time_ms=0, error_code=code, **extra)
+        return dict(throttle_time_ms=0, error_code=code, **({"error_message": _why(code)} if message else {}),
+                    **extra)
     return answer
 
 
@@ -100,46 +108,46 @@ def _leave_group(req: Any, version: int, code: int) -> dict[str, Any]:
 
 def _create_topics(req: Any, version: int, code: int) -> dict[str, Any]:
     return dict(throttle_time_ms=0, topics=[
-        dict(name=t.name, error_code=code, error_message="not authorized", topic_config_error_code=0,
+        dict(name=t.name, error_code=code, error_message=_why(code), topic_config_error_code=0,
              num_partitions=-1, replication_factor=-1, configs=[]) for t in req.topics])
 
 
 def _delete_topics(req: Any, version: int, code: int) -> dict[str, Any]:
-    return dict(throttle_time_ms=0, responses=[dict(name=n, error_code=code, error_message="not authorized")
+    return dict(throttle_time_ms=0, responses=[dict(name=n, error_code=code, error_message=_why(code))
                                                for n in req.topic_names])
 
 
 def _create_partitions(req: Any, version: int, code: int) -> dict[str, Any]:
-    return dict(throttle_time_ms=0, results=[dict(name=t.name, error_code=code, error_message="not authorized")
+    return dict(throttle_time_ms=0, results=[dict(name=t.name, error_code=code, error_message=_why(code))
                                              for t in req.topics])
 
 
 def _describe_configs(req: Any, version: int, code: int) -> dict[str, Any]:
     return dict(throttle_time_ms=0, results=[
-        dict(error_code=code, error_message="not authorized", resource_type=r.resource_type,
+        dict(error_code=code, error_message=_why(code), resource_type=r.resource_type,
              resource_name=r.resource_name, configs=[]) for r in req.resources])
 
 
 def _alter_configs(req: Any, version: int, code: int) -> dict[str, Any]:
     return dict(throttle_time_ms=0, responses=[
-        dict(error_code=code, error_message="not authorized", resource_type=r.resource_type,
+        dict(error_code=code, error_message=_why(code), resource_type=r.resource_type,
              resource_name=r.resource_name) for r in req.resources])
 
 
 REFUSALS: dict[int, Refusal] = {
     0: _produce, 1: _fetch, 2: _list_offsets, 8: _offset_commit, 9: _offset_fetch,
-    10: _top_level(error_message="not authorized", node_id=-1, host="", port=-1),
+    10: _top_level(message=True, node_id=-1, host="", port=-1),
     11: _join_group, 12: _top_level(), 13: _leave_group,
     14: _top_level(protocol_type=None, protocol_name=None, assignment=b""),
     19: _create_topics, 20: _delete_topics, 22: _top_level(producer_id=-1, producer_epoch=-1),
     37: _create_partitions,
     32: _describe_configs, 33: _alter_configs, 44: _alter_configs,
-    29: _top_level(error_message="not authorized", resources=[]),
+    29: _top_level(message=True, resources=[]),
     30: lambda req, version, code: dict(throttle_time_ms=0, results=[dict(error_code=code,
-                                                                         error_message="not authorized")
+                                                                         error_message=_why(code))
                                                                     for _ in req.creations]),
     31: lambda req, version, code: dict(throttle_time_ms=0, filter_results=[
-        dict(error_code=code, error_message="not authorized", matching_acls=[]) for _ in req.filters]),
+        dict(error_code=code, error_message=_why(code), matching_acls=[]) for _ in req.filters]),
     15: lambda req, version, code: dict(throttle_time_ms=0, groups=[
         dict(error_code=code, group_id=g, group_state="", protocol_type="", protocol_data="", members=[])
         for g in req.groups]),
@@ -384,6 +392,14 @@ def refusal(api_key: int, req: Any, version: int, principal: Principal, caller: 
     if code is None:
         return None
     return build(api.response, version, **REFUSALS[api_key](req, version, code))
+
+
+def error_answer(api_key: int, req: Any, version: int, code: int) -> Any | None:
+    """The response answering every item of `req` with `code`, in the shape of the API's response (a fault that
+    heals met by its handler: api/kafka/server.py); None for an API without such an answer (Metadata, ApiVersions,
+    SASL)."""
+    shape = REFUSALS.get(api_key)
+    return None if shape is None else build(APIS[api_key].response, version, **shape(req, version, code))
 
 
 def filter_response(api_key: int, req: Any, resp: Any, caller: Caller) -> Any:

@@ -59,6 +59,19 @@ BY_NAME = {"NONE": NONE, "OUT_OF_ORDER_SEQUENCE_NUMBER": OUT_OF_ORDER_SEQUENCE_N
            "COORDINATOR_NOT_AVAILABLE": COORDINATOR_NOT_AVAILABLE}
 
 
+#: the APIs a group or transaction coordinator answers (Kafka routes InitProducerId to one, also without a
+#: transactional id): while this node cannot serve them, COORDINATOR_NOT_AVAILABLE, which clients retry after
+#: looking the coordinator up again
+COORDINATOR_APIS = frozenset({8, 9, 10, 11, 12, 13, 14, 15, 16, 22, 24, 25, 26, 28, 42, 47})
+
+
+def unavailable_code(api_key: int, exc: BaseException) -> int:
+    """The code answering a whole request of `api_key` that met a fault that heals (the metadata database not
+    answering: docs/KAFKA.md, "Error codes for faults that heal"): COORDINATOR_NOT_AVAILABLE for a coordinator's
+    API, else `code_for` (KAFKA_STORAGE_ERROR for `MetadataUnavailable`)."""
+    return COORDINATOR_NOT_AVAILABLE if api_key in COORDINATOR_APIS else code_for(exc)
+
+
 def code_for(exc: BaseException) -> int:
     """The Kafka error code a broker exception stands for."""
     if isinstance(exc, NotOwner | NotLeader | Fenced):  # a stale epoch: another node serves it now

@@ -13,7 +13,10 @@ What it cannot serve:
   over `max_request_bytes`: the connection is closed (Kafka does the same);
 - ApiVersions at a version we do not know: UNSUPPORTED_VERSION with our ranges in a v0 body (so the client
   retries with one we know);
-- a handler that fails: the responses before it are sent, then the connection is closed and the failure
+- a handler that meets the metadata database not answering (`MetadataUnavailable`): the request is answered
+  with a code clients retry, every item of it (`errors.unavailable_code`: COORDINATOR_NOT_AVAILABLE for a group
+  or transaction coordinator's API, KAFKA_STORAGE_ERROR for the others) and the connection stays open;
+- a handler that fails otherwise: the responses before it are sent, then the connection is closed and the failure
   logged; the server goes on. A closed connection cancels the requests still in flight.
 Handlers run the broker's blocking calls on worker threads (Context.run).
 
@@ -56,6 +59,7 @@ from api.kafka.authorization import (
     Caller,
     audit_admin,
     audit_topic_created,
+    error_answer,
     filter_response,
     may_create_topic,
     merge,
@@ -307,6 +311,17 @@ class KafkaServer:
         if api_key == API_VERSIONS:
             return await HANDLERS[api_key](self.ctx, req, version)
         # (before SASL authentication, any other API was refused by _read_requests without being decoded)
+        try:
+            return await self._served(session, api_key, req, version)
+        except MetadataUnavailable as exc:  # a fault that heals: a code the client retries, the connection stays
+            answer = error_answer(api_key, req, version, errors.unavailable_code(api_key, exc))
+            if answer is None:
+                raise
+            return None if api_key == PRODUCE and req.acks == 0 else answer
+
+    async def _served(self, session: Session, api_key: int, req: Any, version: int) -> Any | None:
+        """`_answer` for an authenticated session's request other than SASL's and ApiVersions."""
+        assert self.ctx is not None
         caller = session.caller
         if caller is None or caller.principal is not session.principal:
             caller = session.caller = Caller(session.principal, session.host, self.access)

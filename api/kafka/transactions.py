@@ -61,6 +61,8 @@ def _called(fn: Any, *args: Any) -> str:
     except transactions.TxnError as exc:  # a marker could not be written now: the client retries
         log.warning("transaction request not completed", extra={"error": str(exc)})
         return transactions.NOT_AVAILABLE
+    except MetadataUnavailable:  # answered COORDINATOR_NOT_AVAILABLE by the listener (server.py), no traceback
+        raise
     except Exception:  # noqa: BLE001 - the metadata store refused: the client retries
         log.exception("transaction request failed")
         return transactions.NOT_AVAILABLE
@@ -82,6 +84,8 @@ async def init_transactional(ctx: Context, req: Any, version: int) -> Any:
             return NOT_COORDINATOR, -1, -1
         try:
             return coord.init_producer_id(tid, req.transaction_timeout_ms)
+        except MetadataUnavailable:  # answered COORDINATOR_NOT_AVAILABLE by the listener (server.py), no traceback
+            raise
         except Exception:  # noqa: BLE001 - a marker or the metadata store refused: the client retries
             log.exception("InitProducerId failed")
             return transactions.NOT_AVAILABLE, -1, -1
@@ -125,6 +129,8 @@ def _unknown_partitions(ctx: Context, wanted: list[tuple[str, int]]) -> set[tupl
             info = ctx.node.partitions.topic(t)
             if not 0 <= p < info.partitions:
                 bad.add((t, p))
+        except MetadataUnavailable:  # not known to be unknown: answered COORDINATOR_NOT_AVAILABLE (server.py)
+            raise
         except Exception:  # noqa: BLE001 - no such topic, or an invalid name
             bad.add((t, p))
     return bad
