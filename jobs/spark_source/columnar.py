@@ -19,12 +19,13 @@ pushdown (filters run in Spark over the rows read; bound a read by offsets or ti
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from jobs.spark_source.options import SourceOptionError, parse_options
+from jobs.spark_source.options import SourceOptionError, _get, parse_options
 from jobs.spark_source.plan import Split, plan_scan
 from jobs.spark_source.read import worker_store
 from storage_tier import BlobStore
@@ -33,7 +34,7 @@ JAR = Path(__file__).parent / "jvm" / "mqindex-spark.jar"
 SOURCE_CLASS = "io.mqindex.spark.ColumnarSource"
 PRESIGN_SECONDS = 12 * 3600  # a presigned URL's life: a read's tasks must start within it
 
-__all__ = ["JAR", "SOURCE_CLASS", "add_jar", "object_url", "plan_json", "read", "read_tasks"]
+__all__ = ["JAR", "SOURCE_CLASS", "add_jar", "object_url", "plan_json", "read", "read_tasks", "task_bytes"]
 
 
 def add_jar(spark: Any) -> None:
@@ -84,12 +85,28 @@ def read_tasks(spark: Any, store_url: str, tasks: Sequence[Sequence[Split]], lo_
     return spark.read.format(SOURCE_CLASS).option("plan", payload).load()
 
 
+def task_bytes(spark: Any, total_bytes: int) -> int:
+    """The bytes of a task when `maxSplitBytes` is not given: as Spark sizes its file sources' partitions,
+    min(spark.sql.files.maxPartitionBytes, max(spark.sql.files.openCostInBytes, bytes / default parallelism)),
+    128 MiB at most by default. Every task costs the JVM the deserialization of the whole read's task list and a
+    shuffle write of its partial aggregate: tasks of 32 MiB spent a third more CPU than tasks of 128 MiB on a 1 GB
+    read (docs/BENCHMARKS.md)."""
+    conf = spark._jsparkSession.sessionState().conf()
+    per_core = total_bytes // max(1, spark.sparkContext.defaultParallelism)
+    return int(max(1, min(conf.filesMaxPartitionBytes(), max(conf.filesOpenCostInBytes(), per_core))))
+
+
 def read(spark: Any, **options: str) -> Any:
     """A batch read of topics with the options of `spark.read.format("mqindex")` (docs/SPARK.md), planned now
-    from the metadata (a bad option raises SourceOptionError here), read by the JVM columnar reader."""
+    from the metadata (a bad option raises SourceOptionError here), read by the JVM columnar reader. Without
+    `maxSplitBytes`, tasks are sized as Spark sizes a file source's (`task_bytes`)."""
     opts = parse_options(options)
     for name, given in (("index", opts.index_url), ("indexKeys", opts.index_keys)):
         if given is not None:
             raise SourceOptionError(f"{name}: not taken by the columnar read; use spark.read.format('mqindex')")
     plan = plan_scan(opts)
+    if _get(options, "maxSplitBytes") is None and plan.splits:
+        size = task_bytes(spark, sum(s.est_bytes for s in plan.splits))
+        if size != opts.max_split_bytes:
+            plan = plan_scan(dataclasses.replace(opts, max_split_bytes=size))
     return read_tasks(spark, opts.store_url, plan.tasks, opts.from_ms, opts.to_ms)

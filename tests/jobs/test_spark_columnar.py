@@ -95,6 +95,21 @@ def _inside(batches: list[Any], start: int, end: int) -> int:
     return n
 
 
+def test_rows_stay_right_when_run_buffers_are_read_into_again(spark: Any) -> None:
+    """24 MB in one split: more GET runs (1, 2, 4, 8, 8 MiB) than the task's buffers, so a run is read into a
+    buffer an earlier run used, while rows of a batch point into both (SlicedBinaryVector); every value is
+    distinct random bytes, so a value read from a reused buffer too early would differ."""
+    rng = random.Random(7)
+    recs = [(rng.randbytes(16), rng.randbytes(8000), [("h", rng.randbytes(8))], i) for i in range(3000)]
+    with tempfile.TemporaryDirectory() as root:
+        store, _, size = _object(root, [(recs[i:i + 50], CODECS[i // 50 % 5] if i % 700 == 0 else "none", "create")
+                                        for i in range(0, 3000, 50)], 0)
+        splits = [_split(size, 0, 3000)]
+        want = _python_rows(store, splits)
+        got = spark_rows(columnar.read_tasks(spark, f"file://{root}", [splits]))
+    assert len(got) == 3000 and got == want
+
+
 def test_large_values_cross_many_column_batches(spark: Any) -> None:
     recs = [(b"k%d" % i, b"v" * (i * 997 % 50_000), [("h", b"x" * i)], i) for i in range(3000)]
     with tempfile.TemporaryDirectory() as root:
@@ -274,3 +289,16 @@ def test_file_store_served_rows_equal_a_kafka_consumer(spark: Any, file_served: 
     got, python = _both(spark, file_served, maxSplitBytes="2048")
     assert got == want == python and len(got) == 500
     assert {r[1].split(b":")[0] for r in got if r[1]} == {c.encode() for c in CODECS}
+
+
+def test_tasks_are_sized_as_spark_sizes_a_file_source(spark: Any) -> None:
+    """Without maxSplitBytes: min(spark.sql.files.maxPartitionBytes, max(openCostInBytes, bytes / parallelism))."""
+    cores = spark.sparkContext.defaultParallelism
+    before = spark.conf.get("spark.sql.files.maxPartitionBytes")
+    try:
+        spark.conf.set("spark.sql.files.maxPartitionBytes", str(96 << 20))
+        assert columnar.task_bytes(spark, 10 << 30) == 96 << 20
+        assert columnar.task_bytes(spark, cores * (40 << 20)) == 40 << 20
+        assert columnar.task_bytes(spark, 1000) == 4 << 20  # openCostInBytes' default
+    finally:
+        spark.conf.set("spark.sql.files.maxPartitionBytes", before)

@@ -19,9 +19,9 @@ final class FileRanges extends Ranges {
     }
 
     @Override
-    byte[] get(long start, long end) {
-        byte[] out = new byte[Math.toIntExact(end - start)];
-        ByteBuffer buf = ByteBuffer.wrap(out);
+    byte[] get(long start, long end, byte[] into) {
+        byte[] out = buffer(into, end - start);
+        ByteBuffer buf = ByteBuffer.wrap(out, 0, (int) (end - start));
         try (FileChannel ch = FileChannel.open(path, StandardOpenOption.READ)) {
             long pos = start;
             while (buf.hasRemaining()) {

@@ -29,14 +29,14 @@ final class HttpRanges extends Ranges {
     }
 
     @Override
-    byte[] get(long start, long end) {
+    byte[] get(long start, long end, byte[] into) {
         IOException last = null;
         for (int attempt = 0; attempt < ATTEMPTS; attempt++) {
             if (attempt > 0) {
                 pause(attempt);
             }
             try {
-                return once(start, end);
+                return once(start, end, into);
             } catch (Transient e) {
                 last = e;
             } catch (IOException e) {
@@ -46,22 +46,23 @@ final class HttpRanges extends Ranges {
         throw new UncheckedIOException("mqindex: GET " + key + " failed " + ATTEMPTS + " times", last);
     }
 
-    private byte[] once(long start, long end) throws IOException {
+    private byte[] once(long start, long end, byte[] into) throws IOException {
         HttpURLConnection c = (HttpURLConnection) url.openConnection();
         c.setConnectTimeout(10_000);
         c.setReadTimeout(60_000);
         c.setRequestProperty("Range", "bytes=" + start + "-" + (end - 1));
         int status = c.getResponseCode();
         if (status == 206 || status == 200) {
-            byte[] out = new byte[Math.toIntExact(end - start)];
+            byte[] out = buffer(into, end - start);
+            int want = (int) (end - start);
             int n;
             try (InputStream in = c.getInputStream()) {
-                n = in.readNBytes(out, 0, out.length);
-                if (n == out.length && in.read() != -1) {
+                n = in.readNBytes(out, 0, want);
+                if (n == want && in.read() != -1) {
                     n++; // more than asked: the range was not honoured
                 }
             }
-            if (n != out.length) {
+            if (n != want) {
                 throw Damaged.error(key, start, "truncated object: bytes [" + start + ", " + end + ") returned "
                         + n + " bytes");
             }

@@ -18,11 +18,22 @@ abstract class Ranges {
         this.key = key;
     }
 
-    abstract byte[] get(long start, long end);
+    /** The bytes [start, end) at the start of `into` when it is large enough (else of a new array). */
+    abstract byte[] get(long start, long end, byte[] into);
+
+    final byte[] get(long start, long end) {
+        return get(start, end, null);
+    }
 
     /** The same read in the background: the next blocks arrive while the current ones are decoded. */
-    CompletableFuture<byte[]> fetch(long start, long end) {
-        return CompletableFuture.supplyAsync(() -> get(start, end), FETCHERS);
+    CompletableFuture<byte[]> fetch(long start, long end, byte[] into) {
+        return CompletableFuture.supplyAsync(() -> get(start, end, into), FETCHERS);
+    }
+
+    /** `into` when it holds `length` bytes, else a new array of that size. */
+    static byte[] buffer(byte[] into, long length) {
+        int n = Math.toIntExact(length);
+        return into != null && into.length >= n ? into : new byte[n];
     }
 
     static Ranges open(SplitSpec split) {

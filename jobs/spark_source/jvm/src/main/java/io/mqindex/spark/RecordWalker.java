@@ -77,10 +77,10 @@ final class RecordWalker {
 
     private void append(Columns c, int keyLen, int keyAt, int valueLen, int valueAt, long offset, long ts,
                         int headers) {
-        bytes(c.key, keyLen, keyAt);
-        bytes(c.value, valueLen, valueAt);
+        slice(c.key, keyLen, keyAt);
+        slice(c.value, valueLen, valueAt);
         if (c.topic != null) {
-            c.topic.appendByteArray(topic, 0, topic.length);
+            c.topic.append(topic, 0, topic.length);
         }
         if (c.offset != null) {
             c.offset.appendLong(offset);
@@ -107,6 +107,17 @@ final class RecordWalker {
             int vLen = field("header value");
             bytes(c.headerValue, vLen, pos);
             pos += Math.max(vLen, 0);
+        }
+    }
+
+    private void slice(SlicedBinaryVector v, int len, int at) {
+        if (v == null) {
+            return;
+        }
+        if (len < 0) {
+            v.appendNull();
+        } else {
+            v.append(p, at, len);
         }
     }
 

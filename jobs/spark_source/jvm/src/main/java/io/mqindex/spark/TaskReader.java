@@ -3,6 +3,7 @@ package io.mqindex.spark;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
@@ -15,7 +16,8 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * One task's rows as ColumnarBatch, split after split (jobs/spark_source/read.py is the Python twin): each
  * object's footer and index once, then only the blocks overlapping the split's offsets, adjacent blocks in one
  * GET and the next GETs under way while a run is decoded. A batch's CRC is checked and its compression undone;
- * control batches give no row.
+ * control batches give no row. Key and value rows point into the fetched runs (SlicedBinaryVector), so a run's
+ * buffer goes back to the task's pool only once the batch that used it is done with, at the next batch.
  */
 final class TaskReader implements PartitionReader<ColumnarBatch> {
     static final int ROWS = 4096;
@@ -36,6 +38,8 @@ final class TaskReader implements PartitionReader<ColumnarBatch> {
     private final ArrayDeque<CompletableFuture<byte[]>> pending = new ArrayDeque<>();
     private BlockRun run;
     private byte[] data;
+    private final ArrayDeque<byte[]> free = new ArrayDeque<>(); // run buffers to read into again
+    private final List<byte[]> retired = new ArrayList<>(); // runs done with but used by the last batch
     private List<Payload> payloads;
     private int payloadIndex;
     private int pos;
@@ -47,7 +51,9 @@ final class TaskReader implements PartitionReader<ColumnarBatch> {
 
     @Override
     public boolean next() throws IOException {
-        cols.reset();
+        cols.reset(); // the last batch is done with: the runs it pointed into may be read into again
+        free.addAll(retired);
+        retired.clear();
         int rows = 0;
         long bytes = 0;
         while (rows < ROWS && (bytes < BYTES || rows == 0)) {
@@ -108,6 +114,7 @@ final class TaskReader implements PartitionReader<ColumnarBatch> {
             index = new ObjectIndex(src, s.size());
         }
         split = s;
+        retire();
         runs = BlockRun.of(index.entriesFor(s.streamId(), s.start(), s.end()));
         runIndex = 0;
         payloads = null;
@@ -120,12 +127,35 @@ final class TaskReader implements PartitionReader<ColumnarBatch> {
         walker.partition = s.partition();
     }
 
+    /** A GET of a run into a pooled buffer (one large enough, else a new one of at least BlockRun.MAX_BYTES). */
     private CompletableFuture<byte[]> fetch(BlockRun r) {
-        return src.fetch(r.position, r.end);
+        long length = r.end - r.position;
+        byte[] into = null;
+        for (byte[] b : free) {
+            if (b.length >= length) {
+                into = b;
+                break;
+            }
+        }
+        if (into != null) {
+            free.remove(into);
+        } else {
+            into = new byte[Math.toIntExact(Math.max(length, BlockRun.MAX_BYTES))];
+        }
+        return src.fetch(r.position, r.end, into);
+    }
+
+    /** The current run's buffer is no longer read from, though the batch being built may point into it. */
+    private void retire() {
+        if (data != null) {
+            retired.add(data);
+            data = null;
+        }
     }
 
     private void nextRun() {
         run = runs.get(runIndex++);
+        retire();
         try {
             data = pending.remove().get();
         } catch (InterruptedException e) {
