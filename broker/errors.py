@@ -105,6 +105,15 @@ class NotLeader(NotOwner):
         self.leader_url = leader_url
 
 
+class NodeClosed(BrokerError):
+    """This node is closing (a clean stop: SIGTERM, a rolling restart) or closed: it takes no request that changes
+    anything; its partitions are being handed over to the others. Retriable on the node that takes over (Kafka:
+    NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR for a coordinator's request; HTTP 503)."""
+
+    def __init__(self) -> None:
+        super().__init__("the broker node is closing (a clean stop); its partitions go to the other nodes")
+
+
 class NodeNotLive(BrokerError):
     """A request names a node that is not alive in the cluster (HTTP 409: the cluster's state, not the syntax)."""
 

@@ -30,6 +30,7 @@ from broker.cluster.key_lookup import NodeLookups
 from broker.cluster.membership import DEFAULT_LEASE_MS, TIMED_STREAM_RECORDS, Membership
 from broker.compaction import CompactionConfig, Compactor
 from broker.data_dir_identity import check_identity
+from broker.errors import NodeClosed
 from broker.metadata import MetadataClient
 from broker.metadata.leases import LeaseTable
 from broker.partitions import reads, topic_admin, topic_config
@@ -243,9 +244,14 @@ class BrokerNode:
     reader = property(lambda self: self.storage.reader)
     uploader = property(lambda self: self.storage.uploader)
 
+    @property
+    def closing(self) -> bool:
+        """Whether `close` has begun: the node takes no more changes (NodeClosed), its partitions are handed over."""
+        return self._closed
+
     def _check_usable(self) -> None:
         if self._closed:
-            raise RuntimeError("the broker node is closed")
+            raise NodeClosed()
         self.storage.check_usable()
 
     # -- topics ----------------------------------------------------------------------------------

@@ -264,9 +264,6 @@ def run(args: argparse.Namespace) -> int:
                             **(tls.uvicorn_options() if tls else {}))
     install_log_redaction()  # again: uvicorn's own handlers exist now
     uvicorn.Server(config).run(sockets=http_sockets)
-    if kafka is not None:
-        kafka.stop()
-    access.stop()
     unreachable = watch.check_now(timeout=STOP_RETRY_S + 1)
     watch.stop()
     if unreachable is not None:
@@ -274,7 +271,15 @@ def run(args: argparse.Namespace) -> int:
         log.warning("stopping while %s: the final upload is tried for %ss only; the WAL keeps every acknowledged "
                     "record and the next start uploads them", unreachable, STOP_RETRY_S)
     app.state.throughput.stop()
-    # uploads what is cached, marks a clean shutdown, closes streams and the index
-    node.close()
+    # uploads what is cached, marks a clean shutdown, closes streams and the index. The Kafka listener answers
+    # meanwhile, as Kafka's controlled shutdown moves leadership before the broker stops listening: each request
+    # NOT_LEADER_OR_FOLLOWER (NOT_COORDINATOR for a group's or transaction's), so clients go to the node that takes
+    # each partition over (api/kafka/server.py) instead of meeting a closed port for the whole close
+    try:
+        node.close()
+    finally:
+        if kafka is not None:
+            kafka.stop()
+        access.stop()  # after the listener: its requests are checked against the rules until it stops
     log.info("stopped", extra={"signal": stopped_by[0] if stopped_by else None})
     return 0

@@ -35,6 +35,7 @@ from broker.errors import (
     Fenced,
     MessageIdError,
     MetadataUnavailable,
+    NodeClosed,
     NodeNotLive,
     NotLeader,
     ObjectFormatError,
@@ -92,7 +93,8 @@ def status_for(exc: Exception) -> tuple[int, str | None]:
         return 421, "partition"
     if isinstance(exc, (OutOfDisk, OutOfSpace)):
         return 507, None
-    if isinstance(exc, (Fenced, StorageUnavailable, WalError)):  # WalError: the WAL (or --wal's store) takes no writes
+    # WalError: the WAL (or --wal's store) takes no writes; NodeClosed: a clean stop, the others take over
+    if isinstance(exc, (Fenced, StorageUnavailable, WalError, NodeClosed)):
         return 503, None
     if isinstance(exc, ValueError):
         return 400, field

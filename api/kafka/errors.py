@@ -2,12 +2,13 @@
 
 A condition that waiting or a failover heals is answered with a code clients retry (docs/KAFKA.md, "Error codes"):
 a failed WAL, a full disk or an unreachable store is KAFKA_STORAGE_ERROR, as Kafka answers for a failed log dir
-(librdkafka and kafka-python refresh the metadata and retry it); a node fenced out of its partitions is
-NOT_LEADER_OR_FOLLOWER. UNKNOWN_SERVER_ERROR, which clients take as permanent, is left for the unforeseen."""
+(librdkafka and kafka-python refresh the metadata and retry it); a node fenced out of its partitions, or closing
+(a clean stop hands its partitions over), is NOT_LEADER_OR_FOLLOWER, and NOT_COORDINATOR for a coordinator's
+request. UNKNOWN_SERVER_ERROR, which clients take as permanent, is left for the unforeseen."""
 
 from __future__ import annotations
 
-from broker.errors import Fenced, NotLeader, NotOwner, RecordFormatError, WalError
+from broker.errors import Fenced, NodeClosed, NotLeader, NotOwner, RecordFormatError, WalError
 from broker.partitions.topic_errors import InvalidTopicName, PartitionNotFound, TopicExists, TopicNotFound
 from storage_tier import OutOfSpace, StorageUnavailable
 
@@ -65,16 +66,28 @@ BY_NAME = {"NONE": NONE, "OUT_OF_ORDER_SEQUENCE_NUMBER": OUT_OF_ORDER_SEQUENCE_N
 COORDINATOR_APIS = frozenset({8, 9, 10, 11, 12, 13, 14, 15, 16, 22, 24, 25, 26, 28, 42, 47})
 
 
-def unavailable_code(api_key: int, exc: BaseException) -> int:
-    """The code answering a whole request of `api_key` that met a fault that heals (the metadata database not
-    answering: docs/KAFKA.md, "Error codes for faults that heal"): COORDINATOR_NOT_AVAILABLE for a coordinator's
-    API, else `code_for` (KAFKA_STORAGE_ERROR for `MetadataUnavailable`)."""
-    return COORDINATOR_NOT_AVAILABLE if api_key in COORDINATOR_APIS else code_for(exc)
+FIND_COORDINATOR = 10
+
+
+def unavailable_code(api_key: int, exc: BaseException | None, closing: bool = False) -> int:
+    """The code answering a whole request of `api_key` that met a fault that heals (docs/KAFKA.md, "Error codes
+    for faults that heal"). The node closing (a clean stop: the others take its partitions and groups over), as
+    Kafka's broker that no longer leads or coordinates: NOT_COORDINATOR for a coordinator's API
+    (COORDINATOR_NOT_AVAILABLE for FindCoordinator: ask again), NOT_LEADER_OR_FOLLOWER for the others. Else (the
+    metadata database not answering): COORDINATOR_NOT_AVAILABLE for a coordinator's API, `code_for` for the others
+    (KAFKA_STORAGE_ERROR for `MetadataUnavailable`)."""
+    if closing or isinstance(exc, NodeClosed):
+        if api_key == FIND_COORDINATOR:
+            return COORDINATOR_NOT_AVAILABLE
+        return NOT_COORDINATOR if api_key in COORDINATOR_APIS else NOT_LEADER_OR_FOLLOWER
+    if api_key in COORDINATOR_APIS:
+        return COORDINATOR_NOT_AVAILABLE
+    return KAFKA_STORAGE_ERROR if exc is None else code_for(exc)
 
 
 def code_for(exc: BaseException) -> int:
     """The Kafka error code a broker exception stands for."""
-    if isinstance(exc, NotOwner | NotLeader | Fenced):  # a stale epoch: another node serves it now
+    if isinstance(exc, NotOwner | NotLeader | Fenced | NodeClosed):  # another node serves it now, or soon
         return NOT_LEADER_OR_FOLLOWER
     if isinstance(exc, TopicNotFound | PartitionNotFound):
         return UNKNOWN_TOPIC_OR_PARTITION

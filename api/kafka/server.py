@@ -16,6 +16,10 @@ What it cannot serve:
 - a handler that meets the metadata database not answering (`MetadataUnavailable`): the request is answered
   with a code clients retry, every item of it (`errors.unavailable_code`: COORDINATOR_NOT_AVAILABLE for a group
   or transaction coordinator's API, KAFKA_STORAGE_ERROR for the others) and the connection stays open;
+- a request while the node is closing (a clean stop: `mqindex serve` closes the node before the listener, as
+  Kafka's controlled shutdown moves leadership before the broker stops listening): every request but Metadata,
+  ApiVersions and SASL's is answered NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR for a coordinator's API, so clients
+  refresh the metadata and go to the node that takes over;
 - a handler that fails otherwise: the responses before it are sent, then the connection is closed and the failure
   logged; the server goes on. A closed connection cancels the requests still in flight.
 Handlers run the broker's blocking calls on worker threads (Context.run).
@@ -76,7 +80,7 @@ from api.security.access import OPEN, AccessControl
 from api.security.authenticator import Authenticator
 from api.security.scram import SaslError
 from api.security.tls import TlsConfig
-from broker.errors import MetadataUnavailable
+from broker.errors import MetadataUnavailable, NodeClosed
 
 log = logging.getLogger("mqindex.kafka")
 
@@ -311,12 +315,24 @@ class KafkaServer:
         if api_key == API_VERSIONS:
             return await HANDLERS[api_key](self.ctx, req, version)
         # (before SASL authentication, any other API was refused by _read_requests without being decoded)
+        closing = bool(getattr(self.node, "closing", False))
+        if closing:  # a clean stop hands the partitions over: the client goes to the node that takes over
+            answer = error_answer(api_key, req, version, errors.unavailable_code(api_key, None, closing=True))
+            if answer is not None:  # (Metadata is still answered: the nodes and leaders as this node sees them)
+                return None if api_key == PRODUCE and req.acks == 0 else answer
         try:
             return await self._served(session, api_key, req, version)
-        except MetadataUnavailable as exc:  # a fault that heals: a code the client retries, the connection stays
-            answer = error_answer(api_key, req, version, errors.unavailable_code(api_key, exc))
+        except Exception as exc:
+            # a fault that heals (the metadata database not answering), or the node began closing meanwhile: a code
+            # the client retries, the connection stays open
+            closing = closing or bool(getattr(self.node, "closing", False))
+            if not (closing or isinstance(exc, MetadataUnavailable | NodeClosed)):
+                raise
+            answer = error_answer(api_key, req, version, errors.unavailable_code(api_key, exc, closing))
             if answer is None:
                 raise
+            if closing and not isinstance(exc, MetadataUnavailable | NodeClosed):
+                log.debug("kafka request met the node closing", extra={"api": APIS[api_key].name, "error": str(exc)})
             return None if api_key == PRODUCE and req.acks == 0 else answer
 
     async def _served(self, session: Session, api_key: int, req: Any, version: int) -> Any | None:

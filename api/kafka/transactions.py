@@ -168,6 +168,8 @@ async def expiry_loop(ctx: Context) -> None:
     older than their timeout, for the transactional ids this node coordinates."""
     while True:
         await asyncio.sleep(TICK_S)
+        if getattr(ctx.node, "closing", False):  # a clean stop: the node's close stores what it holds
+            continue
         try:
             await ctx.run(coordinator(ctx).tick, lambda tid: ctx.coordinator_for(tid) == ctx.node_id)
         except MetadataUnavailable:  # logged once when it stopped answering (broker/metadata/pg_link.py)
