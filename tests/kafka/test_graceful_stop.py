@@ -18,6 +18,7 @@ import signal
 import threading
 import time
 import uuid
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -50,17 +51,24 @@ def leaders(node: KafkaServerProcess) -> dict[int, int]:
     return {p.partition_index: p.leader_id for t in meta.topics for p in t.partitions}
 
 
-def probe(node: KafkaServerProcess, partition: int, codes: list[int]) -> None:
-    """Produce to `partition` on one connection to `node`, one request after the other, each answer's code added
-    to `codes`, until the connection closes (the node stopped listening)."""
+def group_of(node_id: int) -> str:
+    """A group id the node `node_id` coordinates while both nodes live (crc32 over the sorted ids: context.py)."""
+    return next(g for g in (f"probe-group-{i}" for i in range(100)) if zlib.crc32(g.encode()) % 2 == node_id)
+
+
+def probe(node: KafkaServerProcess, partition: int, group: str, codes: list[int], commits: list[int]) -> None:
+    """On one connection to `node`, one request after the other: a produce to `partition` (its code added to
+    `codes`) and an offset commit of `group` (to `commits`), until the connection closes (the node stopped
+    listening)."""
     with Wire(node.kafka_port, timeout=60) as w:
         for i in range(1_000_000):
             try:
                 resp = w.call((0, 9), transactional_id=None, acks=-1, timeout_ms=10_000, topic_data=[dict(
                     name=TOPIC, partition_data=[dict(index=partition, records=batch(b"probe-%d" % i))])])
+                codes.append(int(resp.responses[0].partition_responses[0].error_code))
+                commits.extend(w.commit(group, -1, "", {(TOPIC, partition): i}))
             except (AssertionError, OSError):  # closed: what came before is the answer
                 return
-            codes.append(int(resp.responses[0].partition_responses[0].error_code))
 
 
 def read_all(bootstrap: str, expect: int, timeout: float = 60) -> list[bytes]:
@@ -97,6 +105,7 @@ def test_an_idempotent_producer_loses_nothing_while_a_node_stops_cleanly(
     victim, survivor = nodes[victim_id], nodes[1 - victim_id]
     victim_partition = next(p for p, leader in led.items() if leader == victim_id)
     probed: list[int] = []
+    committed: list[int] = []
     fatal: list[KafkaError] = []
     failed: list[KafkaError] = []
     acked: list[bytes] = []
@@ -123,11 +132,13 @@ def test_an_idempotent_producer_loses_nothing_while_a_node_stops_cleanly(
 
     sender = threading.Thread(target=send, name="test-producer")
     sender.start()
-    prober = threading.Thread(target=probe, args=(victim, victim_partition, probed), name="test-probe")
+    prober = threading.Thread(target=probe, args=(victim, victim_partition, group_of(victim_id), probed, committed),
+                              name="test-probe")
     try:
         wait_for("records acknowledged before the stop", lambda: len(acked) >= 500, timeout=60)
         prober.start()
-        wait_for("the probe's produce served", lambda: errors.NONE in probed, timeout=30)
+        wait_for("the probe's produce and commit served", lambda: errors.NONE in probed and errors.NONE in committed,
+                 timeout=30)
         assert victim.stop() == 0  # SIGTERM: the clean stop of a rolling restart
         prober.join(60)
         assert not prober.is_alive()
@@ -135,6 +146,9 @@ def test_an_idempotent_producer_loses_nothing_while_a_node_stops_cleanly(
         # until it stopped listening: never UNKNOWN_SERVER_ERROR, never a closed port while it hands over
         assert set(probed) <= {errors.NONE, errors.NOT_LEADER_OR_FOLLOWER}, Counter(probed)
         assert errors.NOT_LEADER_OR_FOLLOWER in probed, Counter(probed)
+        # and its group coordinator's requests as a node that no longer coordinates the group
+        assert set(committed) <= {errors.NONE, errors.NOT_COORDINATOR}, Counter(committed)
+        assert errors.NOT_COORDINATOR in committed, Counter(committed)
         at_stop = len(acked)
         wait_for("records acknowledged after the stop, by the survivor",
                  lambda: len(acked) >= at_stop + 1000 or bool(failed or fatal), timeout=90)
