@@ -3,7 +3,7 @@
 until it is restarted, docs/OPERATIONS.md): restart the process when they do not answer 200. `/healthz/ready`
 answers 200 only while the node accepts writes and its object store answers (`mqindex serve` probes it), else 503
 with the reason (for example "not accepting writes: out of disk on /data/wal", or "the object store (--store) does
-not answer: ..."). Reads go on while a node is not ready."""
+not answer: ..."). Reads go on while a node is not ready. A 503 carries `Retry-After`, as every 503 does."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+
+from api.http.errors import retry_after
 
 #: the reason the node does not accept writes now, None when it does
 Readiness = Callable[[], str | None]
@@ -25,7 +27,7 @@ def live(request: Request) -> JSONResponse:
     reason = liveness() if liveness is not None else None
     if reason is None:
         return JSONResponse({"status": "ok"})
-    return JSONResponse({"status": reason, "live": False}, status_code=503)
+    return JSONResponse({"status": reason, "live": False}, status_code=503, headers=retry_after(503, None))
 
 
 @router.get("/healthz/ready")
@@ -34,4 +36,4 @@ def ready(request: Request) -> JSONResponse:
     reason = readiness() if readiness is not None else None
     if reason is None:
         return JSONResponse({"status": "ok", "ready": True})
-    return JSONResponse({"status": reason, "ready": False}, status_code=503)
+    return JSONResponse({"status": reason, "ready": False}, status_code=503, headers=retry_after(503, None))

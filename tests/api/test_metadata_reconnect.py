@@ -158,6 +158,7 @@ def test_while_the_metadata_database_refuses_requests_answer_503_naming_it_and_i
                      lambda: _ready(c).status_code == 503
                      and "metadata database (--metadata) does not answer" in _ready(c).json()["status"],
                      timeout=30)
+            assert _ready(c).headers.get("Retry-After") == "2"
             for r in (c.get("/v1/topics"), c.get("/v1/messages", params={"topic": TOPIC, "key": "before"})):
                 assert r.status_code == 503, r.text
                 assert r.json()["error"].startswith("the metadata database (--metadata) does not answer"), r.text
