@@ -64,8 +64,10 @@ def object_url(store: BlobStore, key: str, expires_s: int = PRESIGN_SECONDS) -> 
     raise SourceOptionError(f"store: the columnar read takes s3:// and file:// stores, not {store.url}")
 
 
-def plan_json(store: BlobStore, tasks: Sequence[Sequence[Split]], lo_ms: int | None, hi_ms: int | None) -> str:
-    """The plan the JVM reader takes (jobs/spark_source/jvm/.../ReadPlan.java)."""
+def plan_json(store: BlobStore, tasks: Sequence[Sequence[Split]], lo_ms: int | None, hi_ms: int | None,
+              get_bytes: int | None = None) -> str:
+    """The plan the JVM reader takes (jobs/spark_source/jvm/.../ReadPlan.java). `get_bytes`: the GETs are cut at
+    multiples of this many bytes of an object (default: the reader's, 16 MiB, two of an object's parts)."""
     urls: dict[str, str] = {}
 
     def split(s: Split) -> dict[str, Any]:
@@ -74,14 +76,17 @@ def plan_json(store: BlobStore, tasks: Sequence[Sequence[Split]], lo_ms: int | N
         return {"topic": s.topic, "partition": s.partition, "stream": s.stream_id, "key": s.key,
                 "url": urls[s.key], "size": s.size, "start": s.start, "end": s.end}
 
-    return json.dumps({"lo_ms": lo_ms, "hi_ms": hi_ms, "tasks": [[split(s) for s in t] for t in tasks]})
+    plan: dict[str, Any] = {"lo_ms": lo_ms, "hi_ms": hi_ms, "tasks": [[split(s) for s in t] for t in tasks]}
+    if get_bytes is not None:
+        plan["get_bytes"] = get_bytes
+    return json.dumps(plan)
 
 
 def read_tasks(spark: Any, store_url: str, tasks: Sequence[Sequence[Split]], lo_ms: int | None = None,
-               hi_ms: int | None = None) -> Any:
+               hi_ms: int | None = None, get_bytes: int | None = None) -> Any:
     """The DataFrame of these tasks' rows (timestamps in [lo_ms, hi_ms)), read by the JVM reader."""
     add_jar(spark)
-    payload = plan_json(worker_store(store_url), tasks, lo_ms, hi_ms)
+    payload = plan_json(worker_store(store_url), tasks, lo_ms, hi_ms, get_bytes)
     return spark.read.format(SOURCE_CLASS).option("plan", payload).load()
 
 

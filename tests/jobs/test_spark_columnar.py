@@ -95,10 +95,12 @@ def _inside(batches: list[Any], start: int, end: int) -> int:
     return n
 
 
-def test_rows_stay_right_when_run_buffers_are_read_into_again(spark: Any) -> None:
-    """24 MB in one split: more GET runs (1, 2, 4, 8, 8 MiB) than the task's buffers, so a run is read into a
-    buffer an earlier run used, while rows of a batch point into both (SlicedBinaryVector); every value is
-    distinct random bytes, so a value read from a reused buffer too early would differ."""
+@pytest.mark.parametrize("get_bytes", [None, 1 << 20, 300_000])
+def test_rows_stay_right_when_run_buffers_are_read_into_again(spark: Any, get_bytes: int | None) -> None:
+    """24 MB in one split, read in GETs cut at multiples of 16 MiB (the default), 1 MiB or 300,000 bytes of the
+    object, so blocks are cut by GETs (their start carried into the next GET's buffer) and buffers are read into
+    again while rows of a batch point into them (SlicedBinaryVector). Every value is distinct random bytes: a
+    value read from a buffer given back too early, or a block put together wrong, would differ."""
     rng = random.Random(7)
     recs = [(rng.randbytes(16), rng.randbytes(8000), [("h", rng.randbytes(8))], i) for i in range(3000)]
     with tempfile.TemporaryDirectory() as root:
@@ -106,7 +108,7 @@ def test_rows_stay_right_when_run_buffers_are_read_into_again(spark: Any) -> Non
                                         for i in range(0, 3000, 50)], 0)
         splits = [_split(size, 0, 3000)]
         want = _python_rows(store, splits)
-        got = spark_rows(columnar.read_tasks(spark, f"file://{root}", [splits]))
+        got = spark_rows(columnar.read_tasks(spark, f"file://{root}", [splits], get_bytes=get_bytes))
     assert len(got) == 3000 and got == want
 
 

@@ -5,51 +5,84 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * Adjacent data blocks read in one GET (broker/objects/format.py): block header 0x5A 0x02, record count, data
- * length; then stream records, magic 0x22 (33-byte header) or 0x23 (41 bytes, with the append time), each a
- * payload of Kafka record batches. Every block is checked against its index entry.
+ * One GET of a split's blocks and the whole blocks it completes (broker/objects/format.py): block header 0x5A
+ * 0x02, record count, data length; then stream records, magic 0x22 (33-byte header) or 0x23 (41 bytes, with the
+ * append time), each a payload of Kafka record batches. Every block is checked against its index entry.
+ *
+ * <p>GETs start and end at multiples of `step` bytes of the object (STEP unless the plan says otherwise) (but for a run of adjacent blocks' first and
+ * last), not at block boundaries: an object is stored in parts of 8 MiB (broker/objects/writer.py), and SeaweedFS
+ * spent 0.3 ms of CPU per MB more on GETs that start or end inside a part (1.3-1.5 ms/MB against 1.0-1.2,
+ * docs/BENCHMARKS.md), and about 2 ms per GET whatever its size. A block a GET cuts is completed by the next
+ * one: the bytes of it the first GET read ("carry", [position, getStart)) are copied in front of the next GET's
+ * bytes, which are read into the same buffer after them.
  */
 final class BlockRun {
-    static final int MAX_BYTES = 8 << 20; // a run is cut into GETs of about this many bytes
-    static final int FIRST_BYTES = 1 << 20; // the first GET of a split: decoding starts after a short wait
+    /** GET boundaries by default: multiples of this many bytes of the object, two of its 8 MiB parts. */
+    static final int STEP = 16 << 20;
+    /** The buffer a GET is read into when none of the pool is large enough: a GET and a carried block. */
+    static final int BUFFER_BYTES = STEP + STEP / 4 + (2 << 20);
     private static final byte BLOCK_MAGIC = 0x5A;
     private static final byte BLOCK_FLAG = 0x02;
 
-    final List<IndexEntry> blocks;
-    final long position;
+    final List<IndexEntry> blocks; // the whole blocks in [position, end): possibly none (a block longer than a GET)
+    final long position; // the buffer's first byte: the start of the first block not completed before
+    final long getStart; // this GET's bytes: [getStart, end)
     final long end;
 
-    BlockRun(List<IndexEntry> blocks) {
+    private BlockRun(List<IndexEntry> blocks, long position, long getStart, long end) {
         this.blocks = blocks;
-        this.position = blocks.get(0).position();
-        IndexEntry last = blocks.get(blocks.size() - 1);
-        this.end = last.position() + last.size();
+        this.position = position;
+        this.getStart = getStart;
+        this.end = end;
+    }
+
+    /** The GETs of these blocks (in object order): one run of adjacent blocks after another. */
+    static List<BlockRun> of(List<IndexEntry> entries, int step) {
+        List<BlockRun> out = new ArrayList<>();
+        int i = 0;
+        while (i < entries.size()) {
+            int j = i + 1;
+            while (j < entries.size() && entries.get(j).position() == endOf(entries.get(j - 1))) {
+                j++;
+            }
+            adjacent(entries.subList(i, j), step, out);
+            i = j;
+        }
+        return out;
     }
 
     /**
-     * Runs of adjacent blocks: the first at most about FIRST_BYTES, each next one up to twice the size of the one
-     * before, at most MAX_BYTES (a block larger than that is a run alone).
+     * GETs cut at multiples of `step`; the first is made longer rather than shorter than step / 4, and so is the
+     * last.
      */
-    static List<BlockRun> of(List<IndexEntry> entries) {
-        List<BlockRun> out = new ArrayList<>();
-        List<IndexEntry> cur = new ArrayList<>();
-        long bytes = 0;
-        long cap = FIRST_BYTES;
-        for (IndexEntry e : entries) {
-            IndexEntry prev = cur.isEmpty() ? null : cur.get(cur.size() - 1);
-            if (prev != null && (e.position() != prev.position() + prev.size() || bytes + e.size() > cap)) {
-                out.add(new BlockRun(cur));
-                cur = new ArrayList<>();
-                bytes = 0;
-                cap = Math.min(MAX_BYTES, cap * 2);
+    private static void adjacent(List<IndexEntry> blocks, long step, List<BlockRun> out) {
+        long last = endOf(blocks.get(blocks.size() - 1));
+        long get = blocks.get(0).position();
+        long position = get;
+        int next = 0;
+        while (get < last) {
+            long cut = (get / step + 1) * step;
+            if (cut - get < step / 4) {
+                cut += step;
             }
-            cur.add(e);
-            bytes += e.size();
+            if (last - cut < step / 4) {
+                cut = last;
+            }
+            cut = Math.min(cut, last);
+            List<IndexEntry> done = new ArrayList<>();
+            while (next < blocks.size() && endOf(blocks.get(next)) <= cut) {
+                done.add(blocks.get(next++));
+            }
+            out.add(new BlockRun(done, position, get, cut));
+            if (!done.isEmpty()) {
+                position = endOf(done.get(done.size() - 1));
+            }
+            get = cut;
         }
-        if (!cur.isEmpty()) {
-            out.add(new BlockRun(cur));
-        }
-        return out;
+    }
+
+    private static long endOf(IndexEntry e) {
+        return e.position() + e.size();
     }
 
     /** The payloads of `streamId`'s records overlapping [start, end) in `data` (this run's bytes). */

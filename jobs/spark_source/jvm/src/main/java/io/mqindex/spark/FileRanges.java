@@ -19,9 +19,8 @@ final class FileRanges extends Ranges {
     }
 
     @Override
-    byte[] get(long start, long end, byte[] into) {
-        byte[] out = buffer(into, end - start);
-        ByteBuffer buf = ByteBuffer.wrap(out, 0, (int) (end - start));
+    byte[] get(long start, long end, byte[] out, int at) {
+        ByteBuffer buf = ByteBuffer.wrap(out, at, Math.toIntExact(end - start));
         try (FileChannel ch = FileChannel.open(path, StandardOpenOption.READ)) {
             long pos = start;
             while (buf.hasRemaining()) {

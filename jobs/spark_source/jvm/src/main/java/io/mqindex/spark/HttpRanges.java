@@ -29,14 +29,14 @@ final class HttpRanges extends Ranges {
     }
 
     @Override
-    byte[] get(long start, long end, byte[] into) {
+    byte[] get(long start, long end, byte[] into, int at) {
         IOException last = null;
         for (int attempt = 0; attempt < ATTEMPTS; attempt++) {
             if (attempt > 0) {
                 pause(attempt);
             }
             try {
-                return once(start, end, into);
+                return once(start, end, into, at);
             } catch (Transient e) {
                 last = e;
             } catch (IOException e) {
@@ -46,18 +46,17 @@ final class HttpRanges extends Ranges {
         throw new UncheckedIOException("mqindex: GET " + key + " failed " + ATTEMPTS + " times", last);
     }
 
-    private byte[] once(long start, long end, byte[] into) throws IOException {
+    private byte[] once(long start, long end, byte[] out, int at) throws IOException {
         HttpURLConnection c = (HttpURLConnection) url.openConnection();
         c.setConnectTimeout(10_000);
         c.setReadTimeout(60_000);
         c.setRequestProperty("Range", "bytes=" + start + "-" + (end - 1));
         int status = c.getResponseCode();
         if (status == 206 || status == 200) {
-            byte[] out = buffer(into, end - start);
-            int want = (int) (end - start);
+            int want = Math.toIntExact(end - start);
             int n;
             try (InputStream in = c.getInputStream()) {
-                n = in.readNBytes(out, 0, want);
+                n = in.readNBytes(out, at, want);
                 if (n == want && in.read() != -1) {
                     n++; // more than asked: the range was not honoured
                 }

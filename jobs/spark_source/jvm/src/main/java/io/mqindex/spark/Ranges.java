@@ -6,7 +6,7 @@ import java.util.concurrent.Executors;
 
 /** Ranged reads of one object: exactly the bytes [start, end), or Damaged naming the object. */
 abstract class Ranges {
-    private static final ExecutorService FETCHERS = Executors.newCachedThreadPool(r -> {
+    static final ExecutorService FETCHERS = Executors.newCachedThreadPool(r -> {
         Thread t = new Thread(r, "mqindex-fetch");
         t.setDaemon(true);
         return t;
@@ -18,22 +18,17 @@ abstract class Ranges {
         this.key = key;
     }
 
-    /** The bytes [start, end) at the start of `into` when it is large enough (else of a new array). */
-    abstract byte[] get(long start, long end, byte[] into);
+    /** The bytes [start, end) read into `into` from index `at` (into.length >= at + end - start); `into`. */
+    abstract byte[] get(long start, long end, byte[] into, int at);
 
+    /** The bytes [start, end) in a new array. */
     final byte[] get(long start, long end) {
-        return get(start, end, null);
+        return get(start, end, new byte[Math.toIntExact(end - start)], 0);
     }
 
     /** The same read in the background: the next blocks arrive while the current ones are decoded. */
-    CompletableFuture<byte[]> fetch(long start, long end, byte[] into) {
-        return CompletableFuture.supplyAsync(() -> get(start, end, into), FETCHERS);
-    }
-
-    /** `into` when it holds `length` bytes, else a new array of that size. */
-    static byte[] buffer(byte[] into, long length) {
-        int n = Math.toIntExact(length);
-        return into != null && into.length >= n ? into : new byte[n];
+    CompletableFuture<byte[]> fetch(long start, long end, byte[] into, int at) {
+        return CompletableFuture.supplyAsync(() -> get(start, end, into, at), FETCHERS);
     }
 
     static Ranges open(SplitSpec split) {

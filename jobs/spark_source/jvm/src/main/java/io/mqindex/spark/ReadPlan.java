@@ -23,6 +23,10 @@ final class ReadPlan {
         }
         long lo = root.path("lo_ms").isNumber() ? root.get("lo_ms").asLong() : Long.MIN_VALUE;
         long hi = root.path("hi_ms").isNumber() ? root.get("hi_ms").asLong() : Long.MAX_VALUE;
+        int step = root.path("get_bytes").isInt() ? root.get("get_bytes").asInt() : BlockRun.STEP;
+        if (step < 1) {
+            throw new IllegalArgumentException("mqindex: get_bytes must be >= 1, got " + step);
+        }
         List<TaskPartition> out = new ArrayList<>();
         for (JsonNode task : root.path("tasks")) {
             List<SplitSpec> splits = new ArrayList<>();
@@ -31,7 +35,7 @@ final class ReadPlan {
                         s.get("stream").asLong(), s.get("key").asText(), s.get("url").asText(),
                         s.get("size").asLong(), s.get("start").asLong(), s.get("end").asLong()));
             }
-            out.add(new TaskPartition(splits, lo, hi));
+            out.add(new TaskPartition(splits, lo, hi, step));
         }
         return out;
     }

@@ -4,7 +4,9 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.zip.CRC32C;
@@ -13,32 +15,35 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 /**
- * One task's rows as ColumnarBatch, split after split (jobs/spark_source/read.py is the Python twin): each
- * object's footer and index once, then only the blocks overlapping the split's offsets, adjacent blocks in one
- * GET and the next GETs under way while a run is decoded. A batch's CRC is checked and its compression undone;
- * control batches give no row. Key and value rows point into the fetched runs (SlicedBinaryVector), so a run's
- * buffer goes back to the task's pool only once the batch that used it is done with, at the next batch.
+ * One task's rows as ColumnarBatch (jobs/spark_source/read.py is the Python twin). At the start, every object's
+ * footer and index is read (in parallel, once per object); then the blocks overlapping each split's offsets are
+ * read, adjacent blocks in one GET, the GETs of the whole task in one pipeline: AHEAD of them under way while a
+ * run is decoded, the next split's first ones while the current split ends. A batch's CRC is checked and its
+ * compression undone; control batches give no row. Key and value rows point into the fetched runs
+ * (SlicedBinaryVector), so a run's buffer goes back to the pool (BufferPool) only once the batch that used it is
+ * done with, at the next batch.
  */
 final class TaskReader implements PartitionReader<ColumnarBatch> {
     static final int ROWS = 4096;
     static final long BYTES = 4 << 20;
     static final int AHEAD = 2; // GETs under way while a run is decoded
 
+    /** One GET of a split's blocks. */
+    private record Step(SplitSpec split, Ranges src, BlockRun run) {
+    }
+
     private final TaskPartition task;
     private final Columns cols;
     private final RecordWalker walker = new RecordWalker();
     private final BatchHeader h = new BatchHeader();
     private final CRC32C crc = new CRC32C();
-    private int splitIndex = -1;
-    private SplitSpec split;
-    private Ranges src;
-    private ObjectIndex index;
-    private List<BlockRun> runs;
-    private int runIndex;
+    private List<Step> steps;
+    private int stepIndex; // the next step to decode
+    private int fetchIndex; // the next step to fetch
     private final ArrayDeque<CompletableFuture<byte[]>> pending = new ArrayDeque<>();
+    private SplitSpec split;
     private BlockRun run;
     private byte[] data;
-    private final ArrayDeque<byte[]> free = new ArrayDeque<>(); // run buffers to read into again
     private final List<byte[]> retired = new ArrayList<>(); // runs done with but used by the last batch
     private List<Payload> payloads;
     private int payloadIndex;
@@ -52,8 +57,12 @@ final class TaskReader implements PartitionReader<ColumnarBatch> {
     @Override
     public boolean next() throws IOException {
         cols.reset(); // the last batch is done with: the runs it pointed into may be read into again
-        free.addAll(retired);
+        retired.forEach(BufferPool::give);
         retired.clear();
+        if (steps == null) {
+            steps = plan();
+            fill();
+        }
         int rows = 0;
         long bytes = 0;
         while (rows < ROWS && (bytes < BYTES || rows == 0)) {
@@ -74,8 +83,38 @@ final class TaskReader implements PartitionReader<ColumnarBatch> {
 
     @Override
     public void close() {
-        pending.forEach(f -> f.cancel(true));
+        pending.forEach(f -> f.cancel(true)); // their buffers are not given back: a GET may still write them
         cols.close();
+        retired.forEach(BufferPool::give);
+        retired.clear();
+        BufferPool.give(data);
+        data = null;
+    }
+
+    /** The task's GETs in order: every object's index read first, all of them at once. */
+    private List<Step> plan() {
+        Map<String, Ranges> sources = new HashMap<>();
+        Map<String, CompletableFuture<ObjectIndex>> indexes = new HashMap<>();
+        for (SplitSpec s : task.splits()) {
+            Ranges src = sources.computeIfAbsent(s.url(), u -> Ranges.open(s));
+            indexes.computeIfAbsent(s.url(), u -> CompletableFuture.supplyAsync(() -> new ObjectIndex(src, s.size()),
+                    Ranges.FETCHERS));
+        }
+        List<Step> out = new ArrayList<>();
+        for (SplitSpec s : task.splits()) {
+            ObjectIndex index = await(indexes.get(s.url()), s);
+            for (BlockRun r : BlockRun.of(index.entriesFor(s.streamId(), s.start(), s.end()), task.getBytes())) {
+                out.add(new Step(s, sources.get(s.url()), r));
+            }
+        }
+        return out;
+    }
+
+    /** Keeps AHEAD GETs under way. */
+    private void fill() {
+        while (fetchIndex < steps.size() && fetchIndex < stepIndex + AHEAD) {
+            pending.add(fetch(steps.get(fetchIndex++)));
+        }
     }
 
     /** Moves to the next batch of a payload (header parsed into h at pos); false when the task is done. */
@@ -97,79 +136,51 @@ final class TaskReader implements PartitionReader<ColumnarBatch> {
                 }
                 continue;
             }
-            if (runs != null && runIndex < runs.size()) {
-                nextRun();
-                continue;
-            }
-            if (++splitIndex >= task.splits().size()) {
+            if (stepIndex >= steps.size()) {
                 return false;
             }
-            openSplit(task.splits().get(splitIndex));
+            nextStep();
         }
     }
 
-    private void openSplit(SplitSpec s) {
-        if (split == null || !split.url().equals(s.url())) {
-            src = Ranges.open(s);
-            index = new ObjectIndex(src, s.size());
-        }
-        split = s;
-        retire();
-        runs = BlockRun.of(index.entriesFor(s.streamId(), s.start(), s.end()));
-        runIndex = 0;
-        payloads = null;
-        pending.forEach(f -> f.cancel(true));
-        pending.clear();
-        for (int i = 0; i < Math.min(AHEAD, runs.size()); i++) {
-            pending.add(fetch(runs.get(i)));
-        }
-        walker.topic = s.topic().getBytes(StandardCharsets.UTF_8);
-        walker.partition = s.partition();
+    /** A GET of a run into a pooled buffer, after room for the bytes carried from the GET before. */
+    private CompletableFuture<byte[]> fetch(Step s) {
+        byte[] into = BufferPool.take(s.run.end - s.run.position);
+        return s.src.fetch(s.run.getStart, s.run.end, into, (int) (s.run.getStart - s.run.position));
     }
 
-    /** A GET of a run into a pooled buffer (one large enough, else a new one of at least BlockRun.MAX_BYTES). */
-    private CompletableFuture<byte[]> fetch(BlockRun r) {
-        long length = r.end - r.position;
-        byte[] into = null;
-        for (byte[] b : free) {
-            if (b.length >= length) {
-                into = b;
-                break;
-            }
+    private void nextStep() {
+        Step s = steps.get(stepIndex++);
+        byte[] got = await(pending.remove(), s.split);
+        if (s.run.getStart > s.run.position) { // the start of a block the GET before cut: its bytes go first
+            System.arraycopy(data, (int) (s.run.position - run.position), got, 0,
+                    (int) (s.run.getStart - s.run.position));
         }
-        if (into != null) {
-            free.remove(into);
-        } else {
-            into = new byte[Math.toIntExact(Math.max(length, BlockRun.MAX_BYTES))];
-        }
-        return src.fetch(r.position, r.end, into);
-    }
-
-    /** The current run's buffer is no longer read from, though the batch being built may point into it. */
-    private void retire() {
-        if (data != null) {
+        if (data != null) { // no longer read from, though the batch being built may point into it
             retired.add(data);
-            data = null;
         }
-    }
-
-    private void nextRun() {
-        run = runs.get(runIndex++);
-        retire();
-        try {
-            data = pending.remove().get();
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new IllegalStateException("mqindex: interrupted reading " + split.key(), e);
-        } catch (ExecutionException e) {
-            throw e.getCause() instanceof RuntimeException re ? re : new IllegalStateException(e.getCause());
+        data = got;
+        fill();
+        if (s.split != split) {
+            split = s.split;
+            walker.topic = split.topic().getBytes(StandardCharsets.UTF_8);
+            walker.partition = split.partition();
         }
-        if (runIndex + AHEAD - 1 < runs.size()) {
-            pending.add(fetch(runs.get(runIndex + AHEAD - 1)));
-        }
+        run = s.run;
         payloads = run.payloads(split.key(), data, split.streamId(), split.start(), split.end());
         payloadIndex = 0;
         pos = payloads.isEmpty() ? 0 : payloads.get(0).at();
+    }
+
+    private static <T> T await(CompletableFuture<T> f, SplitSpec s) {
+        try {
+            return f.get();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("mqindex: interrupted reading " + s.key(), e);
+        } catch (ExecutionException e) {
+            throw e.getCause() instanceof RuntimeException re ? re : new IllegalStateException(e.getCause());
+        }
     }
 
     /** The rows of the batch at pos (h parsed); pos moves past it. */
