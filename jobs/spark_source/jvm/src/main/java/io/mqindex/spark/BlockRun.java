@@ -9,16 +9,17 @@ import java.util.List;
  * 0x02, record count, data length; then stream records, magic 0x22 (33-byte header) or 0x23 (41 bytes, with the
  * append time), each a payload of Kafka record batches. Every block is checked against its index entry.
  *
- * <p>GETs start and end at multiples of `step` bytes of the object (STEP unless the plan says otherwise) (but for a run of adjacent blocks' first and
- * last), not at block boundaries: an object is stored in parts of 8 MiB (broker/objects/writer.py), and SeaweedFS
- * spent 0.3 ms of CPU per MB more on GETs that start or end inside a part (1.3-1.5 ms/MB against 1.0-1.2,
- * docs/BENCHMARKS.md), and about 2 ms per GET whatever its size. A block a GET cuts is completed by the next
+ * <p>GETs start and end at multiples of `step` bytes of the object (STEP unless the plan says otherwise; but for
+ * the first and last GET of a run of adjacent blocks), not at block boundaries: an object is stored in parts of 8
+ * MiB (broker/objects/writer.py), and SeaweedFS spent 0.3 ms of CPU per MB more on GETs that start or end inside
+ * a part (1.3-1.5 ms/MB against 1.0-1.2, docs/BENCHMARKS.md). GETs of 1 MiB cost it 3.1-3.3 ms/MB; GETs of one
+ * part and of two cost the same within the spread of runs, so a GET is one part, which halves the buffers. A block a GET cuts is completed by the next
  * one: the bytes of it the first GET read ("carry", [position, getStart)) are copied in front of the next GET's
  * bytes, which are read into the same buffer after them.
  */
 final class BlockRun {
-    /** GET boundaries by default: multiples of this many bytes of the object, two of its 8 MiB parts. */
-    static final int STEP = 16 << 20;
+    /** GET boundaries by default: multiples of this many bytes of the object, one of its parts. */
+    static final int STEP = 8 << 20;
     /** The buffer a GET is read into when none of the pool is large enough: a GET and a carried block. */
     static final int BUFFER_BYTES = STEP + STEP / 4 + (2 << 20);
     private static final byte BLOCK_MAGIC = 0x5A;

@@ -7,10 +7,11 @@ import java.util.concurrent.ConcurrentLinkedDeque;
  * GET buffers shared by the tasks of an executor. A buffer is a GET of BlockRun.STEP bytes and more: a
  * "humongous" object to G1, whose allocation by every task (a gigabyte of them for a 1 GB read) started
  * concurrent marking cycles that cost as much CPU as the decoding. Held softly, so a collection under memory
- * pressure may take them back; at most KEEP are kept.
+ * pressure may take them back; at most KEEP are kept, about what the executor's tasks have in use at once
+ * (a task: TaskReader.AHEAD GETs under way, the run being decoded, the one before it).
  */
 final class BufferPool {
-    private static final int KEEP = 16;
+    private static final int KEEP = (TaskReader.AHEAD + 2) * Runtime.getRuntime().availableProcessors();
     private static final ConcurrentLinkedDeque<SoftReference<byte[]>> FREE = new ConcurrentLinkedDeque<>();
 
     private BufferPool() {
