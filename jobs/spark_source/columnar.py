@@ -67,7 +67,7 @@ def object_url(store: BlobStore, key: str, expires_s: int = PRESIGN_SECONDS) -> 
 def plan_json(store: BlobStore, tasks: Sequence[Sequence[Split]], lo_ms: int | None, hi_ms: int | None,
               get_bytes: int | None = None) -> str:
     """The plan the JVM reader takes (jobs/spark_source/jvm/.../ReadPlan.java). `get_bytes`: the GETs are cut at
-    multiples of this many bytes of an object (default: the reader's, 8 MiB, one of an object's parts)."""
+    multiples of this many bytes of an object (default: the reader's, 16 MiB, two of an object's parts)."""
     urls: dict[str, str] = {}
 
     def split(s: Split) -> dict[str, Any]:

@@ -97,7 +97,7 @@ def _inside(batches: list[Any], start: int, end: int) -> int:
 
 @pytest.mark.parametrize("get_bytes", [None, 1 << 20, 300_000])
 def test_rows_stay_right_when_run_buffers_are_read_into_again(spark: Any, get_bytes: int | None) -> None:
-    """24 MB in one split, read in GETs cut at multiples of 8 MiB (the default), 1 MiB or 300,000 bytes of the
+    """24 MB in one split, read in GETs cut at multiples of 16 MiB (the default), 1 MiB or 300,000 bytes of the
     object, so blocks are cut by GETs (their start carried into the next GET's buffer) and buffers are read into
     again while rows of a batch point into them (SlicedBinaryVector). Every value is distinct random bytes: a
     value read from a buffer given back too early, or a block put together wrong, would differ."""

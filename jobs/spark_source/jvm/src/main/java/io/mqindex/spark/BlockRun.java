@@ -12,16 +12,16 @@ import java.util.List;
  * <p>GETs start and end at multiples of `step` bytes of the object (STEP unless the plan says otherwise; but for
  * the first and last GET of a run of adjacent blocks), not at block boundaries: an object is stored in parts of 8
  * MiB (broker/objects/writer.py), and SeaweedFS spent 0.3 ms of CPU per MB more on GETs that start or end inside
- * a part (1.3-1.5 ms/MB against 1.0-1.2, docs/BENCHMARKS.md). GETs of 1 MiB cost it 3.1-3.3 ms/MB; GETs of one
- * part and of two cost the same within the spread of runs, so a GET is one part, which halves the buffers. A block a GET cuts is completed by the next
+ * a part (1.3-1.5 ms/MB against 1.0-1.2, docs/BENCHMARKS.md), and about 2 ms per GET whatever its size: GETs of
+ * 1 MiB cost it 3.1-3.3 ms/MB, and in the bench GETs of two parts 1.24-1.29 ms/MB against 1.38-1.41 for one. A block a GET cuts is completed by the next
  * one: the bytes of it the first GET read ("carry", [position, getStart)) are copied in front of the next GET's
  * bytes, which are read into the same buffer after them.
  */
 final class BlockRun {
-    /** GET boundaries by default: multiples of this many bytes of the object, one of its parts. */
-    static final int STEP = 8 << 20;
+    /** GET boundaries by default: multiples of this many bytes of the object, two of its parts. */
+    static final int STEP = 16 << 20;
     /** The buffer a GET is read into when none of the pool is large enough: a GET and a carried block. */
-    static final int BUFFER_BYTES = STEP + STEP / 4 + (2 << 20);
+    static final int BUFFER_BYTES = STEP + (2 << 20);
     private static final byte BLOCK_MAGIC = 0x5A;
     private static final byte BLOCK_FLAG = 0x02;
 
