@@ -33,7 +33,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from broker.errors import Fenced, InvalidField
+from broker.errors import Fenced, InvalidField, NotOwner
 from broker.objects.format import RECORD_HEADER_SIZE
 from broker.partitions.client_messages import InMessage, Produced
 from broker.partitions.fresh_metadata import FreshMetadata
@@ -203,5 +203,10 @@ class Producer:
                         "last moments is not seen", extra={"topic": info.name, "error": f"{type(exc).__name__}: {exc}"})
         if self.parts.registry.topic_id_of(info.name) != info.topic_id:
             raise TopicNotFound(info.name)  # deleted meanwhile: its records go with it, none acknowledged
-        self.parts.storage.check_usable()
+        try:
+            self.parts.storage.check_usable()
+        except NotOwner as exc:  # the lease lapsed while the records were written: stored, not acknowledged
+            raise NotOwner(f"{exc}; the messages were written before it lapsed and are not acknowledged: they are "
+                           "kept if this node renews its lease, lost if another node takes the partition over, so a "
+                           "retry may store them twice") from exc
         return results  # type: ignore[return-value]

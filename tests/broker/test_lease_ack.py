@@ -59,3 +59,40 @@ def test_no_acknowledgement_without_the_lease(node: BrokerNode, monkeypatch: pyt
         except NotOwner:
             assert time.monotonic() < deadline, "not acknowledging 30 s after the metadata answered again"
             time.sleep(0.05)
+
+
+def test_a_lease_that_lapses_while_a_produce_is_written_is_refused_saying_its_messages_may_be_kept(
+        node: BrokerNode) -> None:
+    """The lease is checked before the append and again before the answer; when it lapsed in between, the records
+    are in the WAL: the refusal says they are not acknowledged but may be kept, and they are, once this node
+    renews its lease (no other node took the partition over)."""
+    membership = node.cluster.membership
+    real = membership.check_lease
+    checks = 0
+
+    def lapses_during_the_write() -> None:
+        nonlocal checks
+        checks += 1
+        if checks == 2:  # after the append: the lease ran out while the records were written
+            membership.held_until = membership.clock() - 0.001
+        real()
+
+    node.storage.ack_checks[:] = [lapses_during_the_write]
+    try:
+        with pytest.raises(NotOwner) as refused:
+            node.produce("t", [InMessage(b"written, not acknowledged", key=b"w")])
+    finally:
+        node.storage.ack_checks[:] = [real]
+    assert checks == 2
+    assert "written before it lapsed and are not acknowledged" in str(refused.value)
+    assert "a retry may store them twice" in str(refused.value)
+    deadline = time.monotonic() + 30
+    while True:  # the next renewal: acknowledged again, and the refused message is there before the new one
+        try:
+            node.produce("t", [InMessage(b"after", key=b"a")])
+            break
+        except NotOwner:
+            assert time.monotonic() < deadline, "not acknowledging 30 s after the lease lapsed"
+            time.sleep(0.05)
+    messages, _ = node.fetch("t", 0, 0, 10)
+    assert [m.value for m in messages] == [b"written, not acknowledged", b"after"]
