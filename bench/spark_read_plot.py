@@ -33,14 +33,14 @@ def plot(runs: list[dict[str, Any]], out: Path, cores: int | None = None) -> Pat
                                                                       for r in runs]
     series["Kafka consumer (librdkafka) from the broker"] = [r["payload_mb"] / r["kafka_s"] for r in runs]
     series["raw ranged GETs of the objects (2 threads)"] = [r["object_mb"] / r["raw_s"] for r in runs]
-    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    fig, ax = plt.subplots(figsize=(max(7.5, 1.5 * len(runs)), 4.6))
     width = 0.8 / len(series)
     for i, (name, ys) in enumerate(series.items()):
         xs = [j + (i - (len(series) - 1) / 2) * width for j in range(len(runs))]
         ax.bar(xs, ys, width, label=name, hatch="//" if "ceiling" in name else None,
                       fill="ceiling" not in name)
         for x, y in zip(xs, ys, strict=True):
-            ax.annotate(f"{y:.1f}", (x, y), ha="center", va="bottom", fontsize=7)
+            ax.annotate(f"{y:.0f}", (x, y), ha="center", va="bottom", fontsize=6)
     ax.set_yscale("log")
     ax.set_ylim(top=max(max(ys) for ys in series.values()) * 8)  # room for the legend
     ax.set_xticks(range(len(runs)), labels)
