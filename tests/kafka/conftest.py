@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,3 +60,34 @@ def kafka_nodes(base: Path, count: int, topics: dict[str, int], *flags: str) -> 
         for s in made:
             if s.proc is not None and s.proc.poll() is None:
                 s.stop(signal.SIGKILL)
+
+
+def read_until_quiet(bootstrap: str, partitions: list[tuple[str, int]], expect: int, timeout: float = 60,
+                     isolation: str = "read_uncommitted") -> list[Any]:
+    """Every message of `partitions` (topic, partition) from offset 0 (confluent-kafka Messages), read until
+    `expect` are in and one more second passes without another; fewer if `timeout` runs out first."""
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False, "isolation.level": isolation})
+    try:
+        c.assign([TopicPartition(t, p, 0) for t, p in partitions])
+        out: list[Any] = []
+        deadline, quiet_until = time.monotonic() + timeout, None
+        while time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is None:
+                if len(out) >= expect:
+                    quiet_until = quiet_until or time.monotonic() + 1.0
+                    if time.monotonic() >= quiet_until:
+                        break
+                continue
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    continue
+                raise KafkaException(m.error())
+            out.append(m)
+            quiet_until = None
+        return out
+    finally:
+        c.close()

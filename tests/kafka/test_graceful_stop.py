@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import signal
 import threading
-import time
 import uuid
 import zlib
 from collections import Counter
@@ -24,12 +23,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import KafkaError, Producer
 
 from api.kafka import errors
 from storage_tier.seaweedfs_server import SeaweedFS
 from tests.api.server import wait_for
-from tests.kafka.conftest import KafkaServerProcess, kafka_nodes
+from tests.kafka.conftest import KafkaServerProcess, kafka_nodes, read_until_quiet
 from tests.kafka.test_every_version import batch
 from tests.kafka.wire import Wire
 
@@ -73,27 +72,8 @@ def probe(node: KafkaServerProcess, partition: int, group: str, codes: list[int]
 
 def read_all(bootstrap: str, expect: int, timeout: float = 60) -> list[bytes]:
     """Every record of the topic's partitions, read until `expect` are in and a second passes without more."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
-                  "enable.auto.commit": False})
-    try:
-        c.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTS)])
-        out: list[bytes] = []
-        deadline, quiet_until = time.monotonic() + timeout, None
-        while time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                if len(out) >= expect:
-                    quiet_until = quiet_until or time.monotonic() + 1.0
-                    if time.monotonic() > quiet_until:
-                        break
-                continue
-            assert m.error() is None or m.error().code() == KafkaError._PARTITION_EOF, m.error()
-            if m.error() is None:
-                out.append(bytes(m.value() or b""))
-                quiet_until = None
-        return out
-    finally:
-        c.close()
+    return [bytes(m.value() or b"") for m in
+            read_until_quiet(bootstrap, [(TOPIC, p) for p in range(PARTS)], expect, timeout)]
 
 
 @pytest.mark.slow(seconds=60)  # a clean stop hands the partitions over; the producer follows them

@@ -9,19 +9,18 @@ confluent-kafka producer that was sending meanwhile has every record delivered o
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import KafkaError, Producer
 from kafka import KafkaProducer
 from kafka.errors import KafkaStorageError
 
 from storage_tier.seaweedfs_server import SeaweedFS
 from tests.api.server import wait_for
-from tests.kafka.conftest import KafkaServerProcess, kafka_nodes
+from tests.kafka.conftest import KafkaServerProcess, kafka_nodes, read_until_quiet
 from tests.kafka.wire import Wire
 
 TOPIC = "wal-fails"
@@ -47,26 +46,7 @@ def leaders(nodes: list[KafkaServerProcess]) -> dict[int, int]:
 
 
 def read_partition(bootstrap: str, partition: int, expect: int, timeout: float = 60) -> list[bytes]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
-                  "enable.auto.commit": False})
-    try:
-        c.assign([TopicPartition(TOPIC, partition, 0)])
-        out: list[bytes] = []
-        deadline, quiet_until = time.monotonic() + timeout, None
-        while time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                if len(out) >= expect:
-                    quiet_until = quiet_until or time.monotonic() + 1.0
-                    if time.monotonic() > quiet_until:
-                        break
-                continue
-            assert m.error() is None or m.error().code() == KafkaError._PARTITION_EOF, m.error()
-            if m.error() is None:
-                out.append(bytes(m.value() or b""))
-        return out
-    finally:
-        c.close()
+    return [bytes(m.value() or b"") for m in read_until_quiet(bootstrap, [(TOPIC, partition)], expect, timeout)]
 
 
 @pytest.mark.slow(seconds=90)  # the WAL's put retried for 30 s, a SeaweedFS started again, a lease to expire

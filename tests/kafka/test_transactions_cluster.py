@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import signal
 import threading
-import time
 import uuid
 import zlib
 from collections.abc import Callable, Iterator
@@ -19,12 +18,12 @@ from typing import Any
 
 import httpx
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from api.kafka import errors
 from storage_tier.seaweedfs_server import SeaweedFS
 from tests.api.server import ServerProcess, wait_for
-from tests.kafka.conftest import KafkaServerProcess, kafka_nodes
+from tests.kafka.conftest import KafkaServerProcess, kafka_nodes, read_until_quiet
 from tests.kafka.wire import Wire
 
 TOPIC, INPUT, PARTS = "txc", "txc-in", 3
@@ -75,28 +74,8 @@ def latest(nodes: list[KafkaServerProcess], partition: int, isolation: int) -> i
 
 def read_all(nodes: list[KafkaServerProcess], isolation: str, expect: int, timeout: float = 60) -> list[bytes]:
     """Every key of TOPIC from the start, read until `expect` are in and one more second passes quiet."""
-    c = Consumer({"bootstrap.servers": bootstrap(nodes), "group.id": f"reader-{time.monotonic_ns()}",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False, "isolation.level": isolation})
-    try:
-        c.assign([TopicPartition(TOPIC, i, 0) for i in range(PARTS)])
-        out: list[bytes] = []
-        deadline, quiet_until = time.monotonic() + timeout, None
-        while time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                if len(out) >= expect:
-                    quiet_until = quiet_until or time.monotonic() + 1.0
-                    if time.monotonic() >= quiet_until:
-                        break
-                continue
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    continue
-                raise KafkaException(m.error())
-            out.append(m.key())
-        return out
-    finally:
-        c.close()
+    return [m.key() for m in read_until_quiet(bootstrap(nodes), [(TOPIC, i) for i in range(PARTS)], expect,
+                                              timeout, isolation)]
 
 
 def stable(nodes: list[KafkaServerProcess], ends: dict[int, int]) -> bool:
