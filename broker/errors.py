@@ -96,6 +96,11 @@ class NotOwner(Fenced):
     """This node does not own the partition's streams (another node opened them at a newer epoch)."""
 
 
+class LeaseLapsed(NotOwner):
+    """This node could not renew its lease in time (the metadata database did not answer): it acknowledges nothing
+    until it renews it, and another node may take its partitions over meanwhile."""
+
+
 class NotLeader(NotOwner):
     """Another node leads the partition: retry there (HTTP 421 with the leader's id and address)."""
 

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from broker.errors import MetadataUnavailable, NotOwner
+from broker.errors import LeaseLapsed, MetadataUnavailable, NotOwner
 from broker.metadata.leases import ALIVE, EXPIRED, LeaseTable, NodeLease
 from broker.metadata.pg_link import until_answered
 from broker.periodic import Periodic
@@ -213,7 +213,7 @@ class Membership:
             raise NotOwner(f"node {self.node_id}: its lease belongs to a newer incarnation; not acknowledging")
         left = self.held_until - self.clock()
         if left <= 0:
-            raise NotOwner(f"node {self.node_id} could not renew its lease for {self.lease_ms} ms (the metadata "
+            raise LeaseLapsed(f"node {self.node_id} could not renew its lease for {self.lease_ms} ms (the metadata "
                            "database does not answer): not acknowledging until it can")
 
     def within_lease(self, check: Callable[[], None], pause_s: float = 0.2) -> None:

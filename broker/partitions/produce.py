@@ -33,7 +33,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from broker.errors import Fenced, InvalidField, NotOwner
+from broker.errors import Fenced, InvalidField, LeaseLapsed
 from broker.objects.format import RECORD_HEADER_SIZE
 from broker.partitions.client_messages import InMessage, Produced
 from broker.partitions.fresh_metadata import FreshMetadata
@@ -205,8 +205,8 @@ class Producer:
             raise TopicNotFound(info.name)  # deleted meanwhile: its records go with it, none acknowledged
         try:
             self.parts.storage.check_usable()
-        except NotOwner as exc:  # the lease lapsed while the records were written: stored, not acknowledged
-            raise NotOwner(f"{exc}; the messages were written before it lapsed and are not acknowledged: they are "
-                           "kept if this node renews its lease, lost if another node takes the partition over, so a "
-                           "retry may store them twice") from exc
+        except LeaseLapsed as exc:  # the lease lapsed while the records were written: stored, not acknowledged
+            raise LeaseLapsed(f"{exc}; the messages were written before it lapsed and are not acknowledged: they may "
+                              "or may not be kept (kept if this node renews its lease), so a retry may store them "
+                              "twice") from exc
         return results  # type: ignore[return-value]
