@@ -25,12 +25,16 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from broker.objects.format import StreamRecord
+from broker.objects.writer import write_object
+from broker.partitions.records import ProducerRecord, build_batch
 from jobs.spark_source import columnar, register
 from jobs.spark_source.options import SourceOptionError
 from jobs.spark_source.plan import Split
 from jobs.spark_source.read import records
+from storage_tier import open_store
 from tests.api.server import wait_for
-from tests.jobs.test_spark_arrow_decode import CODECS, T0, _object, _split, damaged_object
+from tests.jobs.test_spark_arrow_decode import CODECS, STREAM, T0, _object, _split, damaged_object
 from tests.jobs.test_spark_source import (  # noqa: F401 - `served` is this module's fixture too
     TOPIC,
     TRIMMED,
@@ -110,6 +114,25 @@ def test_rows_stay_right_when_run_buffers_are_read_into_again(spark: Any, get_by
         want = _python_rows(store, splits)
         got = spark_rows(columnar.read_tasks(spark, f"file://{root}", [splits], get_bytes=get_bytes))
     assert len(got) == 3000 and got == want
+
+
+def test_a_task_of_many_small_splits(spark: Any) -> None:
+    """60 objects of a few kilobytes each in one task: a column batch's rows come from many GETs, a batch ends
+    where it would point into a third buffer, and a buffer no row points into is read into again at once."""
+    rng = random.Random(11)
+    with tempfile.TemporaryDirectory() as root:
+        store = open_store(f"file://{root}")
+        splits, base = [], 0
+        for o in range(60):
+            recs = [ProducerRecord(rng.randbytes(rng.randrange(0, 300)), key=rng.randbytes(8), timestamp_ms=T0 + i)
+                    for i in range(rng.randrange(1, 30))]
+            batch = build_batch(recs, base, "none")
+            info = write_object(store, f"o/{o}", [StreamRecord(STREAM, 0, base, len(recs), batch)], block_size=512)
+            splits.append(Split("t", 2, STREAM, o, "SO", f"o/{o}", info.size, base, base + len(recs), info.size))
+            base += len(recs)
+        want = _python_rows(store, splits)
+        got = spark_rows(columnar.read_tasks(spark, f"file://{root}", [splits]))
+    assert len(got) == base and got == want
 
 
 def test_large_values_cross_many_column_batches(spark: Any) -> None:

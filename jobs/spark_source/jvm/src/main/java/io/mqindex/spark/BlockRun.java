@@ -20,8 +20,6 @@ import java.util.List;
 final class BlockRun {
     /** GET boundaries by default: multiples of this many bytes of the object, two of its parts. */
     static final int STEP = 16 << 20;
-    /** The buffer a GET is read into when none of the pool is large enough: a GET and a carried block. */
-    static final int BUFFER_BYTES = STEP + (2 << 20);
     private static final byte BLOCK_MAGIC = 0x5A;
     private static final byte BLOCK_FLAG = 0x02;
 

@@ -23,10 +23,12 @@ final class ReadPlan {
         }
         long lo = root.path("lo_ms").isNumber() ? root.get("lo_ms").asLong() : Long.MIN_VALUE;
         long hi = root.path("hi_ms").isNumber() ? root.get("hi_ms").asLong() : Long.MAX_VALUE;
-        int step = root.path("get_bytes").isInt() ? root.get("get_bytes").asInt() : BlockRun.STEP;
-        if (step < 1) {
-            throw new IllegalArgumentException("mqindex: get_bytes must be >= 1, got " + step);
+        JsonNode given = root.path("get_bytes");
+        if (!given.isMissingNode() && !given.isNull() && (!given.isInt() || given.asInt() < 1)) {
+            throw new IllegalArgumentException("mqindex: get_bytes must be a whole number of bytes from 1 to "
+                    + Integer.MAX_VALUE + ", got " + given);
         }
+        int step = given.isInt() ? given.asInt() : BlockRun.STEP;
         List<TaskPartition> out = new ArrayList<>();
         for (JsonNode task : root.path("tasks")) {
             List<SplitSpec> splits = new ArrayList<>();

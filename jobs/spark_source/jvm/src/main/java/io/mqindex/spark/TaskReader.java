@@ -9,6 +9,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Semaphore;
 import java.util.zip.CRC32C;
 import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.types.StructType;
@@ -27,6 +28,7 @@ final class TaskReader implements PartitionReader<ColumnarBatch> {
     static final int ROWS = 4096;
     static final long BYTES = 4 << 20;
     static final int AHEAD = 2; // GETs under way while a run is decoded
+    static final int INDEX_READS = 4; // objects' indexes read at once at a task's start
 
     /** One GET of a split's blocks. */
     private record Step(SplitSpec split, Ranges src, BlockRun run) {
@@ -45,6 +47,7 @@ final class TaskReader implements PartitionReader<ColumnarBatch> {
     private BlockRun run;
     private byte[] data;
     private final List<byte[]> retired = new ArrayList<>(); // runs done with but used by the last batch
+    private int rowsFromData; // rows of the batch being built that point into `data`
     private List<Payload> payloads;
     private int payloadIndex;
     private int pos;
@@ -65,12 +68,17 @@ final class TaskReader implements PartitionReader<ColumnarBatch> {
         }
         int rows = 0;
         long bytes = 0;
+        rowsFromData = 0;
+        // a batch ends where its rows would point into a third buffer: a batch holds at most two (GETs of a few
+        // kilobytes, many small splits, would otherwise each keep a buffer until the batch is done with)
         while (rows < ROWS && (bytes < BYTES || rows == 0)) {
-            if (!atBatch()) {
+            if (!atBatch(rows == 0 || retired.isEmpty())) {
                 break;
             }
             bytes += h.size;
-            rows += decode();
+            int n = decode();
+            rows += n;
+            rowsFromData += n;
         }
         cols.batch(rows);
         return rows > 0;
@@ -91,14 +99,21 @@ final class TaskReader implements PartitionReader<ColumnarBatch> {
         data = null;
     }
 
-    /** The task's GETs in order: every object's index read first, all of them at once. */
+    /** The task's GETs in order: every object's index read first, INDEX_READS at once. */
     private List<Step> plan() {
         Map<String, Ranges> sources = new HashMap<>();
         Map<String, CompletableFuture<ObjectIndex>> indexes = new HashMap<>();
+        Semaphore reads = new Semaphore(INDEX_READS);
         for (SplitSpec s : task.splits()) {
             Ranges src = sources.computeIfAbsent(s.url(), u -> Ranges.open(s));
-            indexes.computeIfAbsent(s.url(), u -> CompletableFuture.supplyAsync(() -> new ObjectIndex(src, s.size()),
-                    Ranges.FETCHERS));
+            indexes.computeIfAbsent(s.url(), u -> CompletableFuture.supplyAsync(() -> {
+                reads.acquireUninterruptibly();
+                try {
+                    return new ObjectIndex(src, s.size());
+                } finally {
+                    reads.release();
+                }
+            }, Ranges.FETCHERS));
         }
         List<Step> out = new ArrayList<>();
         for (SplitSpec s : task.splits()) {
@@ -117,8 +132,11 @@ final class TaskReader implements PartitionReader<ColumnarBatch> {
         }
     }
 
-    /** Moves to the next batch of a payload (header parsed into h at pos); false when the task is done. */
-    private boolean atBatch() {
+    /**
+     * Moves to the next batch of a payload (header parsed into h at pos); false when the task is done, or when the
+     * next batch is in the next GET and `mayMove` is false.
+     */
+    private boolean atBatch(boolean mayMove) {
         while (true) {
             if (payloads != null && payloadIndex < payloads.size()) {
                 Payload pl = payloads.get(payloadIndex);
@@ -136,7 +154,7 @@ final class TaskReader implements PartitionReader<ColumnarBatch> {
                 }
                 continue;
             }
-            if (stepIndex >= steps.size()) {
+            if (stepIndex >= steps.size() || !mayMove) {
                 return false;
             }
             nextStep();
@@ -156,10 +174,13 @@ final class TaskReader implements PartitionReader<ColumnarBatch> {
             System.arraycopy(data, (int) (s.run.position - run.position), got, 0,
                     (int) (s.run.getStart - s.run.position));
         }
-        if (data != null) { // no longer read from, though the batch being built may point into it
+        if (rowsFromData > 0) { // no longer read from, though the batch being built points into it
             retired.add(data);
+        } else { // nothing points into it: read into it again at once
+            BufferPool.give(data);
         }
         data = got;
+        rowsFromData = 0;
         fill();
         if (s.split != split) {
             split = s.split;
