@@ -13,6 +13,7 @@ import org.apache.spark.SparkEnv;
  */
 final class BufferPool {
     private static final long ROUND = 2 << 20;
+    private static final long SIZE = BlockRun.STEP + ROUND;
     private static final int KEEP = (TaskReader.AHEAD + 3) * cores();
     private static final ConcurrentLinkedDeque<SoftReference<byte[]>> FREE = new ConcurrentLinkedDeque<>();
 
@@ -27,8 +28,10 @@ final class BufferPool {
     }
 
     /**
-     * A buffer of at least `length` bytes: a pooled one, else a new one of `length` rounded up to ROUND (a GET
-     * of two parts and a carried block: 16-18 MiB, up to 26 MiB for a run's first or last GET made longer).
+     * A buffer of at least `length` bytes: a pooled one, else a new one of at least SIZE (a GET of two parts and
+     * a carried block), of `length` rounded up to ROUND when longer (a run's first or last GET made longer: up to
+     * 26 MiB). One size for most, so that a pooled buffer serves the next GET: buffers sized to each GET would leave
+     * the pool with ones too small for it, each a new humongous allocation.
      */
     static byte[] take(long length) {
         for (int i = 0; i < KEEP; i++) {
@@ -44,7 +47,7 @@ final class BufferPool {
                 FREE.offerLast(ref);
             }
         }
-        return new byte[Math.toIntExact((length + ROUND - 1) / ROUND * ROUND)];
+        return new byte[Math.toIntExact(Math.max(SIZE, (length + ROUND - 1) / ROUND * ROUND))];
     }
 
     /** A buffer no task reads or writes any more. */
