@@ -100,6 +100,11 @@ class LeaseLapsed(NotOwner):
     """This node could not renew its lease in time (the metadata database did not answer): it acknowledges nothing
     until it renews it, and another node may take its partitions over meanwhile."""
 
+    def written(self) -> LeaseLapsed:
+        """The same refusal for records already written when it lapsed (checked again before the answer)."""
+        return LeaseLapsed(f"{self}; the messages were written before it lapsed and are not acknowledged: they may "
+                           "or may not be kept (kept if this node renews its lease), so a retry may store them twice")
+
 
 class NotLeader(NotOwner):
     """Another node leads the partition: retry there (HTTP 421 with the leader's id and address)."""

@@ -36,7 +36,7 @@ from api.kafka.context import Context
 from api.kafka.fetch import EncodedResponse
 from api.kafka.framing import frame
 from api.kafka.schemas import APIS, build
-from broker.errors import RecordFormatError
+from broker.errors import LeaseLapsed, RecordFormatError
 from broker.partitions.kafka_clients.client_batches import BatchTooLarge, Queued, SequenceError
 from broker.partitions.kafka_clients.fresh_answers import FreshAnswers
 
@@ -62,7 +62,7 @@ class ProduceAnswer:
     long-polling fetch on the same connection, or to a slow reader)."""
 
     __slots__ = ("_outcomes", "_waits", "_acks", "_version", "_correlation_id", "_check", "_verdict", "_fresh",
-                 "_topic_ids", "_topic_id_of", "_gone", "_decided", "_lock", "_left", "_durable_verdict",
+                 "_topic_ids", "_topic_id_of", "_gone", "_decided", "_lock", "_left", "_durable_verdict", "_lapsed",
                  "_catch_up_error")
 
     def __init__(self, outcomes: Outcomes, waits: Waits, acks: int, version: int, correlation_id: int,
@@ -81,6 +81,7 @@ class ProduceAnswer:
         self._lock = threading.Lock()
         self._left = 2
         self._durable_verdict: str | None = None
+        self._lapsed = False  # the verdict: the lease lapsed while the records were written (stored, not acked)
         self._catch_up_error: BaseException | None = None
         if self._fresh is not None:
             self._fresh.after(self._caught_up)
@@ -112,6 +113,8 @@ class ProduceAnswer:
             if self._check is not None:
                 self._check()
             verdict = None
+        except LeaseLapsed as exc:  # written, not acknowledged: kept if this node renews its lease
+            verdict, self._lapsed = str(exc.written()), True
         except Exception as exc:  # noqa: BLE001 - the partitions are answered with a storage error
             verdict = str(exc)
         if self._fresh is None:
@@ -181,8 +184,12 @@ class ProduceAnswer:
                                 extra={"topic": key[0], "partition": key[1]})
                     done[key] = (errors.UNKNOWN_TOPIC_OR_PARTITION, -1, f"topic {key[0]} was deleted")
                     continue
-            if why is not None:
+            if why is not None and self._lapsed and why == self._verdict:
+                log.warning("produce written, not acknowledged: the lease lapsed while it was written",
+                            extra={"topic": key[0], "partition": key[1], "error": why})
+            elif why is not None:
                 log.error("produce not durable", extra={"topic": key[0], "partition": key[1], "error": why})
+            if why is not None:
                 done[key] = (errors.KAFKA_STORAGE_ERROR, -1, why)
         self._waits = []  # answered: a second result() gives the same response
         return None if self._acks == 0 else _response(done, self._version, self._correlation_id)

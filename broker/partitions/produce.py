@@ -206,7 +206,5 @@ class Producer:
         try:
             self.parts.storage.check_usable()
         except LeaseLapsed as exc:  # the lease lapsed while the records were written: stored, not acknowledged
-            raise LeaseLapsed(f"{exc}; the messages were written before it lapsed and are not acknowledged: they may "
-                              "or may not be kept (kept if this node renews its lease), so a retry may store them "
-                              "twice") from exc
+            raise exc.written() from exc
         return results  # type: ignore[return-value]
