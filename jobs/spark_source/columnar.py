@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.spark_source.options import SourceOptionError, _get, parse_options
-from jobs.spark_source.plan import Split, plan_scan
+from jobs.spark_source.plan import Split, pack_tasks, plan_scan
 from jobs.spark_source.read import worker_store
 from storage_tier import BlobStore
 
@@ -112,6 +112,8 @@ def read(spark: Any, **options: str) -> Any:
     plan = plan_scan(opts)
     if _get(options, "maxSplitBytes") is None and plan.splits:
         size = task_bytes(spark, sum(s.est_bytes for s in plan.splits))
-        if size != opts.max_split_bytes:
+        if size >= opts.max_split_bytes:  # the splits are small enough: only packed again, no second planning
+            plan.tasks = pack_tasks(plan.splits, size)
+        else:  # smaller tasks than the splits: planned again with splits of that size
             plan = plan_scan(dataclasses.replace(opts, max_split_bytes=size))
     return read_tasks(spark, opts.store_url, plan.tasks, opts.from_ms, opts.to_ms)

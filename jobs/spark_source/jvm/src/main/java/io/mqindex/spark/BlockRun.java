@@ -13,9 +13,9 @@ import java.util.List;
  * the first and last GET of a run of adjacent blocks), not at block boundaries: an object is stored in parts of 8
  * MiB (broker/objects/writer.py), and SeaweedFS spent 0.3 ms of CPU per MB more on GETs that start or end inside
  * a part (1.3-1.5 ms/MB against 1.0-1.2, docs/BENCHMARKS.md), and about 2 ms per GET whatever its size: GETs of
- * 1 MiB cost it 3.1-3.3 ms/MB, and in the bench GETs of two parts 1.24-1.29 ms/MB against 1.38-1.41 for one. A block a GET cuts is completed by the next
- * one: the bytes of it the first GET read ("carry", [position, getStart)) are copied in front of the next GET's
- * bytes, which are read into the same buffer after them.
+ * 1 MiB cost it 3.1-3.3 ms/MB, and in the bench GETs of two parts 1.24-1.29 ms/MB against 1.38-1.41 for one. A
+ * block a GET cuts is completed by the next one: the bytes of it the first GET read ("carry", [position,
+ * getStart)) are copied in front of the next GET's bytes, which are read into the same buffer after them.
  */
 final class BlockRun {
     /** GET boundaries by default: multiples of this many bytes of the object, two of its parts. */
@@ -64,10 +64,9 @@ final class BlockRun {
             if (cut - get < step / 4) {
                 cut += step;
             }
-            if (last - cut < step / 4) {
+            if (last - cut < step / 4) { // also when the cut is past the last block
                 cut = last;
             }
-            cut = Math.min(cut, last);
             List<IndexEntry> done = new ArrayList<>();
             while (next < blocks.size() && endOf(blocks.get(next)) <= cut) {
                 done.add(blocks.get(next++));

@@ -41,8 +41,7 @@ final class TaskReader implements PartitionReader<ColumnarBatch> {
     private final CRC32C crc = new CRC32C();
     private List<Step> steps;
     private int stepIndex; // the next step to decode
-    private int fetchIndex; // the next step to fetch
-    private final ArrayDeque<CompletableFuture<byte[]>> pending = new ArrayDeque<>();
+    private final ArrayDeque<CompletableFuture<byte[]>> pending = new ArrayDeque<>(); // the steps after it
     private SplitSpec split;
     private BlockRun run;
     private byte[] data;
@@ -127,8 +126,8 @@ final class TaskReader implements PartitionReader<ColumnarBatch> {
 
     /** Keeps AHEAD GETs under way. */
     private void fill() {
-        while (fetchIndex < steps.size() && fetchIndex < stepIndex + AHEAD) {
-            pending.add(fetch(steps.get(fetchIndex++)));
+        while (pending.size() < AHEAD && stepIndex + pending.size() < steps.size()) {
+            pending.add(fetch(steps.get(stepIndex + pending.size())));
         }
     }
 
