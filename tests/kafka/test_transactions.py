@@ -5,17 +5,16 @@ HTTP never show an aborted or open transaction's records, and HTTP fetch shows n
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack, suppress
 
 import httpx
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from api.kafka import errors
 from tests.api.server import wait_for
-from tests.kafka.conftest import KafkaServerProcess
+from tests.kafka.conftest import KafkaServerProcess, read_until_quiet
 from tests.kafka.wire import Wire
 
 TOPICS = {"tx-a": 2, "tx-b": 1, "tx-in": 1}
@@ -52,30 +51,9 @@ def producer(s: KafkaServerProcess, tid: str, **extra: object) -> Producer:
 def read_all(s: KafkaServerProcess, topics: list[str], isolation: str, expect: int, timeout: float = 30
              ) -> list[tuple[str, int, bytes | None, bytes | None]]:
     """Every record of `topics` from the start, read until `expect` are in and one more second passes quiet."""
-    c = Consumer({"bootstrap.servers": s.bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False, "isolation.level": isolation})
-    try:
-        parts = [TopicPartition(t, i, 0) for t in topics for i in range(TOPICS.get(t, 1))]
-        c.assign(parts)
-        out: list[tuple[str, int, bytes | None, bytes | None]] = []
-        deadline = time.monotonic() + timeout
-        quiet_until = None
-        while time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                if len(out) >= expect:
-                    quiet_until = quiet_until or time.monotonic() + 1.0
-                    if time.monotonic() >= quiet_until:
-                        break
-                continue
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    continue
-                raise KafkaException(m.error())
-            out.append((m.topic(), m.partition(), m.key(), m.value()))
-        return out
-    finally:
-        c.close()
+    parts = [(t, i) for t in topics for i in range(TOPICS.get(t, 1))]
+    return [(m.topic(), m.partition(), m.key(), m.value())
+            for m in read_until_quiet(s.bootstrap, parts, expect, timeout, isolation)]
 
 
 def lookup(s: KafkaServerProcess, topic: str, key: str) -> list[dict]:
