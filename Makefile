@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 CYTHON_SOURCES := $(wildcard */*.pyx */*/*.pyx */*.pxd */*/*.pxd)
 
 # the JVM columnar reader of topics (jobs/spark_source/jvm), compiled against the installed pyspark's jars
-JVM_SOURCES := $(shell find jobs/spark_source/jvm/src -name '*.java')
+JVM_SOURCES := $(shell find jobs/spark_source/jvm/src -type f)
 JAR := jobs/spark_source/jvm/mqindex-spark.jar
 
 $(STAMP): pyproject.toml setup.py $(CYTHON_SOURCES)

@@ -2,11 +2,12 @@
 against its peers, in one run on the same topic:
 
 1. full read, MB/s of record payload (key + value + headers): Spark local[2] (every row's value summed, so
-   every record is decoded and crosses into Spark), by the Python source and by the JVM columnar reader
-   (`jobs.spark_source.columnar.read`: the same splits, in tasks sized as Spark sizes a file source's, read
-   by jobs/spark_source/jvm) vs raw ranged GETs of the same objects (2 threads, no decoding: what the store
-   gives) vs a Kafka consumer (librdkafka) reading the topic from the broker. The columnar read and the raw
-   GETs are each the second of two reads, as the Parquet copy below (the first columnar read is printed too);
+   every record is decoded and crosses into Spark) with `spark.read.format("mqindex")`, whose batch reads are
+   the JVM columnar reader's (jobs/spark_source/jvm, in tasks sized as Spark sizes a file source's), and with
+   `reader=python` (the Python data source alone) vs raw ranged GETs of the same objects (2 threads, no
+   decoding: what the store gives) vs a Kafka consumer (librdkafka) reading the topic from the broker. The
+   JVM read and the raw GETs are each the second of two reads, as the Parquet copy below (the first JVM read
+   is printed too);
 2. a key predicate: bytes and GETs read and seconds with the key index (`index` option) vs the same
    predicate over a full scan;
 3. a value search (`value LIKE '%needle%'`) over a time window: Spark vs a Kafka consumer doing the same
@@ -225,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from bench.serve_process import ServeProcess
     from jobs.spark_session import DAEMON_CONF, EXECUTOR_DAEMON
-    from jobs.spark_source import columnar, register
+    from jobs.spark_source import register
     from jobs.spark_source.options import parse_options
     from jobs.spark_source.pushdown import Pushed, push
     from jobs.spark_source.read import worker_store
@@ -252,32 +253,30 @@ def main(argv: list[str] | None = None) -> int:
                  .config(DAEMON_CONF, EXECUTOR_DAEMON).config("spark.driver.memory", "1g").getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
         register(spark)
-        opts = {"metadata": meta, "store": store_url, "topic": TOPIC, "maxSplitBytes": str(32 << 20)}
-        # a new load() per query: with pyspark 4.3 a DataFrame planned once with pushed filters keeps them for a
-        # later query of the same DataFrame without filters (docs/SPARK.md, "Known issue")
+        opts = {"metadata": meta, "store": store_url, "topic": TOPIC}
+        # the Python data source alone (reader=python) in tasks of 32 MiB
+        py_opts = {**opts, "reader": "python", "maxSplitBytes": str(32 << 20)}
+
         def load(**kw: str) -> Any:
             return spark.read.format("mqindex").options(**opts, **kw).load()
 
         # warm: the JVM and the planning workers, and both executor slots' Python workers (maxSplitBytes 1: a task
         # per record of the 20 read, so the two slots run at once): a worker started during the measured read
         # would add its start (imports, a store client: about 0.5 CPU s) to a figure per MB
-        spark.read.format("mqindex").options(**{**opts, "maxSplitBytes": "1"}).load().where("offset < 10").count()
-        df = load()
-
+        spark.read.format("mqindex").options(**{**py_opts, "maxSplitBytes": "1"}).load().where("offset < 10").count()
         load_before = os.getloadavg()
-        row, spark_s, by_role, sampler_cpu = timed_aggregate(df)
+        row, spark_s, by_role, sampler_cpu = timed_aggregate(spark.read.format("mqindex").options(**py_opts).load())
         load_after = os.getloadavg()
         assert row.n == n, (row.n, n)
         spark_cpu = sum(by_role.values())
-        # the JVM columnar reader with its own task sizes (those of Spark's file sources: columnar.task_bytes),
-        # warmed first (its jar added, its classes loaded and compiled on a small read), then measured as the
-        # Parquet copy is, the second of two full reads; the first (the JVM still compiling Spark's scheduling
-        # code for it) is printed too
-        col_opts = {k: v for k, v in opts.items() if k != "maxSplitBytes"}
+        # spark.read.format("mqindex") as users call it: its batch reads are the JVM columnar reader's, in tasks
+        # sized as Spark sizes a file source's (columnar.task_bytes), warmed first (its classes loaded and compiled
+        # on a small read), then measured as the Parquet copy is, the second of two full reads; the first (the JVM
+        # still compiling Spark's scheduling code for it) is printed too
         first = json.dumps({TOPIC: {"0": 20000, "1": 20000}})
-        columnar.read(spark, **col_opts, endingOffsets=first).agg(F.sum(F.length("value"))).collect()
-        cold_row, cold_s, cold_by_role, _ = timed_aggregate(columnar.read(spark, **col_opts))
-        col_row, col_s, col_by_role, col_sampler = timed_aggregate(columnar.read(spark, **col_opts))
+        load(endingOffsets=first).agg(F.sum(F.length("value"))).collect()
+        cold_row, cold_s, cold_by_role, _ = timed_aggregate(load())
+        col_row, col_s, col_by_role, col_sampler = timed_aggregate(load())
         assert (cold_row.n, cold_row.v) == (col_row.n, col_row.v) == (row.n, row.v), (cold_row, col_row, row)
         col_cpu, cold_cpu = sum(col_by_role.values()), sum(cold_by_role.values())
         raw_gets(meta, store_url)  # the same rule for the raw GETs: the second of two reads
@@ -291,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         from pyspark.sql.datasource import EqualTo
 
         def measured(extra: dict[str, str]) -> tuple[int, int, int]:
-            o = parse_options({**opts, **extra})
+            o = parse_options({**py_opts, **extra})
             pushed = Pushed()
             list(push(pushed, [EqualTo(("key",), key.encode())]))
             store = worker_store(o.store_url)
@@ -322,21 +321,21 @@ def main(argv: list[str] | None = None) -> int:
                                                                     for p in range(PARTITIONS)}, b"needle", lo, hi)
         cores = os.cpu_count() or 1
         rows = [
-            ["spark local[2] full read", spark_s, mb / spark_s,
-             f"{(mb / spark_s) / (raw_bytes / 1e6 / raw_s):.2f}x raw",
-             f"{spark_cpu / mb:.3f}", f"{cores / (spark_cpu / mb):.1f}"],
-            ["spark local[2] full read, JVM columnar reader", col_s, mb / col_s,
+            ["spark local[2] format(\"mqindex\") full read (JVM columnar reader)", col_s, mb / col_s,
              f"{(mb / col_s) / (raw_bytes / 1e6 / raw_s):.2f}x raw",
              f"{col_cpu / mb:.3f}", f"{cores / (col_cpu / mb):.1f}"],
             ["  the same, its first full read", cold_s, mb / cold_s,
              f"{(mb / cold_s) / (raw_bytes / 1e6 / raw_s):.2f}x raw",
              f"{cold_cpu / mb:.3f}", f"{cores / (cold_cpu / mb):.1f}"],
+            ["  the same with reader=python (the Python data source)", spark_s, mb / spark_s,
+             f"{(mb / spark_s) / (raw_bytes / 1e6 / raw_s):.2f}x raw",
+             f"{spark_cpu / mb:.3f}", f"{cores / (spark_cpu / mb):.1f}"],
             ["raw ranged GETs (2 threads)", raw_s, raw_bytes / 1e6 / raw_s, f"{raw_gets_n} GETs", "", ""],
             ["spark local[2] over a Parquet copy on local disk", pq_s, mb / pq_s,
              f"{(mb / pq_s) / (raw_bytes / 1e6 / raw_s):.2f}x raw", f"{pq_cpu / mb:.3f}",
              f"{cores / (pq_cpu / mb):.1f}"],
             ["kafka consumer (librdkafka)", kafka_s, mb / kafka_s,
-             f"spark {kafka_s / spark_s:.2f}x its speed", "", ""],
+             f"spark {kafka_s / col_s:.2f}x its speed", "", ""],
         ]
         emit(table(f"full read of {n:,} records, {mb:.0f} MB payload ({raw_bytes / 1e6:.0f} MB of objects)",
                    ["reader", "s", "MB/s", "ratio", "CPU s/MB", "MB/s ceiling"], rows))
@@ -345,9 +344,9 @@ def main(argv: list[str] | None = None) -> int:
                     ["scan / index", f"{scan_bytes / max(1, idx_bytes):.0f}x", "", ""]]))
         emit(table("value search (value starts with 'needle') over the middle fifth of the run",
                    ["reader", "s", "matches"], [["spark local[2]", search_s, found], ["kafka consumer", k_s, k_found]]))
-        emit(cpu_line("the Spark full read", by_role, spark_cpu, sampler_cpu, mb)
+        emit(cpu_line("the Python data source's full read", by_role, spark_cpu, sampler_cpu, mb)
              + f"; load average {load_before[0]:.1f} at its start, {load_after[0]:.1f} at its end")
-        emit(cpu_line("the JVM columnar full read", col_by_role, col_cpu, col_sampler, mb))
+        emit(cpu_line("the JVM columnar full read (format(\"mqindex\"))", col_by_role, col_cpu, col_sampler, mb))
         save_results("spark_read", {"records": n, "payload_mb": mb, "object_mb": raw_bytes / 1e6,
                                     "spark_s": spark_s, "raw_s": raw_s, "kafka_s": kafka_s, "spark_cpu_s": spark_cpu,
                                     "parquet_s": pq_s, "parquet_cpu_s": pq_cpu,

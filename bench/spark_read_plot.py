@@ -24,10 +24,10 @@ def plot(runs: list[dict[str, Any]], out: Path, cores: int | None = None) -> Pat
     runs = sorted(runs, key=lambda r: r["payload_mb"])  # stable: runs of one size keep their order
     labels = [r.get("label") or f"{r['payload_mb']:.0f} MB\n{r['records']:,} records" for r in runs]
     series = {
-        "Spark local[2], mqindex source": [r["payload_mb"] / r["spark_s"] for r in runs],
+        "Spark local[2], the Python data source (reader=python)": [r["payload_mb"] / r["spark_s"] for r in runs],
         f"its CPU ceiling ({cores} cores / CPU s per MB)": [cores * r["payload_mb"] / r["spark_cpu_s"] for r in runs],
     }
-    if all("columnar_s" in r for r in runs):  # runs since the JVM columnar reader (columnar.read)
+    if all("columnar_s" in r for r in runs):  # runs since the JVM columnar reader (format("mqindex") since 2026-11-28)
         series["Spark local[2], JVM columnar reader"] = [r["payload_mb"] / r["columnar_s"] for r in runs]
         series[f"its CPU ceiling ({cores} cores / CPU s per MB) "] = [cores * r["payload_mb"] / r["columnar_cpu_s"]
                                                                       for r in runs]

@@ -21,34 +21,52 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from jobs.spark_source.options import SourceOptionError, _get, parse_options
-from jobs.spark_source.plan import Split, pack_tasks, plan_scan
+from jobs.spark_source.options import SourceOptionError, SourceOptions, _get, parse_options
+from jobs.spark_source.plan import Bounds, ScanPlan, Split, pack_tasks, plan_scan
 from jobs.spark_source.read import worker_store
 from storage_tier import BlobStore
 
 JAR = Path(__file__).parent / "jvm" / "mqindex-spark.jar"
 SOURCE_CLASS = "io.mqindex.spark.ColumnarSource"
+PLAN_OPTION = "columnarPlan"  # the JVM half asks the Python half for its plan with this option
 PRESIGN_SECONDS = 12 * 3600  # a presigned URL's life: a read's tasks must start within it
 
-__all__ = ["JAR", "SOURCE_CLASS", "add_jar", "object_url", "plan_json", "read", "read_tasks", "task_bytes"]
+__all__ = ["JAR", "PLAN_OPTION", "SOURCE_CLASS", "TaskSizing", "add_jar", "object_url", "plan_json",
+           "plan_tasks", "read", "read_tasks", "task_bytes"]
 
 
 def add_jar(spark: Any) -> None:
-    """Makes the reader's classes loadable in this session: `ADD JAR` unless they are already (`spark.jars`)."""
+    """Makes the reader's classes loadable in this session, on every thread: `ADD JAR` (which ships the jar to
+    the executors) unless they are loadable already (`spark.jars` at start, or an earlier call), and the jar
+    added to the driver's application class loader, Spark's MutableURLClassLoader, where `spark.jars` puts it.
+    `ADD JAR` alone serves only the JVM thread that ran it, and PySpark gives each Python thread a JVM thread
+    of its own: without the second step, `format("mqindex")` from another Python thread finds no such source."""
     jvm = spark.sparkContext._jvm
-    try:
-        jvm.java.lang.Class.forName(SOURCE_CLASS, False, jvm.Thread.currentThread().getContextClassLoader())
+    here = jvm.Thread.currentThread().getContextClassLoader()
+    base = here
+    while base is not None and base.getClass().getName() != "org.apache.spark.util.MutableURLClassLoader":
+        base = base.getParent()
+
+    def loadable(loader: Any) -> bool:
+        try:
+            jvm.java.lang.Class.forName(SOURCE_CLASS, False, loader)
+            return True
+        except Exception:  # noqa: BLE001 - py4j's error for a class not found
+            return False
+
+    if loadable(base if base is not None else here):
         return
-    except Exception:  # noqa: BLE001 - py4j's error for a class not found: add the jar
-        pass
     if not JAR.is_file():
         raise FileNotFoundError(f"{JAR} is not built: run `make {JAR.relative_to(JAR.parents[3])}` (it runs "
                                 "jobs/spark_source/jvm/build.sh; needs a JDK 17)")
-    spark.sql(f"ADD JAR '{JAR}'")
+    if not loadable(here):
+        spark.sql(f"ADD JAR '{JAR}'")
+    if base is not None:
+        base.addURL(jvm.java.io.File(str(JAR)).toURI().toURL())
 
 
 def object_url(store: BlobStore, key: str, expires_s: int = PRESIGN_SECONDS) -> str:
@@ -90,15 +108,63 @@ def read_tasks(spark: Any, store_url: str, tasks: Sequence[Sequence[Split]], lo_
     return spark.read.format(SOURCE_CLASS).option("plan", payload).load()
 
 
+@dataclasses.dataclass(frozen=True)
+class TaskSizing:
+    """What a read without `maxSplitBytes` sizes its tasks from, as Spark sizes its file sources' partitions:
+    spark.sql.files.maxPartitionBytes, spark.sql.files.openCostInBytes and the default parallelism."""
+
+    max_partition_bytes: int
+    open_cost_bytes: int
+    parallelism: int
+
+    @classmethod
+    def of_session(cls, spark: Any) -> TaskSizing:
+        conf = spark._jsparkSession.sessionState().conf()
+        return cls(int(conf.filesMaxPartitionBytes()), int(conf.filesOpenCostInBytes()),
+                   int(spark.sparkContext.defaultParallelism))
+
+    @classmethod
+    def from_json(cls, text: str) -> TaskSizing:
+        """The `columnarPlan` option the JVM half gives (jobs/spark_source/jvm, MqindexScanBuilder)."""
+        try:
+            got = json.loads(text)
+            sizing = cls(got["maxPartitionBytes"], got["openCostInBytes"], got["parallelism"])
+        except (ValueError, TypeError, KeyError) as exc:
+            raise SourceOptionError(f"{PLAN_OPTION}: set by the JVM reader, not by hand; not its JSON ({exc}): "
+                                    f"{text!r}") from None
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in dataclasses.astuple(sizing)):
+            raise SourceOptionError(f"{PLAN_OPTION}: set by the JVM reader, not by hand; expected positive whole "
+                                    f"numbers, got {text!r}")
+        return sizing
+
+    def task_bytes(self, total_bytes: int) -> int:
+        """min(maxPartitionBytes, max(openCostInBytes, bytes / parallelism)), 128 MiB at most by default. Every
+        task costs the JVM the deserialization of the whole read's task list and a shuffle write of its partial
+        aggregate: tasks of 32 MiB spent a third more CPU than tasks of 128 MiB on a 1 GB read
+        (docs/BENCHMARKS.md)."""
+        per_core = total_bytes // max(1, self.parallelism)
+        return int(max(1, min(self.max_partition_bytes, max(self.open_cost_bytes, per_core))))
+
+
 def task_bytes(spark: Any, total_bytes: int) -> int:
-    """The bytes of a task when `maxSplitBytes` is not given: as Spark sizes its file sources' partitions,
-    min(spark.sql.files.maxPartitionBytes, max(spark.sql.files.openCostInBytes, bytes / default parallelism)),
-    128 MiB at most by default. Every task costs the JVM the deserialization of the whole read's task list and a
-    shuffle write of its partial aggregate: tasks of 32 MiB spent a third more CPU than tasks of 128 MiB on a 1 GB
-    read (docs/BENCHMARKS.md)."""
-    conf = spark._jsparkSession.sessionState().conf()
-    per_core = total_bytes // max(1, spark.sparkContext.defaultParallelism)
-    return int(max(1, min(conf.filesMaxPartitionBytes(), max(conf.filesOpenCostInBytes(), per_core))))
+    """The bytes of a task when `maxSplitBytes` is not given (TaskSizing.task_bytes, from this session)."""
+    return TaskSizing.of_session(spark).task_bytes(total_bytes)
+
+
+def plan_tasks(options: Mapping[str, str], opts: SourceOptions, sizing: TaskSizing, bounds: Bounds | None = None
+               ) -> tuple[ScanPlan, Bounds]:
+    """The read's plan for the JVM reader and the time bounds its rows are filtered by. Without `maxSplitBytes`
+    in `options`, tasks are sized by `sizing`: the planned splits are packed again when the tasks are no
+    smaller, or planned again with splits of the task size (one more metadata read) when they are."""
+    bounds = (bounds or Bounds()).tighten(from_ms=opts.from_ms, to_ms=opts.to_ms)
+    plan = plan_scan(opts, bounds)
+    if _get(options, "maxSplitBytes") is None and plan.splits:
+        size = sizing.task_bytes(sum(s.est_bytes for s in plan.splits))
+        if size >= opts.max_split_bytes:
+            plan.tasks = pack_tasks(plan.splits, size)
+        else:
+            plan = plan_scan(dataclasses.replace(opts, max_split_bytes=size), bounds)
+    return plan, bounds
 
 
 def read(spark: Any, **options: str) -> Any:
@@ -109,11 +175,5 @@ def read(spark: Any, **options: str) -> Any:
     for name, given in (("index", opts.index_url), ("indexKeys", opts.index_keys)):
         if given is not None:
             raise SourceOptionError(f"{name}: not taken by the columnar read; use spark.read.format('mqindex')")
-    plan = plan_scan(opts)
-    if _get(options, "maxSplitBytes") is None and plan.splits:
-        size = task_bytes(spark, sum(s.est_bytes for s in plan.splits))
-        if size >= opts.max_split_bytes:  # the splits are small enough: only packed again, no second planning
-            plan.tasks = pack_tasks(plan.splits, size)
-        else:  # smaller tasks than the splits: planned again with splits of that size
-            plan = plan_scan(dataclasses.replace(opts, max_split_bytes=size))
-    return read_tasks(spark, opts.store_url, plan.tasks, opts.from_ms, opts.to_ms)
+    plan, bounds = plan_tasks(options, opts, TaskSizing.of_session(spark))
+    return read_tasks(spark, opts.store_url, plan.tasks, bounds.from_ms, bounds.to_ms)

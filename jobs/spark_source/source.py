@@ -23,8 +23,10 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from jobs.spark_source.columnar import PLAN_OPTION, TaskSizing, plan_json
+from jobs.spark_source.columnar import plan_tasks as columnar_plan
 from jobs.spark_source.index_lookup import key_hits, usable
-from jobs.spark_source.options import SourceOptions, parse_options
+from jobs.spark_source.options import SourceOptionError, SourceOptions, _get, parse_options
 from jobs.spark_source.plan import Split, plan_scan
 from jobs.spark_source.pushdown import Pushed, push
 from jobs.spark_source.read import arrow_batches, read_splits, settle_worker_heap, worker_store
@@ -84,14 +86,27 @@ def plan_tasks(opts: SourceOptions, pushed: Pushed, starting: Any = None, ending
 
 
 class MqindexReader(DataSourceReader):
-    def __init__(self, opts: SourceOptions) -> None:
+    def __init__(self, opts: SourceOptions, raw: dict[str, str] | None = None) -> None:
         self.opts = opts
+        self.raw = raw or {}
         self.pushed = Pushed()
+        given = _get(self.raw, PLAN_OPTION)
+        python_read = (_get(self.raw, "reader") or "").strip().lower() == "python" or opts.index_url is not None \
+            or opts.index_keys is not None  # reads the JVM half leaves to this one (MqindexTable.readerOf)
+        if given is not None and python_read:
+            raise SourceOptionError(f"{PLAN_OPTION}: set by the JVM reader, not by hand; leave it out")
+        self.sizing = None if given is None else TaskSizing.from_json(given)
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 - Spark's name
         yield from push(self.pushed, filters)
 
     def partitions(self) -> Sequence[InputPartition]:
+        if self.sizing is not None:  # the JVM reader reads (jobs/spark_source/jvm, MqindexScan): its plan, as JSON
+            plan, bounds = columnar_plan(self.raw, self.opts, self.sizing, self.pushed.bounds)
+            log.info("mqindex read %s by the JVM reader: %s (pushed %s)", self.opts.topics or self.opts.pattern,
+                     plan.describe(), self.pushed.describe())
+            return [InputPartition(plan_json(worker_store(self.opts.store_url), plan.tasks, bounds.from_ms,
+                                             bounds.to_ms))]
         return plan_tasks(self.opts, self.pushed)
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
@@ -130,7 +145,7 @@ class MqindexSource(DataSource):
         return SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return MqindexReader(self.opts)
+        return MqindexReader(self.opts, self.raw)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 - Spark's name
         from jobs.spark_source.stream import MqindexStreamReader

@@ -1,5 +1,6 @@
-"""The JVM columnar reader (`jobs.spark_source.columnar.read`, jobs/spark_source/jvm) returns exactly the rows of
-the Python source and of a Kafka consumer, Spark local[2]:
+"""The JVM columnar reader (jobs/spark_source/jvm), reached as `spark.read.format("mqindex")` and as
+`jobs.spark_source.columnar.read`, returns exactly the rows of the Python source (`reader=python`) and of a Kafka
+consumer, Spark local[2]:
 
 - hand-made objects in a file:// store: random batches of every codec, null keys, values and header values,
   LogAppendTime and control batches, two batches in one stream record, offset and time bounds, several splits
@@ -7,8 +8,10 @@ the Python source and of a Kafka consumer, Spark local[2]:
   and the byte;
 - a real `mqindex serve` (SeaweedFS objects through presigned URLs, PostgreSQL metadata) fed by librdkafka with
   every codec and with committed and aborted transactions: the rows equal a Kafka consumer's and
-  `spark.read.format("mqindex")`'s, every column; offsets JSON, partitions and timestamp options; a query of
-  `value` alone builds only that column;
+  the Python source's, every column; offsets JSON, partitions and timestamp options; a query of `value` alone
+  builds only that column; filters on offset, partition and timestamp prune the JVM read's tasks and filters on
+  key and value are evaluated by Spark (rows equal the Python source's); one DataFrame queried with and without
+  filters; a read from another Python thread than the one that registered the source;
 - a `mqindex serve` whose store is a file:// directory: the same equality with a Kafka consumer, every codec.
 """
 
@@ -192,11 +195,24 @@ def mqc(spark: Any, served: Served) -> Iterator[Any]:  # noqa: F811 - the import
     yield spark
 
 
+JVM_SCAN = "mqindex (JVM columnar reader)"  # MqindexScan's description in a query plan
+
+
+def _plan(df: Any) -> str:
+    return str(df._jdf.queryExecution().executedPlan().toString())
+
+
 def _both(spark: Any, s: Served, topic: str = TOPIC, **kw: str) -> tuple[list[Row], list[Row]]:
-    """(columnar rows, Python source rows) of one read."""
+    """(rows of `spark.read.format("mqindex")`, read by the JVM reader, rows of the same read by the Python
+    source, `reader=python`); `columnar.read`'s rows are checked equal to the first."""
     opts = s.options(topic, **kw)
-    return (spark_rows(columnar.read(spark, **opts)),
-            spark_rows(spark.read.format("mqindex").options(**opts).load()))
+    df = spark.read.format("mqindex").options(**opts).load()
+    assert JVM_SCAN in _plan(df)
+    got = spark_rows(df)
+    assert spark_rows(columnar.read(spark, **opts)) == got
+    python = spark.read.format("mqindex").options(**opts, reader="python").load()
+    assert JVM_SCAN not in _plan(python)
+    return got, spark_rows(python)
 
 
 def test_s3_rows_equal_a_kafka_consumer_and_the_python_source(mqc: Any, served: Served) -> None:  # noqa: F811
@@ -259,13 +275,13 @@ def test_a_value_query_builds_only_that_column(mqc: Any, served: Served) -> None
     df = columnar.read(mqc, **served.options()).select("value")
     plan = str(df._jdf.queryExecution().executedPlan().toString())
     assert "mqindex columnar struct<value:binary>" in plan, plan
-    python_rows = spark_rows(mqc.read.format("mqindex").options(**served.options()).load())
+    python_rows = spark_rows(mqc.read.format("mqindex").options(**served.options(), reader="python").load())
     assert sorted(r.value or b"" for r in df.collect()) == sorted(r[1] or b"" for r in python_rows)
     from pyspark.sql import functions as F
 
     n = columnar.read(mqc, **served.options()).agg(F.count("*").alias("n"), F.sum(F.length("value")).alias("v"))
     row = n.collect()[0]
-    py = mqc.read.format("mqindex").options(**served.options()).load().agg(
+    py = mqc.read.format("mqindex").options(**served.options(), reader="python").load().agg(
         F.count("*").alias("n"), F.sum(F.length("value")).alias("v")).collect()[0]
     assert (row.n, row.v) == (py.n, py.v)
 
@@ -278,6 +294,69 @@ def test_options_the_columnar_read_does_not_take(mqc: Any, served: Served) -> No
     started = time.monotonic()
     assert columnar.read(mqc, **served.options(endingOffsets='{"events": {"0": 0, "1": 0, "2": 0}}')).count() == 0
     assert time.monotonic() - started < 60
+
+
+def test_format_mqindex_filters_prune_the_jvm_read_and_the_rows_stay_exact(mqc: Any, served: Served) -> None:  # noqa: F811
+    """Filters on offset, partition and timestamp are taken by the Python half's planning (fewer tasks); filters
+    on key and value are given back to Spark: every query's rows equal the Python source's."""
+    opts = served.options(maxSplitBytes="4096")
+    jvm = mqc.read.format("mqindex").options(**opts).load()
+    python = mqc.read.format("mqindex").options(**opts, reader="python").load()
+    some = sorted(spark_rows(jvm), key=lambda r: (r[5], r[3], r[4]))
+    t_mid = some[len(some) // 2][5]
+    key = next(r[0] for r in some if r[0] is not None)
+    wheres = ["offset >= 100 AND offset < 150", "partition = 1", "partition IN (0, 2) AND offset < 40",
+              f"timestamp >= timestamp_millis({t_mid})", f"key = X'{key.hex()}'", "key IS NULL",
+              "value IS NOT NULL AND offset > 200", "length(value) > 20", "size(headers) = 0 AND partition = 2"]
+    for where in wheres:
+        got = spark_rows(jvm.where(where))
+        assert got == spark_rows(python.where(where)) and got, where
+    pruned = jvm.where("offset >= 100 AND offset < 150 AND partition = 1")
+    plan = _plan(pruned)
+    assert JVM_SCAN in plan and "GreaterThanOrEqual(offset,100)" in plan and "EqualTo(partition,1)" in plan, plan
+    assert 0 < pruned.rdd.getNumPartitions() < jvm.rdd.getNumPartitions()
+    keyed = jvm.where(f"key = X'{key.hex()}'")
+    assert "EqualTo(key" not in _plan(keyed).split(JVM_SCAN)[1], _plan(keyed)  # given back to Spark, not pushed
+    assert keyed.rdd.getNumPartitions() == jvm.rdd.getNumPartitions()
+
+
+def test_format_mqindex_reads_with_the_index_and_reader_python_stay_in_python(mqc: Any, served: Served) -> None:  # noqa: F811
+    indexed = mqc.read.format("mqindex").options(**served.options(index=served.server.url)).load()
+    assert JVM_SCAN not in _plan(indexed.where("key = 'x'"))
+    with pytest.raises(Exception, match="reader: expected jvm or python, got 'c'"):
+        mqc.read.format("mqindex").options(**served.options(), reader="c").load().count()
+    for given in ({"reader": "jvm"}, {"reader": "python"}, {"index": served.server.url}):
+        with pytest.raises(Exception, match="columnarPlan: set by the JVM reader, not by hand"):
+            mqc.read.format("mqindex").options(**served.options(**given), columnarPlan="{}").load().count()
+
+
+@pytest.mark.parametrize("reader", ["jvm", "python"])
+def test_one_dataframe_queried_with_and_without_filters_reads_each_querys_rows(mqc: Any, served: Served,  # noqa: F811
+                                                                               reader: str) -> None:
+    """Spark's Python data source keeps a DataFrame's first plan, pushed filters included, for its later queries;
+    the source plans each query afresh (MqindexTable.newScanBuilder)."""
+    want = len(spark_rows(mqc.read.format("mqindex").options(**served.options()).load()))
+    df = mqc.read.format("mqindex").options(**served.options(), reader=reader).load()
+    assert df.where("offset < 10").count() == 3 * 10
+    assert df.count() == want
+    assert 0 < df.where("partition = 1").count() < want
+
+
+def test_a_read_from_another_python_thread(mqc: Any, served: Served) -> None:  # noqa: F811
+    import threading
+
+    got: list[Any] = []
+
+    def read() -> None:
+        try:
+            got.append(mqc.read.format("mqindex").options(**served.options()).load().count())
+        except Exception as exc:  # noqa: BLE001 - reported below
+            got.append(exc)
+
+    t = threading.Thread(target=read)
+    t.start()
+    t.join(120)
+    assert got == [len(spark_rows(mqc.read.format("mqindex").options(**served.options()).load()))], got
 
 
 @pytest.fixture(scope="module")

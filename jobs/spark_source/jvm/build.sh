@@ -9,5 +9,6 @@ jars=$("$python" -c "import os, pyspark; print(os.path.join(os.path.dirname(pysp
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 javac -nowarn --release 17 -cp "$jars/*" -d "$out" $(find "$here/src/main/java" -name '*.java')
+cp -R "$here/src/main/resources/." "$out/"  # META-INF/services: Spark finds the source by its name, mqindex
 jar cf "$here/mqindex-spark.jar.tmp" -C "$out" .
 mv "$here/mqindex-spark.jar.tmp" "$here/mqindex-spark.jar"
