@@ -41,14 +41,16 @@ __all__ = ["JAR", "PLAN_OPTION", "SOURCE_CLASS", "TaskSizing", "add_jar", "objec
 
 def add_jar(spark: Any) -> None:
     """Makes the reader's classes loadable in this session, on every thread: `ADD JAR` (which ships the jar to
-    the executors) unless they are loadable already (`spark.jars` at start, or an earlier call), and the jar
-    added to the driver's application class loader, Spark's MutableURLClassLoader, where `spark.jars` puts it.
-    `ADD JAR` alone serves only the JVM thread that ran it, and PySpark gives each Python thread a JVM thread
-    of its own: without the second step, `format("mqindex")` from another Python thread finds no such source."""
+    the executors) unless the session's context lists it already (`spark.jars` at start, or an earlier call), and
+    the jar added to the driver's application class loader, Spark's MutableURLClassLoader, where `spark.jars`
+    puts it. `ADD JAR` alone serves only the JVM thread that ran it, and PySpark gives each Python thread a JVM
+    thread of its own: without the second step, `format("mqindex")` from another Python thread finds no such
+    source."""
     jvm = spark.sparkContext._jvm
     here = jvm.Thread.currentThread().getContextClassLoader()
-    base = here
-    while base is not None and base.getClass().getName() != "org.apache.spark.util.MutableURLClassLoader":
+    mutable = jvm.java.lang.Class.forName("org.apache.spark.util.MutableURLClassLoader")
+    base = here  # the first MutableURLClassLoader up the chain that is not ADD JAR's own (NonClosable...)
+    while base is not None and (not mutable.isInstance(base) or "NonClosable" in base.getClass().getName()):
         base = base.getParent()
 
     def loadable(loader: Any) -> bool:
@@ -58,14 +60,15 @@ def add_jar(spark: Any) -> None:
         except Exception:  # noqa: BLE001 - py4j's error for a class not found
             return False
 
-    if loadable(base if base is not None else here):
-        return
-    if not JAR.is_file():
-        raise FileNotFoundError(f"{JAR} is not built: run `make {JAR.relative_to(JAR.parents[3])}` (it runs "
-                                "jobs/spark_source/jvm/build.sh; needs a JDK 17)")
-    if not loadable(here):
+    listed = str(spark.sparkContext._jsc.sc().listJars().mkString("\n")).split("\n")
+    if not any(j.endswith("/" + JAR.name) for j in listed):
+        if not JAR.is_file():
+            if loadable(here):  # on the classpath some other way (a jar of another name in spark.jars)
+                return
+            raise FileNotFoundError(f"{JAR} is not built: run `make {JAR.relative_to(JAR.parents[3])}` (it runs "
+                                    "jobs/spark_source/jvm/build.sh; needs a JDK 17)")
         spark.sql(f"ADD JAR '{JAR}'")
-    if base is not None:
+    if base is not None and not loadable(base) and JAR.is_file():
         base.addURL(jvm.java.io.File(str(JAR)).toURI().toURL())
 
 
@@ -79,7 +82,8 @@ def object_url(store: BlobStore, key: str, expires_s: int = PRESIGN_SECONDS) -> 
             "get_object", Params={"Bucket": store.bucket, "Key": store.prefix + key}, ExpiresIn=expires_s))
     if isinstance(store, LocalStore):
         return (store.root / key).as_uri()
-    raise SourceOptionError(f"store: the columnar read takes s3:// and file:// stores, not {store.url}")
+    raise SourceOptionError(f"store: the JVM reader reads s3://, oss:// and file:// stores, not {store.url}; read it "
+                            "with spark.read.format('mqindex') and reader=python")
 
 
 def plan_json(store: BlobStore, tasks: Sequence[Sequence[Split]], lo_ms: int | None, hi_ms: int | None,

@@ -320,9 +320,17 @@ def test_format_mqindex_filters_prune_the_jvm_read_and_the_rows_stay_exact(mqc: 
     assert keyed.rdd.getNumPartitions() == jvm.rdd.getNumPartitions()
 
 
-def test_format_mqindex_reads_with_the_index_and_reader_python_stay_in_python(mqc: Any, served: Served) -> None:  # noqa: F811
+def test_format_mqindex_reads_with_the_index_a_database_store_or_reader_python_stay_in_python(
+        mqc: Any, served: Served) -> None:  # noqa: F811
     indexed = mqc.read.format("mqindex").options(**served.options(index=served.server.url)).load()
     assert JVM_SCAN not in _plan(indexed.where("key = 'x'"))
+    in_db = mqc.read.format("mqindex").options(**{**served.options(), "store": served.meta_url}).load()
+    assert JVM_SCAN not in _plan(in_db) and "(Python)" in _plan(in_db), _plan(in_db)
+    with pytest.raises(Exception, match="JVM reader reads s3://, oss:// and file:// stores, not postgresql"):
+        mqc.read.format("mqindex").options(**{**served.options(), "store": served.meta_url}, reader="jvm").load(
+            ).count()
+    with pytest.raises(Exception, match="a read has the source's own schema"):
+        mqc.read.format("mqindex").schema("key binary").options(**served.options()).load().count()
     with pytest.raises(Exception, match="reader: expected jvm or python, got 'c'"):
         mqc.read.format("mqindex").options(**served.options(), reader="c").load().count()
     for given in ({"reader": "jvm"}, {"reader": "python"}, {"index": served.server.url}):
@@ -340,6 +348,9 @@ def test_one_dataframe_queried_with_and_without_filters_reads_each_querys_rows(m
     assert df.where("offset < 10").count() == 3 * 10
     assert df.count() == want
     assert 0 < df.where("partition = 1").count() < want
+    # two scans of it in one query: each its own filters
+    assert df.union(df.where("offset < 10")).count() == want + 3 * 10
+    assert df.where("partition = 0").union(df.where("partition = 1")).count() == df.where("partition < 2").count()
 
 
 def test_a_read_from_another_python_thread(mqc: Any, served: Served) -> None:  # noqa: F811

@@ -44,9 +44,19 @@ public final class MqindexProvider implements TableProvider, DataSourceRegister 
             throw new IllegalStateException("mqindex: the source is not registered in this session: run "
                     + "`from jobs.spark_source import register; register(spark)` first (docs/SPARK.md)");
         }
+        return new MqindexTable(schema, partitioning, new HashMap<>(properties));
+    }
+
+    /**
+     * A table of the Python half of its own. Spark's Python data source keeps state per provider, unlocked: the
+     * data source made in Python with its first options, and the plan of the last filters pushed, read when the
+     * scan is planned, after every scan of the query had its filters pushed. A table of its own per scan keeps
+     * the two scans of {@code df.union(df.where("offset < 10"))}, or two threads' queries of one DataFrame, from
+     * reading each other's plan.
+     */
+    static Table python(StructType schema, Transform[] partitioning, Map<String, String> properties) {
         PythonDataSourceV2 python = new PythonDataSourceV2();
         python.setShortName(PYTHON_NAME);
-        Map<String, String> props = new HashMap<>(properties);
-        return new MqindexTable(python, python.getTable(schema, partitioning, props), props);
+        return python.getTable(schema, partitioning, properties);
     }
 }

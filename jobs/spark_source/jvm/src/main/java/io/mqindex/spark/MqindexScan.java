@@ -6,6 +6,8 @@ import java.util.Map;
 import java.util.stream.Collectors;
 import net.razorvine.pickle.PickleException;
 import net.razorvine.pickle.Unpickler;
+import org.apache.spark.sql.connector.metric.CustomMetric;
+import org.apache.spark.sql.connector.metric.CustomTaskMetric;
 import org.apache.spark.sql.connector.read.Batch;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
@@ -46,6 +48,16 @@ final class MqindexScan implements Scan, Batch {
     @Override
     public Batch toBatch() {
         return this;
+    }
+
+    @Override
+    public CustomMetric[] supportedCustomMetrics() {
+        return python.supportedCustomMetrics();
+    }
+
+    @Override
+    public CustomTaskMetric[] reportDriverMetrics() {
+        return python.reportDriverMetrics();
     }
 
     @Override

@@ -1,5 +1,6 @@
 package io.mqindex.spark;
 
+import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
@@ -9,24 +10,28 @@ import org.apache.spark.sql.connector.catalog.TableCapability;
 import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.write.LogicalWriteInfo;
 import org.apache.spark.sql.connector.write.WriteBuilder;
-import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2;
+import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
  * The Python data source's table with its batch reads given to the JVM reader. A read that names {@code index}
- * or {@code indexKeys} (keys looked up in the cluster's key index, then only their blocks read), or
- * {@code reader=python}, stays wholly in Python.
+ * or {@code indexKeys} (keys looked up in the cluster's key index, then only their blocks read), a read of a
+ * store the JVM reader does not read (a database store: it reads s3://, oss:// and file://) and a read with
+ * {@code reader=python} stay wholly in Python. Every scan and write gets a Python table of its own
+ * (MqindexProvider.python).
  */
 final class MqindexTable implements SupportsRead, SupportsWrite {
-    private final PythonDataSourceV2 source;
-    private final Table python;
+    private final StructType schema;
+    private final Transform[] partitioning;
     private final Map<String, String> properties;
+    private final Table template;
 
-    MqindexTable(PythonDataSourceV2 source, Table python, Map<String, String> properties) {
-        this.source = source;
-        this.python = python;
+    MqindexTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
+        this.schema = schema;
+        this.partitioning = partitioning;
         this.properties = properties;
+        this.template = MqindexProvider.python(schema, partitioning, properties);
     }
 
     @Override
@@ -36,12 +41,12 @@ final class MqindexTable implements SupportsRead, SupportsWrite {
 
     @Override
     public StructType schema() {
-        return python.schema();
+        return template.schema();
     }
 
     @Override
     public Set<TableCapability> capabilities() {
-        return python.capabilities();
+        return template.capabilities();
     }
 
     @Override
@@ -49,30 +54,48 @@ final class MqindexTable implements SupportsRead, SupportsWrite {
         return properties;
     }
 
+    private static boolean given(CaseInsensitiveStringMap options, String name) {
+        String v = options.get(name);
+        return v != null && !v.isBlank();
+    }
+
+    /** Whether the JVM reader reads this store: s3:// and oss:// (presigned GETs) and file://. */
+    static boolean jvmStore(String store) {
+        int colon = store == null ? -1 : store.indexOf("://");
+        String scheme = colon < 0 ? "" : store.substring(0, colon).trim().toLowerCase(Locale.ROOT);
+        return scheme.equals("s3") || scheme.equals("oss") || scheme.equals("file");
+    }
+
     static String readerOf(CaseInsensitiveStringMap options) {
-        String reader = options.getOrDefault("reader", "jvm").trim().toLowerCase(java.util.Locale.ROOT);
-        if (!reader.equals("jvm") && !reader.equals("python")) {
+        String asked = options.getOrDefault("reader", "").trim().toLowerCase(Locale.ROOT);
+        if (!asked.isEmpty() && !asked.equals("jvm") && !asked.equals("python")) {
             throw new IllegalArgumentException("mqindex: reader: expected jvm or python, got '"
                     + options.get("reader") + "'");
         }
-        boolean indexed = options.containsKey("index") || options.containsKey("indexKeys");
-        return indexed ? "python" : reader;
+        if (given(options, "index") || options.containsKey("indexKeys")) {
+            return "python";
+        }
+        if (asked.isEmpty()) {
+            return jvmStore(options.get("store")) ? "jvm" : "python";
+        }
+        return asked;
     }
 
     @Override
     public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
-        // Spark's Python data source keeps the first query's plan (its pushed filters included) for every later
-        // query of the same DataFrame: a query after `df.where("offset < 10").count()` read those 10 offsets.
-        // Each query is planned afresh here (its filters, if any, pushed to the Python half after this).
-        source.setReadInfo(null);
-        if (readerOf(options).equals("python")) {
-            return ((SupportsRead) python).newScanBuilder(options);
+        if (!schema.equals(Schema.ROWS)) {
+            throw new IllegalArgumentException("mqindex: a read has the source's own schema (docs/SPARK.md); "
+                    + "leave out .schema(...), got " + schema.simpleString());
         }
-        return new MqindexScanBuilder((SupportsRead) python, options);
+        SupportsRead python = (SupportsRead) MqindexProvider.python(schema, partitioning, properties);
+        if (readerOf(options).equals("python")) {
+            return python.newScanBuilder(options);
+        }
+        return new MqindexScanBuilder(python, options);
     }
 
     @Override
     public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
-        return ((SupportsWrite) python).newWriteBuilder(info);
+        return ((SupportsWrite) MqindexProvider.python(schema, partitioning, properties)).newWriteBuilder(info);
     }
 }
