@@ -28,7 +28,8 @@ def plot(runs: list[dict[str, Any]], out: Path, cores: int | None = None) -> Pat
         f"its CPU ceiling ({cores} cores / CPU s per MB)": [cores * r["payload_mb"] / r["spark_cpu_s"] for r in runs],
     }
     if all("columnar_s" in r for r in runs):  # runs since the JVM columnar reader (format("mqindex") since 2026-11-28)
-        series["Spark local[2], JVM columnar reader"] = [r["payload_mb"] / r["columnar_s"] for r in runs]
+        series["Spark local[2], format(\"mqindex\"): the JVM columnar reader"] = [r["payload_mb"] / r["columnar_s"]
+                                                                              for r in runs]
         series[f"its CPU ceiling ({cores} cores / CPU s per MB) "] = [cores * r["payload_mb"] / r["columnar_cpu_s"]
                                                                       for r in runs]
     series["Kafka consumer (librdkafka) from the broker"] = [r["payload_mb"] / r["kafka_s"] for r in runs]
