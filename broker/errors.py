@@ -95,6 +95,14 @@ class InvalidField(BrokerError, ValueError):
 class NotOwner(Fenced):
     """This node does not own the partition's streams (another node opened them at a newer epoch)."""
 
+    WRITTEN = ("the messages were written before it and are not acknowledged: they may or may not be kept (kept with "
+               "a shared WAL, which the node taking the partition over replays; lost with a local one), so a retry "
+               "may store them twice")
+
+    def written(self) -> NotOwner:
+        """The same refusal for records already written when it came (checked again before the answer)."""
+        return NotOwner(f"{self}; {self.WRITTEN}")
+
 
 class LeaseLapsed(NotOwner):
     """This node could not renew its lease in time (the metadata database did not answer): it acknowledges nothing
@@ -113,6 +121,9 @@ class NotLeader(NotOwner):
         super().__init__(message)
         self.leader = leader
         self.leader_url = leader_url
+
+    def written(self) -> NotLeader:
+        return NotLeader(f"{self}; {self.WRITTEN}", self.leader, self.leader_url)
 
 
 class NodeClosed(BrokerError):

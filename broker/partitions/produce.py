@@ -195,7 +195,7 @@ class Producer:
                 results[i] = _new(Produced, (pi, base + j, f"{prefix}{base + j:016x}", now if t is None else t))
         for _, pi, _, _, stream in pending:  # fenced once queued: not this node's records to promise
             if stream.fenced:
-                raise self.parts.not_served(served[pi])
+                raise self.parts.not_served(served[pi]).written()  # in the WAL: the new owner may replay them
         try:
             self.fresh_metadata.wait()  # a deletion of the topic elsewhere committed before this answer is seen
         except Exception as exc:  # noqa: BLE001 - the records are stored: an error answer would have them sent twice

@@ -98,11 +98,14 @@ def test_a_fence_between_the_check_and_the_appends_stores_all_or_nothing(node: B
         return FencedBeforeTheAnswer(fut)
 
     monkeypatch.setattr(ss[0], "append", then_fenced)
-    with pytest.raises(NotOwner):
+    with pytest.raises(NotOwner) as refused:
         node.produce("t", TWO)
     fencer[0].join(30)
     assert all(s.fenced for s in ss)
     assert queued(ss) in ([0, 0], [1, 1]), f"the refused request was queued in part: {queued(ss)}"
+    # queued, then fenced: in the WAL a survivor replays, so the refusal says they may be kept
+    written = "were written before it and are not acknowledged: they may or may not be kept"
+    assert (written in str(refused.value)) == (queued(ss) == [1, 1]), (queued(ss), str(refused.value))
 
 
 def test_the_disk_filling_between_the_room_check_and_the_appends(node: BrokerNode,
