@@ -20,6 +20,6 @@ final class ColumnarScanBuilder implements SupportsPushDownRequiredColumns {
 
     @Override
     public Scan build() {
-        return new ColumnarScan(plan, required);
+        return new ColumnarScan(() -> plan, required);
     }
 }

@@ -1,7 +1,6 @@
 package io.mqindex.spark;
 
 import java.util.Arrays;
-import java.util.List;
 import java.util.Map;
 import java.util.stream.Collectors;
 import net.razorvine.pickle.PickleException;
@@ -10,7 +9,6 @@ import org.apache.spark.sql.connector.metric.CustomMetric;
 import org.apache.spark.sql.connector.metric.CustomTaskMetric;
 import org.apache.spark.sql.connector.read.Batch;
 import org.apache.spark.sql.connector.read.InputPartition;
-import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonInputPartition;
@@ -19,10 +17,10 @@ import org.apache.spark.sql.types.StructType;
 
 /**
  * A batch read's tasks: planned by the Python half, which answers the JVM's plan as its one input partition
- * ({@code InputPartition(plan JSON)}, jobs/spark_source/source.py), read by ColumnarReaderFactory. A streaming
- * read is the Python source's.
+ * ({@code InputPartition(plan JSON)}, jobs/spark_source/source.py), read as columnar.read's are (ColumnarScan). A
+ * streaming read is the Python source's.
  */
-final class MqindexScan implements Scan, Batch {
+final class MqindexScan implements Scan {
     private final Scan python;
     private final StructType required;
     private final Filter[] pushed;
@@ -47,7 +45,7 @@ final class MqindexScan implements Scan, Batch {
 
     @Override
     public Batch toBatch() {
-        return this;
+        return new ColumnarScan(() -> planOf(python.toBatch().planInputPartitions()), required);
     }
 
     @Override
@@ -82,16 +80,5 @@ final class MqindexScan implements Scan, Batch {
             throw new IllegalStateException("mqindex: the Python half's plan is not a JSON string: " + got);
         }
         return plan;
-    }
-
-    @Override
-    public InputPartition[] planInputPartitions() {
-        List<TaskPartition> tasks = ReadPlan.parse(planOf(python.toBatch().planInputPartitions()));
-        return tasks.toArray(new InputPartition[0]);
-    }
-
-    @Override
-    public PartitionReaderFactory createReaderFactory() {
-        return new ColumnarReaderFactory(required);
     }
 }
