@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.spark_source.options import SourceOptionError, SourceOptions, _get, parse_options
-from jobs.spark_source.plan import Bounds, ScanPlan, Split, pack_tasks, plan_scan
+from jobs.spark_source.plan import Bounds, ScanPlan, Split, in_waves, plan_scan
 from jobs.spark_source.read import worker_store
 from storage_tier import BlobStore
 
@@ -158,16 +158,13 @@ def task_bytes(spark: Any, total_bytes: int) -> int:
 def plan_tasks(options: Mapping[str, str], opts: SourceOptions, sizing: TaskSizing, bounds: Bounds | None = None
                ) -> tuple[ScanPlan, Bounds]:
     """The read's plan for the JVM reader and the time bounds its rows are filtered by. Without `maxSplitBytes`
-    in `options`, tasks are sized by `sizing`: the planned splits are packed again when the tasks are no
-    smaller, or planned again with splits of the task size (one more metadata read) when they are."""
+    in `options`, tasks are sized by `sizing` and made whole waves of its parallelism (plan.in_waves): the
+    planned splits are cut where a task's share ends."""
     bounds = (bounds or Bounds()).tighten(from_ms=opts.from_ms, to_ms=opts.to_ms)
     plan = plan_scan(opts, bounds)
     if _get(options, "maxSplitBytes") is None and plan.splits:
         size = sizing.task_bytes(sum(s.est_bytes for s in plan.splits))
-        if size >= opts.max_split_bytes:
-            plan.tasks = pack_tasks(plan.splits, size)
-        else:
-            plan = plan_scan(dataclasses.replace(opts, max_split_bytes=size), bounds)
+        plan.tasks = in_waves(plan.splits, size, sizing.parallelism)
     return plan, bounds
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from broker.metadata import MetadataClient
@@ -231,6 +231,47 @@ def pack_tasks(splits: list[Split], max_split_bytes: int) -> list[list[Split]]:
     if cur:
         tasks.append(cur)
     return tasks
+
+
+def in_waves(splits: list[Split], task_bytes: int, slots: int) -> list[list[Split]]:
+    """Splits in order, in tasks that fill whole waves of `slots` tasks running at once: as many tasks of at most
+    about `task_bytes` estimated bytes as cover the splits, that number rounded up to a multiple of `slots`, each
+    of the same estimated bytes. A split is cut at the offset where a task's share ends (its bytes estimated in
+    proportion to its offsets, as `list_splits` cuts a part); adjacent pieces of one object in a task become one
+    split. Spark gives a task to each free slot, so 9 tasks of a 2-slot executor take 5 tasks' time, one slot
+    idle during the last; 10 take 5 times a tenth instead of a ninth (docs/BENCHMARKS.md)."""
+    if not splits:
+        return []
+    total = sum(s.est_bytes for s in splits)
+    count = max(1, math.ceil(total / max(1, task_bytes)))
+    count = math.ceil(count / max(1, slots)) * max(1, slots)
+    ends = [total * k // count for k in range(1, count)]  # the estimated byte at which each task but the last ends
+    tasks: list[list[Split]] = [[] for _ in range(count)]
+
+    def put(k: int, s: Split, a: int, b: int) -> None:
+        piece = s if (a, b) == (s.start, s.end) else replace(
+            s, start=a, end=b, est_bytes=max(1, s.est_bytes * (b - a) // (s.end - s.start)))
+        task = tasks[k]
+        last = task[-1] if task else None
+        if last is not None and (last.stream_id, last.object_id, last.end) == (s.stream_id, s.object_id, a):
+            task[-1] = replace(last, end=b, est_bytes=last.est_bytes + piece.est_bytes)
+        else:
+            task.append(piece)
+
+    at = 0  # estimated bytes of the splits before this one
+    k = 0  # the task being filled
+    for s in splits:
+        a = s.start
+        while k < count - 1 and ends[k] < at + s.est_bytes:  # task k ends inside this split (or before it)
+            cut = min(s.end, max(a, s.start + (s.end - s.start) * (ends[k] - at) // s.est_bytes))
+            if cut > a:
+                put(k, s, a, cut)
+                a = cut
+            k += 1
+        if a < s.end:
+            put(k, s, a, s.end)
+        at += s.est_bytes
+    return [t for t in tasks if t]
 
 
 def plan_scan(opts: SourceOptions, bounds: Bounds | None = None, starting: Any = None, ending: Any = None,

@@ -37,9 +37,7 @@ final class HttpRanges extends Ranges {
             }
             try {
                 return once(start, end, into, at);
-            } catch (Transient e) {
-                last = e;
-            } catch (IOException e) {
+            } catch (IOException e) { // a connection's failure, or a Transient status
                 last = e;
             }
         }
