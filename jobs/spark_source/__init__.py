@@ -16,10 +16,9 @@ See docs/SPARK.md ("Reading topics with Spark", "Writing to a topic with Spark")
 
 from __future__ import annotations
 
+import importlib
 import logging
 from typing import Any
-
-from jobs.spark_source.source import SCHEMA, MqindexSource
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 PYTHON_NAME = "mqindex_python"  # the Python half's name (jvm/.../MqindexProvider.PYTHON_NAME)
@@ -28,13 +27,16 @@ log = logging.getLogger("mqindex.jobs.spark_source")
 
 __all__ = ["PYTHON_NAME", "SCHEMA", "MqindexPythonHalf", "MqindexSource", "register"]
 
+# imported when first asked for (PEP 562): they load pyspark, which a server importing the planning modules
+# (jobs/value_search.py, for the console's searches) needs only once a search runs, not at each start
+_LAZY = {"SCHEMA": "jobs.spark_source.schema", "MqindexSource": "jobs.spark_source.source",
+         "MqindexPythonHalf": "jobs.spark_source.source"}
 
-class MqindexPythonHalf(MqindexSource):
-    """The Python data source under the name the JVM half reaches it by."""
 
-    @classmethod
-    def name(cls) -> str:
-        return PYTHON_NAME
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def register(spark: Any) -> None:
@@ -42,6 +44,7 @@ def register(spark: Any) -> None:
     half's jar is added to the session (`ADD JAR`, unless `spark.jars` has it) and the Python half registered
     under `mqindex_python`; without the jar, the Python source alone as `mqindex` (logged as a warning)."""
     from jobs.spark_source.columnar import JAR, add_jar
+    from jobs.spark_source.source import MqindexPythonHalf, MqindexSource
 
     spark.conf.set(PUSHDOWN_CONF, "true")
     try:

@@ -23,6 +23,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from jobs.spark_source import PYTHON_NAME
 from jobs.spark_source.columnar import PLAN_OPTION, TaskSizing, plan_json
 from jobs.spark_source.columnar import plan_tasks as columnar_plan
 from jobs.spark_source.index_lookup import key_hits, usable
@@ -34,7 +35,7 @@ from jobs.spark_source.schema import SCHEMA
 
 log = logging.getLogger("mqindex.jobs.spark_source")
 
-__all__ = ["SCHEMA", "MqindexReader", "MqindexSource", "SplitTask", "plan_tasks", "read_task"]
+__all__ = ["SCHEMA", "MqindexPythonHalf", "MqindexReader", "MqindexSource", "SplitTask", "plan_tasks", "read_task"]
 
 class SplitTask(InputPartition):
     """One Spark task: object ranges to read, and (for a key lookup) the offsets the index found."""
@@ -151,3 +152,11 @@ class MqindexSource(DataSource):
         from jobs.spark_source.stream import MqindexStreamReader
 
         return MqindexStreamReader(self.opts)
+
+
+class MqindexPythonHalf(MqindexSource):
+    """The Python data source under the name the JVM half reaches it by (jobs/spark_source/__init__.py)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return PYTHON_NAME
