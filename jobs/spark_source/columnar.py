@@ -145,8 +145,9 @@ class TaskSizing:
         """min(maxPartitionBytes, max(openCostInBytes, bytes / parallelism)), 128 MiB at most by default. Every
         task costs the JVM the deserialization of the whole read's task list and a shuffle write of its partial
         aggregate: tasks of 32 MiB spent a third more CPU than tasks of 128 MiB on a 1 GB read
-        (docs/BENCHMARKS.md)."""
-        per_core = total_bytes // max(1, self.parallelism)
+        (docs/BENCHMARKS.md). bytes / parallelism is rounded up (Spark rounds it down): rounded down, the bytes
+        would not fit in `parallelism` tasks of that size, and plan.in_waves would make twice as many."""
+        per_core = -(-total_bytes // max(1, self.parallelism))
         return int(max(1, min(self.max_partition_bytes, max(self.open_cost_bytes, per_core))))
 
 

@@ -235,16 +235,19 @@ def pack_tasks(splits: list[Split], max_split_bytes: int) -> list[list[Split]]:
 
 def in_waves(splits: list[Split], task_bytes: int, slots: int) -> list[list[Split]]:
     """Splits in order, in tasks that fill whole waves of `slots` tasks running at once: as many tasks of at most
-    about `task_bytes` estimated bytes as cover the splits, that number rounded up to a multiple of `slots`, each
-    of the same estimated bytes. A split is cut at the offset where a task's share ends (its bytes estimated in
-    proportion to its offsets, as `list_splits` cuts a part); adjacent pieces of one object in a task become one
-    split. Spark gives a task to each free slot, so 9 tasks of a 2-slot executor take 5 tasks' time, one slot
-    idle during the last; 10 take 5 times a tenth instead of a ninth (docs/BENCHMARKS.md)."""
+    about `task_bytes` estimated bytes as cover the splits, that number rounded up to a multiple of `slots` when
+    it is more than `slots` (fewer all run at once: smaller tasks would only cost more), each of the same
+    estimated bytes. A split is cut at the offset where a task's share ends (its bytes estimated in proportion to
+    its offsets, as `list_splits` cuts a part); adjacent pieces of one object in a task become one split. Spark
+    gives a task to each free slot, so 9 tasks of a 2-slot executor take 5 tasks' time, one slot idle during the
+    last; 10 take 5 times a tenth instead of a ninth (docs/BENCHMARKS.md)."""
     if not splits:
         return []
     total = sum(s.est_bytes for s in splits)
+    slots = max(1, slots)
     count = max(1, math.ceil(total / max(1, task_bytes)))
-    count = math.ceil(count / max(1, slots)) * max(1, slots)
+    if count > slots:
+        count = math.ceil(count / slots) * slots
     ends = [total * k // count for k in range(1, count)]  # the estimated byte at which each task but the last ends
     tasks: list[list[Split]] = [[] for _ in range(count)]
 
