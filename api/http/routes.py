@@ -328,6 +328,8 @@ async def failovers(request: Request) -> Any:
         f["partitions"] = [p for p in f.get("partitions", []) if may(request, "describe", "topic", p.rsplit("-", 1)[0])]
         if "committed_ends" in f:  # keyed by the same names
             f["committed_ends"] = {p: e for p, e in f["committed_ends"].items() if p in f["partitions"]}
+        if isinstance(f.get("redispatched_from"), list):  # [topic, partition, offset]
+            f["redispatched_from"] = [r for r in f["redispatched_from"] if may(request, "describe", "topic", r[0])]
         if isinstance(f.get("index_rescue"), dict) and "ranges" in f["index_rescue"]:  # [topic, partition, ...]
             f["index_rescue"]["ranges"] = [r for r in f["index_rescue"]["ranges"]
                                            if may(request, "describe", "topic", r[0])]

@@ -37,6 +37,7 @@ from broker.cluster.failover_history import (
     FAILOVER_HISTORY_PER_NODE,
     failover_reports,
     record_failover,
+    report_key,
     update_failover,
 )
 from broker.cluster.membership import Membership
@@ -112,6 +113,11 @@ class Failover:
             holds = any(s.state == OPENED and s.owner == n.node_id for s in self.parts.meta.image.streams.values())
             claims = (self.parts.meta.kv_get(claims_key(n.node_id), refresh=False) is not None
                       and n.node_id not in self._rescuing)
+            if not led and not holds and claims and self.rescue_dir is not None:
+                done = self._failed_over(n.node_id)
+                if done is not None:  # its failover is done; the survivor that did it died before its rescue did
+                    self._resume_rescue(n.node_id, done)
+                    continue
             if led or holds or (claims and self.rescue_dir is not None):
                 self.take_over(n.node_id, led, alive)
 
@@ -177,6 +183,26 @@ class Failover:
         self.parts.claim(parts, serve=False)  # not writable until the dead node's acknowledged records are in
         self._pending[dead] = (new_epoch, parts, alive, started)
         return self._try_finish(dead)
+
+    def _failed_over(self, dead: int) -> dict[str, Any] | None:
+        """The report of the failover that fenced node `dead`'s current incarnation, when one was recorded: its
+        node epoch is the fenced epoch then, and no later incarnation registered."""
+        node = self.parts.meta.image.nodes.get(dead)
+        if node is None:
+            return None
+        doc = self.parts.meta.kv_get(report_key({"node": dead, "fenced_epoch": node.epoch}), refresh=False)
+        return None if doc is None else dict(json.loads(doc))
+
+    def _resume_rescue(self, dead: int, report: dict[str, Any]) -> None:
+        """Rebuild the index entries of a failed-over node whose survivor died before it had (its claims are still
+        recorded), under that failover's report. The node is not fenced again: a second fence recorded a second
+        failover of one death, with no partition in it."""
+        log.info("failover: resuming the index rescue its survivor did not finish",
+                 extra={"node_id": dead, "fenced_epoch": report["fenced_epoch"], "by": report.get("by")})
+        redispatch_from = {(str(t), int(q)): int(start) for t, q, start in report.get("redispatched_from", [])}
+        self._rescuing.add(dead)
+        threading.Thread(target=self._rescue, args=(dead, int(report["fenced_epoch"]), redispatch_from, report),
+                         name=f"index-rescue-{dead}", daemon=True).start()
 
     def _still_expired(self, dead: int) -> bool:
         """Whether node `dead`'s lease is still expired, asked again just before it is fenced: the verdict that
@@ -269,6 +295,8 @@ class Failover:
             "replayed_records": replayed, "replayed_wals_of": [*inherited, dead] if shared else [],
             # with a local WAL the records it acknowledged after these committed ends are lost
             "committed_ends": {p.name: p.acked_end for p in opened},
+            # where the catch-up above re-dispatched each partition from: a rescue resumed elsewhere stops there
+            "redispatched_from": [[t, q, start] for (t, q), start in sorted(redispatch_from.items())],
             "seconds": round(time.monotonic() - started, 3)}
         record_failover(meta, report_doc, self.history_per_node)
         if shared:

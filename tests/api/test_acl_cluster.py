@@ -5,6 +5,7 @@ the recorded moves and failovers name only the topics the caller may describe.""
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 import uuid
@@ -136,3 +137,4 @@ def test_moves_and_failovers_name_only_topics_the_caller_may_describe(cluster: C
         seen = httpx.get(f"{cluster.url(node)}/v1/cluster/failovers", headers=as_(READER), timeout=30).json()
         taken = next(f for f in seen["failovers"] if f["node"] == 2)["partitions"]
         assert sorted(taken) == [p for p in led_by_2 if p.startswith("team-a.")]
+        assert "team-b" not in json.dumps(seen), seen  # in no field: committed ends, re-dispatch points, rescue

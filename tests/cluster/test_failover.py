@@ -4,6 +4,7 @@ is on shared storage; with a local WAL the loss is reported, not hidden."""
 from __future__ import annotations
 
 import signal
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -153,5 +154,62 @@ def test_a_local_wal_reports_what_a_dead_node_took_with_it(tmp_path: Path, seawe
         assert lost and all(o >= end for o in lost) and all(a["offset"] in found for a in acked if a["offset"] < end)
         log = (tmp_path / "node0-server.log").read_text()
         assert "its WAL was local" in log
+    finally:
+        c.stop_all()
+
+
+@pytest.mark.slow(seconds=25)
+def test_a_survivor_killed_during_its_index_rescue_leaves_it_to_the_next_without_a_second_failover(
+        tmp_path: Path, seaweedfs: SeaweedFS, pg_url: Callable[[], str]) -> None:
+    """Node 2 indexes 20,000 records and hands both partitions over; killed, it is failed over by node 0 (the
+    failover leader) for its index claims alone. Node 0 is killed while it rebuilds those entries: node 1 resumes
+    the rescue under node 2's one report, without fencing node 2 again, and every record is found by key once."""
+    prefix = f"resumed-{uuid.uuid4().hex[:8]}"
+    c = Cluster(tmp_path, seaweedfs.store_url("mqindex", prefix), pg_url(),
+                "--wal", seaweedfs.store_url("mqindex", prefix + "-wal"), "--upload-interval-s", "600")
+    try:
+        for n in range(3):
+            c.start(n)
+        assert httpx.post(f"{c.url(0)}/v1/topics", json={"name": TOPIC, "partitions": 2}, timeout=60).status_code == 201
+
+        def move(partition: int, to: int) -> None:
+            r = httpx.post(f"{c.url(0)}/v1/admin/reassignments", json={"topic": TOPIC, "partition": partition,
+                                                                       "to": to}, timeout=120)
+            assert r.status_code == 200, r.text
+
+        for p in (0, 1):
+            if _leaders(c)[f"{TOPIC}-{p}"] != 2:
+                move(p, 2)
+        acked: list[tuple[int, int]] = []
+        with httpx.Client(timeout=60) as http:
+            for i in range(20):
+                msgs = [{"key": "rescued", "value": f"r{i}-{j}", "partition": i % 2} for j in range(1000)]
+                r = http.post(f"{c.url(2)}/v1/topics/{TOPIC}/messages", json={"messages": msgs})
+                assert r.status_code == 200, r.text[:300]
+                acked += [(m["partition"], m["offset"]) for m in r.json()["results"]]
+        for p in (0, 1):  # node 2's entries for them are now only in its local index files (claims)
+            move(p, 1)
+        assert c.nodes[2].stop(signal.SIGKILL) == -signal.SIGKILL
+
+        def reports_of(node: int) -> list[dict[str, Any]]:
+            got = httpx.get(f"{c.url(1)}/v1/cluster/failovers", timeout=10).json()["failovers"]
+            return [f for f in got if f["node"] == node]
+
+        deadline = time.monotonic() + 60
+        while not reports_of(2):
+            assert time.monotonic() < deadline, "node 2 not failed over within 60 s"
+            time.sleep(0.02)
+        first = reports_of(2)
+        assert c.nodes[0].stop(signal.SIGKILL) == -signal.SIGKILL  # the survivor, during its rescue
+        assert len(first) == 1 and first[0]["by"] == 0 and first[0]["partitions"] == []
+        assert "index_rescue" not in first[0], "node 0 finished the rescue before it could be killed"
+
+        wait_until(lambda: "entries" in c.index_rescue(2, via=1), 90, "node 2's rescue resumed by node 1")
+        after = reports_of(2)
+        assert len(after) == 1 and after[0]["fenced_epoch"] == first[0]["fenced_epoch"], after  # fenced once
+        assert after[0]["index_rescue"]["entries"] == len(acked)
+        found = [(m["partition"], m["offset"]) for m in all_by_key(c.url(1), "rescued")]
+        assert sorted(found) == sorted(acked)  # every one, once
+        assert "resuming the index rescue its survivor did not finish" in (tmp_path / "node1-server.log").read_text()
     finally:
         c.stop_all()
