@@ -200,8 +200,14 @@ class Failover:
         log.info("failover: resuming the index rescue its survivor did not finish",
                  extra={"node_id": dead, "fenced_epoch": report["fenced_epoch"], "by": report.get("by")})
         redispatch_from = {(str(t), int(q)): int(start) for t, q, start in report.get("redispatched_from", [])}
+        self._start_rescue(dead, int(report["fenced_epoch"]), redispatch_from, report)
+
+    def _start_rescue(self, dead: int, epoch: int, redispatch_from: dict[tuple[str, int], int],
+                      report: dict[str, Any]) -> None:
+        """`_rescue` on a thread of its own (the watcher's look does not wait for it); `dead` is left alone by the
+        looks meanwhile (`_rescuing`)."""
         self._rescuing.add(dead)
-        threading.Thread(target=self._rescue, args=(dead, int(report["fenced_epoch"]), redispatch_from, report),
+        threading.Thread(target=self._rescue, args=(dead, epoch, redispatch_from, report),
                          name=f"index-rescue-{dead}", daemon=True).start()
 
     def _still_expired(self, dead: int) -> bool:
@@ -317,9 +323,7 @@ class Failover:
                 set_leaders(meta, moves)
         if self.rescue_dir is not None:
             # off the watcher's thread: the hand-offs of the spread above and the next failover do not wait
-            self._rescuing.add(dead)
-            threading.Thread(target=self._rescue, args=(dead, new_epoch, redispatch_from, report_doc),
-                             name=f"index-rescue-{dead}", daemon=True).start()
+            self._start_rescue(dead, new_epoch, redispatch_from, report_doc)
         return report_doc
 
     def _rescue(self, dead: int, epoch: int, redispatch_from: dict[tuple[str, int], int],
