@@ -6,9 +6,13 @@ against its peers, in one run on the same topic:
    the JVM columnar reader's (jobs/spark_source/jvm, in tasks sized as Spark sizes a file source's), and with
    `reader=python` (the Python data source alone) vs raw ranged GETs of the same objects (2 threads, no
    decoding: what the store gives) vs a Kafka consumer (librdkafka) reading the topic from the broker. The
-   JVM read, the raw GETs and the Parquet copy below are each the median of three reads after a first one
-   (the first JVM read is printed too: the JIT still compiles Spark's code during the first reads of a
-   session, and a single second read moved by up to 0.17x between runs);
+   first JVM read of the session is printed as it is. Then the JVM read and the Parquet copy below are read
+   in turns, WARMUP_ROUNDS rounds of warm-up and WARM_READS measured rounds, and each figure is the median of
+   its measured reads (the raw GETs: the median of three after a first). During a fresh session's first
+   reads the JVM's C2 compiler compiles Spark's own driver code (Java serialization, the closure cleaner's
+   bytecode reader: one to three CPU seconds a method) on one of the two cores, and Spark's own Parquet
+   reader is as slow then as this one (docs/BENCHMARKS.md); the compiler's and the garbage collector's CPU
+   per MB are printed for each read, so a reader sees when the session was warm;
 2. a key predicate: bytes and GETs read and seconds with the key index (`index` option) vs the same
    predicate over a full scan;
 3. a value search (`value LIKE '%needle%'`) over a time window: Spark vs a Kafka consumer doing the same
@@ -47,7 +51,8 @@ PARTITIONS = 2
 VALUE_BYTES = 480  # hex text
 KEY_RUN = 10  # consecutive records share a key
 NEEDLE_EVERY = 5000
-WARM_READS = 3  # the full reads measured after a first: their median is the figure
+WARM_READS = 3  # the measured full reads: their median is the figure
+WARMUP_ROUNDS = 3  # rounds of a JVM read and a Parquet read before the measured ones
 
 
 def median(runs: list[Any], key: Any = lambda r: r[0]) -> Any:
@@ -180,18 +185,36 @@ def offsets_at(bootstrap: str, ms: int) -> dict[int, int]:
         c.close()
 
 
-def parquet_peer(spark: Any, df: Any, path: Path, n: int, value_bytes: int) -> tuple[float, float]:
-    """Seconds and CPU seconds (every process) of the full read's aggregate over a Parquet copy of `df` at `path`
-    (uncompressed), the median of three reads after a first that warms the page cache and the JVM's code."""
+def jvm_cpu_s(pid: int) -> dict[str, float]:
+    """CPU seconds of the JVM `pid`'s JIT compiler threads (C1 and C2) and of its garbage collector's (G1)."""
+    total = {"jit": 0.0, "gc": 0.0}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = (task / "comm").read_text()
+            group = ("jit" if name.startswith(("C1 CompilerThre", "C2 CompilerThre"))
+                     else "gc" if name.startswith(("GC Thread", "G1 ")) else None)
+            if group:
+                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+                total[group] += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except OSError:  # a thread that ended
+            continue
+    return total
 
-    df.write.mode("overwrite").parquet(str(path), compression="none")
-    copy = spark.read.parquet(str(path))
-    spent = []
-    for _ in range(1 + WARM_READS):
-        row, took, by_role, _ = timed_aggregate(copy)
-        assert (row.n, row.v) == (n, value_bytes), (row.n, row.v, n, value_bytes)
-        spent.append((took, sum(by_role.values())))
-    return median(spent[1:])
+
+def in_turns(reads: dict[str, Any], rounds: int, jvm_pid: int) -> dict[str, list[tuple[Any, float, dict[str, float],
+                                                                                        float, dict[str, float]]]]:
+    """`rounds` rounds of each full read of `reads` (name -> DataFrame), their order alternating from round to
+    round: per name, (row, seconds, CPU by role, sampler CPU, the JVM's JIT and GC CPU seconds) of each read."""
+    out: dict[str, list[Any]] = {name: [] for name in reads}
+    names = list(reads)
+    for i in range(rounds):
+        for name in names if i % 2 == 0 else names[::-1]:
+            jvm0 = jvm_cpu_s(jvm_pid)
+            row, took, by_role, sampler = timed_aggregate(reads[name])
+            jvm1 = jvm_cpu_s(jvm_pid)
+            out[name].append((row, took, by_role, sampler, {k: jvm1[k] - jvm0[k] for k in jvm1}))
+            print(f"[bench] round {i + 1}/{rounds}: {name} {took:.2f} s", file=sys.stderr, flush=True)
+    return out
 
 
 def cpu_line(what: str, by_role: dict[str, float], total: float, sampler: float, mb: float) -> str:
@@ -282,15 +305,26 @@ def main(argv: list[str] | None = None) -> int:
         # first (the JVM still compiling Spark's scheduling code for it) is printed too
         first = json.dumps({TOPIC: {"0": 20000, "1": 20000}})
         load(endingOffsets=first).agg(F.sum(F.length("value"))).collect()
+        jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+        jvm0 = jvm_cpu_s(jvm_pid)
         cold_row, cold_s, cold_by_role, _ = timed_aggregate(load())
-        warm = [timed_aggregate(load()) for _ in range(WARM_READS)]
-        col_row, col_s, col_by_role, col_sampler = median(warm, key=lambda r: r[1])
-        assert all((r[0].n, r[0].v) == (row.n, row.v) for r in [(cold_row,), *warm]), (cold_row, warm, row)
+        cold_jvm = {k: v - jvm0[k] for k, v in jvm_cpu_s(jvm_pid).items()}
+        # Spark's own columnar reader over a Parquet copy of the same rows (uncompressed, local disk), read in
+        # turns with format("mqindex"), so that both are measured in the same state of the session's JIT
+        copy = work / "parquet-copy"
+        load().write.mode("overwrite").parquet(str(copy), compression="none")
+        turns = in_turns({"mqindex": load(), "parquet": spark.read.parquet(str(copy))}, WARMUP_ROUNDS + WARM_READS,
+                         jvm_pid)
+        warm = turns["mqindex"][WARMUP_ROUNDS:]
+        assert all((r[0].n, r[0].v) == (row.n, row.v) for r in [(cold_row,), *turns["mqindex"], *turns["parquet"]]
+                   ), (cold_row, turns, row)
+        col_row, col_s, col_by_role, col_sampler, col_jvm = median(warm, key=lambda r: r[1])
         col_cpu, cold_cpu = sum(col_by_role.values()), sum(cold_by_role.values())
+        _, pq_s, pq_by_role, _, pq_jvm = median(turns["parquet"][WARMUP_ROUNDS:], key=lambda r: r[1])
+        pq_cpu = sum(pq_by_role.values())
         raw_gets(meta, store_url)  # the same rule for the raw GETs: the median of three after a first
         raws = [raw_gets(meta, store_url) for _ in range(WARM_READS)]
         raw_s, raw_bytes, raw_gets_n = median(raws)
-        pq_s, pq_cpu = parquet_peer(spark, load(), work / "parquet-copy", n, row.v)
         kafka_s, kafka_payload, _ = consumer_read(server.bootstrap, {}, marks)
         assert kafka_payload == payload
 
@@ -331,9 +365,9 @@ def main(argv: list[str] | None = None) -> int:
         cores = os.cpu_count() or 1
         rows = [
             ["spark local[2] format(\"mqindex\") full read (JVM columnar reader)", col_s, mb / col_s,
-             f"{(mb / col_s) / (raw_bytes / 1e6 / raw_s):.2f}x raw",
+             f"{(mb / col_s) / (raw_bytes / 1e6 / raw_s):.2f}x raw, {pq_s / col_s:.2f}x parquet",
              f"{col_cpu / mb:.3f}", f"{cores / (col_cpu / mb):.1f}"],
-            ["  the same, its first full read", cold_s, mb / cold_s,
+            ["  the same, the session's first full read", cold_s, mb / cold_s,
              f"{(mb / cold_s) / (raw_bytes / 1e6 / raw_s):.2f}x raw",
              f"{cold_cpu / mb:.3f}", f"{cores / (cold_cpu / mb):.1f}"],
             ["  the same with reader=python (the Python data source)", spark_s, mb / spark_s,
@@ -356,14 +390,26 @@ def main(argv: list[str] | None = None) -> int:
         emit(cpu_line("the Python data source's full read", by_role, spark_cpu, sampler_cpu, mb)
              + f"; load average {load_before[0]:.1f} at its start, {load_after[0]:.1f} at its end")
         emit(cpu_line("the JVM columnar full read (format(\"mqindex\"))", col_by_role, col_cpu, col_sampler, mb))
-        emit(f"the three measured reads, s: format(\"mqindex\") {', '.join(f'{w[1]:.2f}' for w in warm)}; "
-             f"raw GETs {', '.join(f'{r[0]:.2f}' for r in raws)}")
+        def jvm_ms(r: dict[str, float]) -> str:
+            return f"{1000 * r['jit'] / mb:.2f} / {1000 * r['gc'] / mb:.2f}"
+
+        for name, runs in turns.items():
+            emit(f"{name} full reads in turns, s (the JVM's JIT compiler / GC CPU, ms/MB): warm-up "
+                 + ", ".join(f"{r[1]:.2f} ({jvm_ms(r[4])})" for r in runs[:WARMUP_ROUNDS]) + "; measured "
+                 + ", ".join(f"{r[1]:.2f} ({jvm_ms(r[4])})" for r in runs[WARMUP_ROUNDS:]))
+        emit(f"the session's first format(\"mqindex\") read: JIT compiler / GC CPU {jvm_ms(cold_jvm)} ms/MB; "
+             f"raw GETs, s: {', '.join(f'{r[0]:.2f}' for r in raws)}")
         save_results("spark_read", {"records": n, "payload_mb": mb, "object_mb": raw_bytes / 1e6,
                                     "spark_s": spark_s, "raw_s": raw_s, "kafka_s": kafka_s, "spark_cpu_s": spark_cpu,
                                     "parquet_s": pq_s, "parquet_cpu_s": pq_cpu,
                                     "spark_cpu_by_process_s": by_role, "sampler_cpu_s": sampler_cpu,
                                     "columnar_s": col_s, "columnar_cpu_s": col_cpu,
                                     "columnar_runs_s": [w[1] for w in warm], "raw_runs_s": [r[0] for r in raws],
+                                    "warmup_rounds": WARMUP_ROUNDS,
+                                    "turns_s": {k: [r[1] for r in v] for k, v in turns.items()},
+                                    "turns_jvm_cpu_s": {k: [r[4] for r in v] for k, v in turns.items()},
+                                    "columnar_first_jvm_cpu_s": cold_jvm, "columnar_jvm_cpu_s": col_jvm,
+                                    "parquet_jvm_cpu_s": pq_jvm,
                                     "columnar_first_s": cold_s, "columnar_first_cpu_s": cold_cpu,
                                     "columnar_cpu_by_process_s": col_by_role,
                                     "load_at_start": load_before[0], "load_at_end": load_after[0],
