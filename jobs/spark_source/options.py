@@ -142,8 +142,9 @@ def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
     raise SourceOptionError(f"{name}: expected true or false, got {raw!r}")
 
 
-def parse_options(opts: Mapping[str, str]) -> SourceOptions:
-    """The checked options; SourceOptionError naming the first bad one."""
+def parse_options(opts: Mapping[str, str], stream: bool = False) -> SourceOptions:
+    """The checked options of a batch read (`stream`: of a streaming read, whose startingOffsets default to latest,
+    as Spark's Kafka source's do); SourceOptionError naming the first bad one."""
     meta = _get(opts, "metadata")
     store = _get(opts, "store")
     if not meta:
@@ -175,7 +176,7 @@ def parse_options(opts: Mapping[str, str]) -> SourceOptions:
             raise SourceOptionError(f"partitions: expected comma-separated numbers, got {raw_parts!r}") from None
         if any(p < 0 for p in partitions):
             raise SourceOptionError(f"partitions: must be >= 0, got {raw_parts!r}")
-    starting = _offsets(opts, "startingOffsets", EARLIEST)
+    starting = _offsets(opts, "startingOffsets", LATEST if stream else EARLIEST)
     ending = _offsets(opts, "endingOffsets", LATEST)
     from_ms, to_ms = _ms(opts, "startingTimestamp"), _ms(opts, "endingTimestamp")
     if from_ms is not None and to_ms is not None and from_ms > to_ms:

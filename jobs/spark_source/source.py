@@ -151,7 +151,7 @@ class MqindexSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 - Spark's name
         from jobs.spark_source.stream import MqindexStreamReader
 
-        return MqindexStreamReader(self.opts)
+        return MqindexStreamReader(parse_options(self.raw, stream=True))
 
 
 class MqindexPythonHalf(MqindexSource):

@@ -7,21 +7,25 @@ repeated. `latestOffset` is each partition's committed end (what the broker has 
 only in a node's WAL or log cache come in a later micro-batch). A partition that appears (more
 partitions, a new topic matching `subscribePattern`) is read from its earliest retained offset. An offset
 trimmed by retention before it was read fails the query with failOnDataLoss=true (the default), else
-the read continues from the retained start.
+the read continues from the retained start. So does a topic deleted while the query reads it: it fails
+the query naming the topic, else the query goes on without it, as Spark's Kafka source does.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from jobs.spark_source.options import EARLIEST, LATEST, SourceOptions
-from jobs.spark_source.plan import Bounds, open_metadata, partition_ranges, resolve_topics
+from jobs.spark_source.plan import Bounds, DataLoss, open_metadata, partition_ranges, resolve_topics
 from jobs.spark_source.pushdown import Pushed
 
 Offsets = dict[str, dict[str, int]]
+log = logging.getLogger("mqindex.jobs.spark_source")
 
 
 def _ints(off: Offsets) -> dict[str, dict[int, int]]:
@@ -63,11 +67,40 @@ class MqindexStreamReader(DataSourceStreamReader):
 
     def latestOffset(self, start: Offsets | None = None, limit: Any = None) -> Offsets:  # noqa: N802
         """Each partition's committed end."""
+        self._leave_deleted(start or {})
         return self._offsets({}, {}, use_end=True)
+
+    def _leave_deleted(self, *offsets: Offsets) -> None:
+        """Topics of `offsets` deleted since: DataLoss naming them with failOnDataLoss=true, else they are left out
+        of the read from now on."""
+        from broker.partitions.topics import TopicRegistry
+
+        named = {t for off in offsets for t in off}
+        if not named:
+            return
+        meta = open_metadata(self.opts)
+        try:
+            meta.catch_up()
+            reg = TopicRegistry(meta)
+            gone = sorted(t for t in named if reg.get(t) is None)
+        finally:
+            meta.close()
+        if not gone:
+            return
+        read_to = {t: off[t] for off in offsets for t in gone if t in off}
+        if self.opts.fail_on_data_loss:
+            raise DataLoss(f"topic {', '.join(map(repr, gone))} was deleted while the query read it (read up to "
+                           f"{read_to}): its records after that are lost to the query; set failOnDataLoss=false "
+                           "to go on without it")
+        log.warning("mqindex stream: topic %s deleted (read up to %s); going on without it (failOnDataLoss=false)",
+                    ", ".join(gone), read_to)
+        if self.opts.pattern is None:
+            self.opts = dataclasses.replace(self.opts, topics=tuple(t for t in self.opts.topics if t not in gone))
 
     def partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
         from jobs.spark_source.source import plan_tasks
 
+        self._leave_deleted(start, end)
         lo = _ints(start)
         hi = _ints(end)
         for t, parts in hi.items():  # a partition new since `start` is read from its earliest retained offset

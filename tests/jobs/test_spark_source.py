@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -345,39 +346,43 @@ def _produce_stream(s: Served, topic: str, first: int, n: int) -> None:
              timeout=30, interval=0.2)
 
 
-def test_stream_resumes_from_its_checkpoint_after_a_failed_batch(mq: Any, served: Served, tmp_path: Path) -> None:
-    topic = "stream"
-    with AdminClient({"bootstrap.servers": served.server.bootstrap}) as admin:  # closed here, not by the collector
-        admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
-    _produce_stream(served, topic, 0, 300)
-    out, ckpt, crash = tmp_path / "out", tmp_path / "ckpt", tmp_path / "crash-next-batch"
-
-    def sink(batch: Any, batch_id: int) -> None:  # idempotent per batch id, as a sink must be
-        batch.select("partition", "offset", "value").write.mode("overwrite").parquet(str(out / f"b{batch_id}"))
-        if crash.exists():
-            crash.unlink()
-            raise RuntimeError("driver killed mid-batch")  # after the batch's output was written
-
-    def run() -> Any:
-        return (mq.readStream.format("mqindex").options(**served.options(topic, startingOffsets="earliest"))
-                .load().writeStream.foreachBatch(sink).option("checkpointLocation", str(ckpt))
-                .trigger(processingTime="200 milliseconds").start())
-
-    q = run()
-    q.processAllAvailable()
-    q.stop()
-    _produce_stream(served, topic, 300, 200)
-    crash.touch()
-    q = run()
-    with pytest.raises(Exception, match="driver killed mid-batch"):
-        q.awaitTermination(120)
-    _produce_stream(served, topic, 500, 100)
-    q = run()  # the failed batch again, with the offsets its plan recorded, then the new records
-    q.processAllAvailable()
-    q.stop()
-    rows = mq.read.parquet(*[str(d) for d in sorted(out.iterdir())]).collect()
-    assert sorted(int(r.value) for r in rows) == list(range(600))  # nothing skipped, nothing repeated
-    assert len({(r.partition, r.offset) for r in rows}) == 600
+def test_batch_read_after_compaction_equals_a_kafka_consumer(mq: Any, seaweedfs: Any, pg_url: Callable[[], str],
+                                                               tmp_path: Path) -> None:
+    """Stream set objects split into stream objects, those merged, and the objects they replaced deleted from the
+    store: both readers plan from the objects that hold the records now, and read what a Kafka consumer reads."""
+    store_url = seaweedfs.store_url("mqindex", f"compacted-{uuid.uuid4().hex[:8]}")
+    meta_url = pg_url()
+    server = KafkaServerProcess(tmp_path / "node", "--store", store_url, "--metadata", meta_url,
+                                "--compaction-interval-s", "0", "--compaction-force-split-ms", "0",
+                                "--compaction-grace-ms", "0").start(timeout=180)
+    try:
+        s = Served(server, store_url, meta_url)
+        topic = "compacted"
+        with AdminClient({"bootstrap.servers": server.bootstrap}) as admin:
+            admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+        for rnd in range(4):  # each round uploaded before the next: four stream set objects
+            _produce_stream(s, topic, rnd * 100, 100)
+        before = plan_scan(parse_options(s.options(topic)))
+        assert {sp.kind for sp in before.splits} == {"SSO"} and len({sp.key for sp in before.splits}) >= 4
+        deleted: list[int] = []
+        for _ in range(3):  # split, merge the stream objects, delete what was replaced (no grace period)
+            r = httpx.post(server.url + "/v1/admin/compaction", timeout=120)
+            assert r.status_code == 200, r.text
+            assert r.json()["errors"] == []
+            deleted += r.json()["deleted"]
+        after = plan_scan(parse_options(s.options(topic)))
+        assert {sp.kind for sp in after.splits} == {"SO"}
+        store = worker_store(store_url)
+        gone = {sp.key for sp in before.splits} - {sp.key for sp in after.splits}
+        assert deleted and gone and not any(store.exists(k) for k in gone)
+        ends = {p: e for p, (_s, e) in committed(s, topic).items()}
+        want = consume(server.bootstrap, topic, ends)
+        assert sorted(int(r[1]) for r in want) == list(range(400))
+        for reader in ("jvm", "python"):
+            got = spark_rows(mq.read.format("mqindex").options(**s.options(topic, reader=reader)).load())
+            assert got == want, reader
+    finally:
+        server.stop()
 
 
 def search(s: Served, spark: Any, *argv: str) -> tuple[int, str, str]:
