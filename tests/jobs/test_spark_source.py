@@ -205,6 +205,20 @@ def test_offsets_json_and_partitions(mq: Any, served: Served) -> None:
     assert [r[4] for r in got if r[3] == 0] == list(range(100, 150))
 
 
+def test_subscribe_a_list_or_a_pattern_and_latest_in_the_offsets_json(mq: Any, served: Served) -> None:
+    def read(**kw: str) -> list[Row]:
+        df = mq.read.format("mqindex").options(metadata=served.meta_url, store=served.store_url, **kw).load()
+        return sorted(spark_rows(df), key=lambda r: (r[2], r[3], r[4]))
+
+    ends = {t: {p: e for p, (_s, e) in committed(served, t).items()} for t in (TOPIC, TIMED)}
+    want = sorted(consume(served.server.bootstrap, TOPIC, ends[TOPIC])
+                  + consume(served.server.bootstrap, TIMED, ends[TIMED]), key=lambda r: (r[2], r[3], r[4]))
+    assert read(subscribe=f"{TOPIC}, {TIMED}") == want
+    assert read(subscribePattern="ev.*|tim.*") == want  # not keyed or trimmed: the whole name must match
+    got = read(topic=TOPIC, startingOffsets='{"events": {"0": -1, "1": -2}}')  # -1 latest, -2 earliest
+    assert got == [r for r in want if r[2] == TOPIC and r[3] != 0]  # partition 2, not named: earliest
+
+
 def test_timestamp_options_select_rows_by_record_timestamp(mq: Any, served: Served) -> None:
     lo, hi = T0 + 3000, T0 + 5000
     got = spark_rows(mq.read.format("mqindex").options(**served.options(
@@ -300,6 +314,9 @@ def test_key_predicate_reads_only_the_blocks_of_its_hits(mq: Any, served: Served
     df = mq.read.format("mqindex").options(**served.options(KEYED, index=served.server.url)).load()
     one = df.where("key = 'user-1234'")
     assert spark_filter(one) == ""
+    explained = one._jdf.queryExecution().explainString(
+        mq._jvm.org.apache.spark.sql.execution.ExplainMode.fromString("formatted"))  # df.explain("formatted")
+    assert "PushedFilters: [IsNotNull(key), EqualTo(key," in explained, explained
     assert sorted(r.offset for r in one.collect()) == list(range(1234 * 12, 1235 * 12))
     some = df.where(F.col("key").isin(b"user-7", b"user-2999", b"nobody"))
     assert sorted(r.offset for r in some.collect()) == [*range(7 * 12, 8 * 12), *range(2999 * 12, 3000 * 12)]
