@@ -247,10 +247,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mb", type=int, default=256, help="topic size in MiB of record payload (issue: 1024)")
     ap.add_argument("--messages", type=int, default=None,
                     help="number of records instead of --mb (e.g. 1000000 for the key predicate goal at 10^6)")
-    ap.add_argument("--value-bytes", type=int, default=VALUE_BYTES, help="bytes of each record's value (hex text)")
+    ap.add_argument("--value-bytes", type=int, default=VALUE_BYTES,
+                    help="bytes of each record's value (hex text; at least 8, room for the search's needle)")
     ap.add_argument("--store", default=None, help="object store URL (default: a SeaweedFS started for the run)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     args = ap.parse_args(argv)
+    if args.value_bytes < 8:
+        ap.error(f"--value-bytes: at least 8 (room for the value search's needle), got {args.value_bytes}")
 
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
@@ -301,9 +304,8 @@ def main(argv: list[str] | None = None) -> int:
         assert row.n == n, (row.n, n)
         spark_cpu = sum(by_role.values())
         # spark.read.format("mqindex") as users call it: its batch reads are the JVM columnar reader's, in tasks
-        # sized as Spark sizes a file source's (columnar.task_bytes), warmed first (its classes loaded and compiled
-        # on a small read), then measured as the Parquet copy is, the median of three full reads after a first; the
-        # first (the JVM still compiling Spark's scheduling code for it) is printed too
+        # sized as Spark sizes a file source's (columnar.task_bytes): its classes loaded on a small read, then the
+        # session's first full read (the JVM still compiling Spark's own driver code), printed as it is
         first = json.dumps({TOPIC: {"0": 20000, "1": 20000}})
         load(endingOffsets=first).agg(F.sum(F.length("value"))).collect()
         jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
@@ -323,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         col_cpu, cold_cpu = sum(col_by_role.values()), sum(cold_by_role.values())
         _, pq_s, pq_by_role, _, pq_jvm = median(turns["parquet"][WARMUP_ROUNDS:], key=lambda r: r[1])
         pq_cpu = sum(pq_by_role.values())
-        raw_gets(meta, store_url)  # the same rule for the raw GETs: the median of three after a first
+        raw_gets(meta, store_url)  # the raw GETs (no JIT): the median of three after a first
         raws = [raw_gets(meta, store_url) for _ in range(WARM_READS)]
         raw_s, raw_bytes, raw_gets_n = median(raws)
         kafka_s, kafka_payload, _ = consumer_read(server.bootstrap, {}, marks)

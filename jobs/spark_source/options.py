@@ -9,7 +9,8 @@ Names follow Spark's Kafka source where the concept is the same:
 - `partitions`: comma-separated partition numbers (default: every partition of each topic);
 - `startingOffsets` / `endingOffsets`: `earliest`, `latest`, or JSON per topic and partition as in Spark's
   Kafka source, `{"orders": {"0": 23, "1": -2}}`, where -2 means earliest and -1 latest (partitions not
-  named take `earliest` for the start and `latest` for the end);
+  named take `earliest` for the start and `latest` for the end); a streaming read starts at `latest`
+  unless `startingOffsets` or `startingTimestamp` is given;
 - `startingTimestamp` / `endingTimestamp`: milliseconds since the epoch; rows with a timestamp in
   [start, end) (see docs/SPARK.md for how this differs from Kafka's offset-by-timestamp lookup);
 - `maxSplitBytes` (default 64 MiB): the bytes of objects one Spark task reads at most (a larger object
@@ -25,7 +26,8 @@ Names follow Spark's Kafka source where the concept is the same:
   not read (0 when producers' and brokers' clocks agree and timestamps are the produce time);
 - `namespace` (default `_kafka_mqindex`): the metadata namespace of the broker's Kafka topics;
 - `failOnDataLoss` (default true): a requested offset below a partition's retained start is an error
-  (false: read from the retained start).
+  (false: read from the retained start); in a stream, so are a topic deleted while the query reads it
+  (false: go on without it) and a partition whose offsets went back (false: read it from its earliest).
 
 Bad options raise `SourceOptionError` naming the option before any metadata or store access.
 """
@@ -176,7 +178,8 @@ def parse_options(opts: Mapping[str, str], stream: bool = False) -> SourceOption
             raise SourceOptionError(f"partitions: expected comma-separated numbers, got {raw_parts!r}") from None
         if any(p < 0 for p in partitions):
             raise SourceOptionError(f"partitions: must be >= 0, got {raw_parts!r}")
-    starting = _offsets(opts, "startingOffsets", LATEST if stream else EARLIEST)
+    # a stream starts at the latest offsets, unless it starts at a time (startingTimestamp: the rows from then on)
+    starting = _offsets(opts, "startingOffsets", LATEST if stream and not _get(opts, "startingTimestamp") else EARLIEST)
     ending = _offsets(opts, "endingOffsets", LATEST)
     from_ms, to_ms = _ms(opts, "startingTimestamp"), _ms(opts, "endingTimestamp")
     if from_ms is not None and to_ms is not None and from_ms > to_ms:
