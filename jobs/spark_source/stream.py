@@ -80,7 +80,8 @@ class MqindexStreamReader(DataSourceStreamReader):
         """The topics read now. One gone from the metadata since the query started (named in `seen`, the offsets
         read to, or in the options: a new query with an unknown topic fails in initialOffset): DataLoss naming it
         with failOnDataLoss=true, else left out of the query from now on, restarts included."""
-        if self.opts.pattern is not None:
+        topics: list[TopicInfo] | None = None
+        if self.opts.pattern is not None:  # a deleted topic no longer matches: the topics read now are these
             topics = resolve_topics(meta, self.opts)
             gone = sorted(set(seen) - {t.name for t in topics})
         else:
@@ -94,9 +95,9 @@ class MqindexStreamReader(DataSourceStreamReader):
                                "failOnDataLoss=false to go on without it")
             log.warning("mqindex stream: topic %s deleted (read up to %s); going on without it "
                         "(failOnDataLoss=false)", ", ".join(gone), read_to or "nothing")
-            if self.opts.pattern is None:
+            if topics is None:
                 self.opts = dataclasses.replace(self.opts, topics=tuple(t for t in self.opts.topics if t not in gone))
-        return resolve_topics(meta, self.opts)
+        return topics if topics is not None else resolve_topics(meta, self.opts)
 
     def partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
         """The tasks of [start, end). A partition whose end is below its start (its topic deleted and made again,
