@@ -306,6 +306,10 @@ class BrokerNode:
                     cursor: str | None) -> tuple[list[OutMessage], str | None]:
         return self.lookups.find_by_key(topic, key, begin_ms, end_ms, max_count, cursor)
 
+    def key_hits(self, topic: str, key: str, begin_ms: int, end_ms: int | None, max_count: int,
+                 cursor: str | None) -> tuple[list[tuple[int, int]], str | None, list[Any]]:
+        return self.lookups.key_hits(topic, key, begin_ms, end_ms, max_count, cursor)
+
     def local_index_query(self, topic: str, key: str, max_count: int, begin_ms: int, end_ms: int | None
                           ) -> list[Any]:
         return self.lookups.local_index_query(topic, key, max_count, begin_ms, end_ms)

@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 log = logging.getLogger("mqindex.seaweedfs")
@@ -96,6 +97,19 @@ def _port_free(port: int) -> bool:
 PORT_ATTEMPTS = 3
 
 
+@dataclass(frozen=True)
+class BucketTraffic:
+    """A bucket's S3 requests by HTTP method and the bytes the server sent for it (SeaweedFS.bucket_traffic)."""
+
+    requests: dict[str, int]
+    sent_bytes: int
+
+    def __sub__(self, before: BucketTraffic) -> BucketTraffic:
+        methods = set(self.requests) | set(before.requests)
+        return BucketTraffic({m: self.requests.get(m, 0) - before.requests.get(m, 0) for m in methods},
+                             self.sent_bytes - before.sent_bytes)
+
+
 class SeaweedFS:
     """One `weed server` with S3 on a free loopback port and its data in `data_dir`."""
 
@@ -105,13 +119,13 @@ class SeaweedFS:
         self.data_dir = Path(data_dir)
         self.domain_name = domain_name
         self.weed = find_weed()
-        ports = free_ports(8)
+        ports = free_ports(9)
         self._s3_port_given = s3_port is not None
         self._ever_ready = False  # a start has succeeded: the master's raft state names its port from then on
         if s3_port is not None:
             ports[0] = s3_port
         (self.s3_port, self.s3_grpc, self.master_port, self.master_grpc, self.volume_port, self.volume_grpc,
-         self.filer_port, self.filer_grpc) = ports
+         self.filer_port, self.filer_grpc, self.metrics_port) = ports
         self.proc: subprocess.Popen[bytes] | None = None
         self.die_with_parent = False  # only safe when started from a thread that lives as long as the process
 
@@ -135,6 +149,8 @@ class SeaweedFS:
             # one master: its raft election needs no peer, and the default 10 s timeout made a start take 9 s
             # and a start over existing data 13-18 s, where 1 s makes both 3-4 s
             "-master.electionTimeout=1s",
+            # Prometheus metrics (requests and bytes per bucket: bucket_traffic)
+            "-metricsIp=127.0.0.1", f"-metricsPort={self.metrics_port}",
         ] + ([f"-s3.domainName={self.domain_name}"] if self.domain_name else [])
 
     def start(self, bucket: str | None = "mqindex", timeout: float = 90.0) -> SeaweedFS:
@@ -175,7 +191,7 @@ class SeaweedFS:
         `data_dir` does not name them. The S3 port (the clients' endpoint) and the master's (its raft state names
         it) are kept, except the master's at a `first` start (no state names it yet) and the S3 port when it was
         not given."""
-        names = ("s3_grpc", "volume_port", "volume_grpc", "filer_port", "filer_grpc")
+        names = ("s3_grpc", "volume_port", "volume_grpc", "filer_port", "filer_grpc", "metrics_port")
         if first:
             names = ("master_port", "master_grpc", *names) + (() if self._s3_port_given else ("s3_port",))
         keep = {getattr(self, n) for n in ("s3_port", "master_port", "master_grpc") if n not in names}
@@ -226,6 +242,22 @@ class SeaweedFS:
             time.sleep(0.5)
         self.stop()
         raise SeaweedFSError(f"SeaweedFS S3 at {self.endpoint} not ready after {timeout:.0f}s: {last}")
+
+    def bucket_traffic(self, bucket: str) -> BucketTraffic:
+        """The S3 requests of each method (GET also counts listings) the server answered for `bucket` since it
+        started, and the bytes it sent, from its Prometheus metrics: what every client of the bucket asked."""
+        import httpx
+
+        text = httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10).text
+        requests: dict[str, int] = {}
+        sent = 0
+        for line in text.splitlines():
+            if line.startswith("SeaweedFS_s3_request_seconds_count{") and f'bucket="{bucket}"' in line:
+                method = line.split('type="', 1)[1].split('"', 1)[0]
+                requests[method] = requests.get(method, 0) + int(float(line.rsplit(" ", 1)[1]))
+            elif line.startswith(f'SeaweedFS_s3_bucket_traffic_sent_bytes_total{{bucket="{bucket}"}}'):
+                sent = int(float(line.rsplit(" ", 1)[1]))
+        return BucketTraffic(requests, sent)
 
     def restart(self, bucket: str | None = "mqindex", timeout: float = 90.0) -> None:
         """Start again on the same ports and data directory (after stop())."""

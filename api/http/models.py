@@ -24,6 +24,7 @@ from pydantic.json_schema import SkipJsonSchema
 MAX_VALUE_BYTES = 1024 * 1024  # one message's value
 MAX_MESSAGES_PER_REQUEST = 1000
 MAX_PAGE = 1000  # `max` of one page of a key lookup or fetch
+MAX_HITS_PAGE = 100_000  # `max` of one page of /v1/index/hits (no record is read)
 # 1-249 of [a-zA-Z0-9._-], but not "." or ".." (Kafka refuses those two; the broker answers them 400, so the
 # schema says it too). Written without a lookahead, which pydantic's regex engine does not have.
 TOPIC_PATTERN = (r"^(?:[a-zA-Z0-9_-][a-zA-Z0-9._-]{0,248}|\.[a-zA-Z0-9_-][a-zA-Z0-9._-]{0,247}"
@@ -280,6 +281,13 @@ class LookupOut(BaseModel):
     messages: list[MessageOut]
     next_cursor: str | None
     unreadable: list[UnreadableOut] = Field(default_factory=list, description="hits skipped as damaged in the store")
+
+
+class KeyHitsOut(BaseModel):
+    hits: list[list[int]] = Field(description="[partition, offset] of each candidate, newest first; not checked "
+                                              "against the records: the reader checks the records it reads")
+    next_cursor: str | None
+    unreadable: list[UnreadableOut] = Field(default_factory=list, description="index files skipped as damaged")
 
 
 class IndexFileOut(BaseModel):

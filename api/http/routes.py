@@ -18,6 +18,7 @@ from api.http.errors import TOO_DEEP, as_http, client_error
 from api.http.message_json import Page, header_fields
 from api.http.models import (
     CURSOR_PATTERN,
+    MAX_HITS_PAGE,
     MAX_INT,
     MAX_PAGE,
     MAX_VALUE_BYTES,
@@ -30,6 +31,7 @@ from api.http.models import (
     HeaderOut,
     IndexFilesOut,
     IndexHitsOut,
+    KeyHitsOut,
     LookupOut,
     MessageOut,
     ProduceIn,
@@ -269,15 +271,7 @@ async def find_by_key(request: Request, topic: Annotated[str, Query(pattern=TOPI
                           description="how `key` is given: its text, or the base64 of its bytes (a key that is not "
                                       "UTF-8: a serialised long, a UUID's bytes)")] = "utf-8"
                       ) -> LookupOut:
-    if end is not None and begin > end:
-        raise client_error("begin", f"({iso(begin)}) is after end ({iso(end)})")
-    if key_encoding == "base64":
-        try:
-            key = key_from_base64(key)
-        except ValueError as exc:
-            raise client_error("key", f"{str(exc)} (key_encoding is base64)") from None
-    else:
-        key = asked_text(key)  # the indexed text of a text key (itself, unless it starts with U+FDD0)
+    key = _lookup_key(key, key_encoding, begin, end)
     page = await call(request, Backend.find_by_key, topic, key, begin, end, max, cursor)
     messages, next_cursor = page
     unreadable = list(getattr(page, "unreadable", ()))  # broker.partitions.key_lookup.LookupPage
@@ -286,6 +280,41 @@ async def find_by_key(request: Request, topic: Annotated[str, Query(pattern=TOPI
     return LookupOut(messages=[message_out(m) for m in messages], next_cursor=next_cursor,
                      unreadable=[UnreadableOut(component=u.component, object=u.object, check=u.check, error=u.error,
                                                partition=u.partition, offset=u.offset) for u in unreadable])
+
+
+@router.get("/v1/index/hits", response_model=KeyHitsOut, dependencies=[Depends(require("read"))])
+async def key_hits(request: Request, topic: Annotated[str, Query(pattern=TOPIC_PATTERN)],
+                   key: Annotated[Text, Query(min_length=1)],
+                   begin: Annotated[StoreTime, Query(description=f"store time from: {TIME_FORMS}")] = 0,
+                   end: Annotated[StoreTime | None, Query(description=f"store time to: {TIME_FORMS}")] = None,
+                   max: Annotated[int, Query(ge=1, le=MAX_HITS_PAGE)] = 1000,
+                   cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN,
+                                                       description="next_cursor of the previous page")] = None,
+                   key_encoding: Annotated[Literal["utf-8", "base64"], Query(
+                       description="how `key` is given: its text, or the base64 of its bytes")] = "utf-8"
+                   ) -> KeyHitsOut:
+    """Where the cluster-wide index has `key`: [partition, offset] of each candidate, as /v1/messages pages them,
+    without reading the records (so without checking them: a reader that reads the records itself, as the Spark
+    source does, checks their keys and reads each record's block once, not twice)."""
+    key = _lookup_key(key, key_encoding, begin, end)
+    hits, next_cursor, unreadable = await call(request, Backend.key_hits, topic, key, begin, end, max, cursor)
+    for u in unreadable:
+        request.app.state.metrics.corrupt_read(u.component, u.object, u.check, u.error)
+    return KeyHitsOut(hits=[[p, o] for p, o in hits], next_cursor=next_cursor,
+                      unreadable=[UnreadableOut(component=u.component, object=u.object, check=u.check, error=u.error,
+                                                partition=u.partition, offset=u.offset) for u in unreadable])
+
+
+def _lookup_key(key: str, key_encoding: str, begin: int, end: int | None) -> str:
+    """The indexed text a lookup asks for; a 400 naming the field for a bad key or time range."""
+    if end is not None and begin > end:
+        raise client_error("begin", f"({iso(begin)}) is after end ({iso(end)})")
+    if key_encoding == "base64":
+        try:
+            return key_from_base64(key)
+        except ValueError as exc:
+            raise client_error("key", f"{str(exc)} (key_encoding is base64)") from None
+    return asked_text(key)  # the indexed text of a text key (itself, unless it starts with U+FDD0)
 
 
 MsgIdPath = Annotated[str, Path(pattern=MSG_ID_PATTERN,

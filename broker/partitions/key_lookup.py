@@ -132,6 +132,25 @@ def find_by_key(query: Callable[[int, int | None], list[IndexHit]],
     return LookupPage(out, None, unreadable)
 
 
+def key_hits_page(query: Callable[[int, int | None], list[IndexHit]], end_ms: int | None, max_count: int,
+                  cursor: str | None) -> tuple[list[tuple[int, int]], str | None, list[Unreadable]]:
+    """One page of the index's candidates, (partition, offset) each, in the lookup's order, *not* checked
+    against their records (no record is read): a fingerprint collision or a hash-only hit may name a record of
+    another key, so the caller checks the records it reads. The cursor is `find_by_key`'s."""
+    if isinstance(max_count, bool) or not isinstance(max_count, int) or max_count < 1:
+        raise InvalidField("max", f"must be a positive integer, got {max_count!r}")
+    after = decode_cursor(cursor) if cursor is not None else None
+    out: list[tuple[int, int]] = []
+    last: Order | None = None
+    unreadable: list[Unreadable] = []
+    for k in _candidates(query, end_ms, after, max_count + 1, unreadable):
+        if len(out) == max_count:
+            return out, encode_cursor(last), unreadable  # type: ignore[arg-type]
+        out.append((k[2], k[1]))
+        last = k
+    return out, None, unreadable
+
+
 def check_key_query(key: object, begin_ms: object, end_ms: object) -> None:
     """The arguments of a key lookup, checked before the index is asked."""
     if not isinstance(key, str) or not key:

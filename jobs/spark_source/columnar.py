@@ -35,8 +35,8 @@ SOURCE_CLASS = "io.mqindex.spark.ColumnarSource"
 PLAN_OPTION = "columnarPlan"  # the JVM half asks the Python half for its plan with this option
 PRESIGN_SECONDS = 12 * 3600  # a presigned URL's life: a read's tasks must start within it
 
-__all__ = ["JAR", "PLAN_OPTION", "SOURCE_CLASS", "TaskSizing", "add_jar", "object_url", "plan_json",
-           "plan_tasks", "read", "read_tasks", "task_bytes"]
+__all__ = ["JAR", "PLAN_OPTION", "SOURCE_CLASS", "StoreReads", "TaskSizing", "add_jar", "object_url", "plan_json",
+           "plan_tasks", "read", "read_tasks", "store_reads", "task_bytes"]
 
 
 def add_jar(spark: Any) -> None:
@@ -179,3 +179,40 @@ def read(spark: Any, **options: str) -> Any:
             raise SourceOptionError(f"{name}: not taken by the columnar read; use spark.read.format('mqindex')")
     plan, bounds = plan_tasks(options, opts, TaskSizing.of_session(spark))
     return read_tasks(spark, opts.store_url, plan.tasks, bounds.from_ms, bounds.to_ms)
+
+
+@dataclasses.dataclass(frozen=True)
+class StoreReads:
+    """What the JVM reader's tasks asked of the store in a query: its ranged GETs (every attempt) and the bytes
+    they returned (the scan's `storeGets` / `storeBytes` metrics, jvm/.../StoreMetrics.java)."""
+
+    gets: int
+    bytes: int
+
+
+def store_reads(df: Any) -> StoreReads:
+    """The store reads of `df`'s JVM scans in its last execution (after `df.collect()` and the like), summed over
+    the scans of its executed plan; zero for a query read by the Python source, whose tasks report no metrics.
+    Walks the plan through adaptive execution's stages."""
+    gets = nbytes = 0
+    todo = [df._jdf.queryExecution().executedPlan()]
+    while todo:
+        node = todo.pop()
+        name = node.getClass().getSimpleName()
+        if name == "AdaptiveSparkPlanExec":
+            todo.append(node.executedPlan())
+            continue
+        if name.endswith("QueryStageExec"):
+            todo.append(node.plan())
+            continue
+        metrics = node.metrics()
+        for key in ("storeGets", "storeBytes"):
+            found = metrics.get(key)
+            if found.isDefined():
+                if key == "storeGets":
+                    gets += int(found.get().value())
+                else:
+                    nbytes += int(found.get().value())
+        children = node.children()
+        todo.extend(children.apply(i) for i in range(children.size()))
+    return StoreReads(gets, nbytes)

@@ -1,9 +1,16 @@
 """Key predicates answered by the cluster's key index: the (partition, offset) of every record with a key.
 
-The lookup asks an `mqindex serve` node (`GET /v1/messages?topic=&key=`, paged by cursor), which answers
-from the whole cluster's index (every node's files, the merged tiers) and checks each hit against the
-record, so a hit is a record whose key, `KEYS` header part or `UNIQ_KEY` is the key; the reader then keeps
-only records whose Kafka key is one of the keys asked. Only the blocks holding the hits are read.
+The lookup asks an `mqindex serve` node, which answers from the whole cluster's index (every node's files, the
+merged tiers), paged by cursor:
+- `key = ...` / `key IN (...)`: `GET /v1/index/hits?topic=&key=`, the index's candidates without their records
+  (the node reads none). The reader reads the candidates' blocks and keeps only records whose Kafka key is one
+  of the keys asked, so a fingerprint collision or a record indexed under a header key gives no row, and each
+  hit's block is read from the store once, by the reader. (`GET /v1/messages`, which checks each hit against
+  its record, would have the node read the block too: twice the bytes.) A node older than that route is asked
+  `/v1/messages`.
+- `indexKeys` (records indexed under a `KEYS` header part or `UNIQ_KEY`): `GET /v1/messages?topic=&key=`, whose
+  hits the node checked against their records; the reader keeps exactly those offsets.
+Only the blocks holding the hits are read.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from collections.abc import Iterable
 import httpx
 
 PAGE = 1000  # the node's largest page (api/http/models.MAX_PAGE)
+HITS_PAGE = 100_000  # /v1/index/hits' largest (api/http/models.MAX_HITS_PAGE)
 
 
 class IndexLookupError(RuntimeError):
@@ -20,22 +28,28 @@ class IndexLookupError(RuntimeError):
 
 
 def key_hits(index_url: str, topic: str, keys: Iterable[bytes], token: str | None = None,
-             timeout: float = 60.0) -> dict[int, set[int]]:
-    """Offsets per partition of the records of `topic` indexed under any of `keys` (UTF-8 text keys)."""
+             timeout: float = 60.0, checked: bool = True) -> dict[int, set[int]]:
+    """Offsets per partition of the records of `topic` indexed under any of `keys` (UTF-8 text keys); with
+    `checked` false, the index's candidates (module doc: the caller checks the records' keys)."""
     out: dict[int, set[int]] = {}
     headers = {"Authorization": f"Bearer {token}"} if token else {}
+    path = "/v1/messages" if checked else "/v1/index/hits"
     with httpx.Client(base_url=index_url.rstrip("/"), timeout=timeout, headers=headers) as client:
         for raw in keys:
             key = raw.decode("utf-8")
             cursor: str | None = None
             while True:
-                params: dict[str, str | int] = {"topic": topic, "key": key, "max": PAGE}
+                params: dict[str, str | int] = {"topic": topic, "key": key,
+                                                "max": PAGE if path == "/v1/messages" else HITS_PAGE}
                 if cursor:
                     params["cursor"] = cursor
                 try:
-                    r = client.get("/v1/messages", params=params)
+                    r = client.get(path, params=params)
                 except httpx.HTTPError as exc:
                     raise IndexLookupError(f"index {index_url}: key {key!r} of topic {topic!r}: {exc}") from None
+                if r.status_code == 404 and path != "/v1/messages" and _no_route(r):
+                    path, cursor = "/v1/messages", None  # a node older than /v1/index/hits
+                    continue
                 if r.status_code == 404:
                     break  # a topic the node does not know: no hit
                 if r.status_code != 200:
@@ -45,12 +59,24 @@ def key_hits(index_url: str, topic: str, keys: Iterable[bytes], token: str | Non
                 if doc.get("unreadable"):
                     raise IndexLookupError(f"index {index_url}: key {key!r} of topic {topic!r}: damaged hits "
                                            f"{doc['unreadable'][:3]}")
-                for m in doc["messages"]:
-                    out.setdefault(int(m["partition"]), set()).add(int(m["offset"]))
+                if path == "/v1/messages":
+                    for m in doc["messages"]:
+                        out.setdefault(int(m["partition"]), set()).add(int(m["offset"]))
+                else:
+                    for p, o in doc["hits"]:
+                        out.setdefault(int(p), set()).add(int(o))
                 cursor = doc.get("next_cursor")
                 if not cursor:
                     break
     return out
+
+
+def _no_route(r: httpx.Response) -> bool:
+    """A 404 of the route itself (FastAPI's {"detail": "Not Found"}), not of an unknown topic."""
+    try:
+        return r.json() == {"detail": "Not Found"}
+    except ValueError:
+        return False
 
 
 def usable(keys: Iterable[bytes]) -> bool:

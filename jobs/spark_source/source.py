@@ -63,14 +63,17 @@ def plan_tasks(opts: SourceOptions, pushed: Pushed, starting: Any = None, ending
     """The Spark tasks of a read: one per packed group of object ranges; with key predicates answered by the
     index, one per object range holding a hit (and no task where no hit is)."""
     plan = plan_scan(opts, pushed.bounds, starting, ending)
-    lookups = [sorted(keys) for keys in (pushed.keys if opts.index_url and pushed.keys is not None
-                                         and usable(pushed.keys) else None, opts.index_keys) if keys is not None]
+    # (keys, checked): the Kafka keys of a pushed key predicate as the index's candidates (the read keeps only
+    # records of those keys), the indexKeys as hits the node checked against their records (index_lookup.py)
+    lookups = [(sorted(keys), checked) for keys, checked in (
+        (pushed.keys if opts.index_url and pushed.keys is not None and usable(pushed.keys) else None, False),
+        (opts.index_keys, True)) if keys is not None]
     if lookups:
         assert opts.index_url is not None
         hits: dict[tuple[str, int], set[int]] | None = None
-        for keys in lookups:  # records indexed under a key asked, and under an index key asked when both are
+        for keys, checked in lookups:  # records indexed under a key asked, and under an index key asked when both are
             got = {(topic, p): offs for topic in {r.topic for r in plan.ranges}
-                   for p, offs in key_hits(opts.index_url, topic, keys).items()}
+                   for p, offs in key_hits(opts.index_url, topic, keys, checked=checked).items()}
             hits = got if hits is None else {tp: hits[tp] & got[tp] for tp in hits.keys() & got.keys()}
         assert hits is not None
         tasks = []
@@ -80,7 +83,7 @@ def plan_tasks(opts: SourceOptions, pushed: Pushed, starting: Any = None, ending
                 tasks.append(SplitTask([s], {(s.topic, s.partition): found}))
         log.info("mqindex read %s: %d hits of %s in %d object ranges (pushed %s)", opts.topics or opts.pattern,
                  sum(len(t.offsets[(t.splits[0].topic, t.splits[0].partition)]) for t in tasks if t.offsets),
-                 " and ".join(f"{len(k)} keys" for k in lookups), len(tasks), pushed.describe())
+                 " and ".join(f"{len(k)} keys" for k, _ in lookups), len(tasks), pushed.describe())
         return tasks
     log.info("mqindex read %s: %s (pushed %s)", opts.topics or opts.pattern, plan.describe(), pushed.describe())
     return [SplitTask(t) for t in plan.tasks]

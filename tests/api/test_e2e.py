@@ -136,6 +136,42 @@ def test_produce_then_find_every_key_by_pages_id_and_offset(s3_server: ServerPro
     assert r.status_code == 200 and r.json()["files"] and sum(f["items"] for f in r.json()["files"]) >= N_MESSAGES
 
 
+def test_index_hits_page_where_a_key_is_without_reading_the_records(s3_server: ServerProcess) -> None:
+    """/v1/index/hits: [partition, offset] of every record indexed under the key, newest first as /v1/messages
+    orders them, paged by the same cursor; the same bad input refused as /v1/messages refuses it."""
+    url = s3_server.url
+    sent = produce_all(url, "hits", n=400)
+    for key in ("k7", "alt9", "order-123"):  # a record key, a KEYS part shared by 8 records, one record's
+        want = [m for m in sent if m["key"] == key or key in m["headers"]["KEYS"].split(" ")]
+        messages, _ = query_all(url, "hits", key, page=1000)
+        assert [(m["partition"], m["offset"]) for m in messages] == \
+            [(m["partition"], m["offset"]) for m in sorted(want, key=order, reverse=True)]
+        got: list[list[int]] = []
+        cursor, pages = None, 0
+        while True:
+            r = httpx.get(f"{url}/v1/index/hits", params={"topic": "hits", "key": key, "max": 3,
+                                                           **({"cursor": cursor} if cursor else {})}, timeout=60)
+            assert r.status_code == 200, r.text
+            body = r.json()
+            assert len(body["hits"]) <= 3 and body["unreadable"] == []
+            got += body["hits"]
+            pages += 1
+            cursor = body["next_cursor"]
+            if not cursor:
+                break
+        assert got == [[m["partition"], m["offset"]] for m in messages], key
+        assert pages == -(-len(want) // 3)
+    r = httpx.get(f"{url}/v1/index/hits", params={"topic": "nosuch", "key": "k1"})
+    assert r.status_code == 404 and "nosuch" in r.text
+    for bad in ({"max": 0}, {"cursor": "AAAA"}, {"begin": 10, "end": 5}, {"key": ""},
+                {"key": "%%%", "key_encoding": "base64"}):
+        q = {"topic": "hits", "key": "k1", **bad}
+        ours = httpx.get(f"{url}/v1/index/hits", params=q)
+        theirs = httpx.get(f"{url}/v1/messages", params=q)
+        assert 400 <= ours.status_code < 500 and ours.status_code == theirs.status_code, (bad, ours.text)
+        assert ours.json() == theirs.json(), bad
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
 def test_restart_keeps_everything_acknowledged(tmp_path: Path, sig: int) -> None:
     server = ServerProcess(tmp_path / "data").start()

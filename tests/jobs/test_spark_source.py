@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.datasource import EqualTo, Filter, GreaterThanOrEqual, LessThan
 
 from jobs.spark_source import register
+from jobs.spark_source.columnar import store_reads
 from jobs.spark_source.options import SourceOptionError, parse_options
 from jobs.spark_source.plan import plan_scan
 from jobs.spark_source.pushdown import Pushed, push
@@ -279,10 +280,16 @@ def test_offset_range_reads_only_the_objects_holding_it(mq: Any, served: Served)
                                 partitions="0")
     assert n_part == 50 and n_full == len(CODECS) * PER_CODEC // PARTITIONS
     assert 0 < part["GET"] < full["GET"] and part.bytes_out < full.bytes_out
+    # the same through Spark's JVM reader, its GETs counted by its tasks (the scan's storeGets / storeBytes)
+    whole = mq.read.format("mqindex").options(**served.options()).load().where("partition = 0")
+    assert len(whole.collect()) == n_full
     df = mq.read.format("mqindex").options(**served.options()).load().where(
         "partition = 0 AND offset >= 100 AND offset < 150")
     assert spark_filter(df) == ""
     assert sorted(r.offset for r in df.collect()) == list(range(100, 150))
+    jvm_full, jvm_part = store_reads(whole), store_reads(df)
+    print(f"offset range: JVM reader {jvm_part} against {jvm_full} for the partition")
+    assert 0 < jvm_part.gets < jvm_full.gets and 0 < jvm_part.bytes < jvm_full.bytes, (jvm_part, jvm_full)
 
 
 def test_timestamp_bound_prunes_objects_committed_before_it(mq: Any, served: Served) -> None:
@@ -292,10 +299,15 @@ def test_timestamp_bound_prunes_objects_committed_before_it(mq: Any, served: Ser
                                 timeSkewMs="0")
     assert n_full == 300 and n_late == 100
     assert late["GET"] < full["GET"] and late.bytes_out < full.bytes_out
+    whole = mq.read.format("mqindex").options(**served.options(TIMED, timeSkewMs="0")).load()
+    assert len(whole.collect()) == n_full
     df = mq.read.format("mqindex").options(**served.options(TIMED, timeSkewMs="0")).load().where(
         F.col("timestamp") >= ms_to_datetime(t2))
     assert spark_filter(df) == ""
     assert sorted(r.key for r in df.collect()) == sorted(f"r2-{i}".encode() for i in range(100))
+    jvm_full, jvm_late = store_reads(whole), store_reads(df)
+    print(f"timestamp bound: JVM reader {jvm_late} against {jvm_full} for the topic")
+    assert 0 < jvm_late.gets < jvm_full.gets and 0 < jvm_late.bytes < jvm_full.bytes, (jvm_late, jvm_full)
 
 
 def test_key_predicate_reads_only_the_blocks_of_its_hits(mq: Any, served: Served) -> None:

@@ -2,6 +2,7 @@ package io.mqindex.spark;
 
 import java.util.List;
 import java.util.function.Supplier;
+import org.apache.spark.sql.connector.metric.CustomMetric;
 import org.apache.spark.sql.connector.read.Batch;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
@@ -29,6 +30,11 @@ final class ColumnarScan implements Scan, Batch {
     @Override
     public String description() {
         return "mqindex columnar " + required.simpleString();
+    }
+
+    @Override
+    public CustomMetric[] supportedCustomMetrics() {
+        return StoreMetrics.supported();
     }
 
     @Override

@@ -30,6 +30,7 @@ final class FileRanges extends Ranges {
                 }
                 pos += n;
             }
+            counted(end - start);
         } catch (NoSuchFileException e) {
             throw Damaged.error(key, start, "missing object: no file " + path);
         } catch (IOException e) {

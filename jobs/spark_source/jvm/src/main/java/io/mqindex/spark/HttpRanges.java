@@ -49,15 +49,23 @@ final class HttpRanges extends Ranges {
         c.setConnectTimeout(10_000);
         c.setReadTimeout(60_000);
         c.setRequestProperty("Range", "bytes=" + start + "-" + (end - 1));
-        int status = c.getResponseCode();
+        int status;
+        try {
+            status = c.getResponseCode();
+        } catch (IOException e) {
+            counted(0);
+            throw e;
+        }
         if (status == 206 || status == 200) {
             int want = Math.toIntExact(end - start);
-            int n;
+            int n = 0;
             try (InputStream in = c.getInputStream()) {
                 n = in.readNBytes(out, at, want);
                 if (n == want && in.read() != -1) {
                     n++; // more than asked: the range was not honoured
                 }
+            } finally {
+                counted(Math.max(0, n));
             }
             if (n != want) {
                 throw Damaged.error(key, start, "truncated object: bytes [" + start + ", " + end + ") returned "
@@ -65,6 +73,7 @@ final class HttpRanges extends Ranges {
             }
             return out;
         }
+        counted(0);
         String body = error(c);
         if (status == 404) {
             throw Damaged.error(key, start, "missing object: no such blob in the store");

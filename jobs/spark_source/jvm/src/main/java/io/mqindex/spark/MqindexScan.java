@@ -50,7 +50,11 @@ final class MqindexScan implements Scan {
 
     @Override
     public CustomMetric[] supportedCustomMetrics() {
-        return python.supportedCustomMetrics();
+        CustomMetric[] own = StoreMetrics.supported();
+        CustomMetric[] theirs = python.supportedCustomMetrics();
+        CustomMetric[] all = Arrays.copyOf(own, own.length + theirs.length);
+        System.arraycopy(theirs, 0, all, own.length, theirs.length);
+        return all;
     }
 
     @Override

@@ -13,6 +13,7 @@ abstract class Ranges {
     });
 
     final String key;
+    private StoreMetrics metrics;
 
     Ranges(String key) {
         this.key = key;
@@ -20,6 +21,13 @@ abstract class Ranges {
 
     /** The bytes [start, end) read into `into` from index `at` (into.length >= at + end - start); `into`. */
     abstract byte[] get(long start, long end, byte[] into, int at);
+
+    /** One request to the store (each attempt of a GET) that returned `n` bytes, counted in the task's metrics. */
+    final void counted(long n) {
+        if (metrics != null) {
+            metrics.read(n);
+        }
+    }
 
     /** The bytes [start, end) in a new array. */
     final byte[] get(long start, long end) {
@@ -31,10 +39,11 @@ abstract class Ranges {
         return CompletableFuture.supplyAsync(() -> get(start, end, into, at), FETCHERS);
     }
 
-    static Ranges open(SplitSpec split) {
-        if (split.url().startsWith("file:")) {
-            return new FileRanges(split.key(), split.url());
-        }
-        return new HttpRanges(split.key(), split.url());
+    /** The object of `split`, its reads counted in `metrics`. */
+    static Ranges open(SplitSpec split, StoreMetrics metrics) {
+        Ranges r = split.url().startsWith("file:") ? new FileRanges(split.key(), split.url())
+                : new HttpRanges(split.key(), split.url());
+        r.metrics = metrics;
+        return r;
     }
 }

@@ -11,6 +11,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Semaphore;
 import java.util.zip.CRC32C;
+import org.apache.spark.sql.connector.metric.CustomTaskMetric;
 import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
@@ -39,6 +40,7 @@ final class TaskReader implements PartitionReader<ColumnarBatch> {
     private final RecordWalker walker = new RecordWalker();
     private final BatchHeader h = new BatchHeader();
     private final CRC32C crc = new CRC32C();
+    private final StoreMetrics metrics = new StoreMetrics();
     private List<Step> steps;
     private int stepIndex; // the next step to decode
     private final ArrayDeque<CompletableFuture<byte[]>> pending = new ArrayDeque<>(); // the steps after it
@@ -89,6 +91,11 @@ final class TaskReader implements PartitionReader<ColumnarBatch> {
     }
 
     @Override
+    public CustomTaskMetric[] currentMetricsValues() {
+        return metrics.values();
+    }
+
+    @Override
     public void close() {
         pending.forEach(f -> f.cancel(true)); // their buffers are not given back: a GET may still write them
         cols.close();
@@ -104,7 +111,7 @@ final class TaskReader implements PartitionReader<ColumnarBatch> {
         Map<String, CompletableFuture<ObjectIndex>> indexes = new HashMap<>();
         Semaphore reads = new Semaphore(INDEX_READS);
         for (SplitSpec s : task.splits()) {
-            Ranges src = sources.computeIfAbsent(s.url(), u -> Ranges.open(s));
+            Ranges src = sources.computeIfAbsent(s.url(), u -> Ranges.open(s, metrics));
             indexes.computeIfAbsent(s.url(), u -> CompletableFuture.supplyAsync(() -> {
                 reads.acquireUninterruptibly();
                 try {
