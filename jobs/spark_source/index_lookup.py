@@ -20,7 +20,7 @@ from collections.abc import Iterable
 import httpx
 
 PAGE = 1000  # the node's largest page (api/http/models.MAX_PAGE)
-HITS_PAGE = 100_000  # /v1/index/hits' largest (api/http/models.MAX_HITS_PAGE)
+HITS_PAGE = 10_000  # /v1/index/hits' largest (api/http/models.MAX_HITS_PAGE)
 
 
 class IndexLookupError(RuntimeError):

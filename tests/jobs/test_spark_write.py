@@ -1,7 +1,8 @@
 """`df.write.format("mqindex")` produces a DataFrame's rows through the cluster: two `mqindex serve` nodes
 (Kafka listeners, one PostgreSQL metadata database, one SeaweedFS bucket), Spark local[2]. Every row comes
-back by key from either node, once, with its value, headers and partition; bad options and columns are
-named before anything is produced."""
+back by key from either node, once, with its value, headers and partition, and `spark.read.format("mqindex")`
+reads them back from both nodes' objects as a Kafka consumer does, a key predicate answered through either
+node's cluster-wide index; bad options and columns are named before anything is produced."""
 
 from __future__ import annotations
 
@@ -35,12 +36,20 @@ SCHEMA = StructType([
 ])
 
 
+class TwoNodes(list[KafkaServerProcess]):
+    """The nodes, and the store and metadata they share."""
+
+    store = ""
+    meta = ""
+
+
 @pytest.fixture(scope="module")
 def two_nodes(seaweedfs: SeaweedFS, pg_url: Callable[[], str], tmp_path_factory: pytest.TempPathFactory
-              ) -> Iterator[list[KafkaServerProcess]]:
+              ) -> Iterator[TwoNodes]:
     base: Path = tmp_path_factory.mktemp("spark-write")
     store, meta = seaweedfs.store_url("mqindex", f"write-{uuid.uuid4().hex[:8]}"), pg_url()
-    nodes: list[KafkaServerProcess] = []
+    nodes = TwoNodes()
+    nodes.store, nodes.meta = store, meta
     try:
         for i in range(2):
             node = KafkaServerProcess(base / f"node{i}", "--store", store, "--metadata", meta, "--node-id", str(i),
@@ -88,13 +97,21 @@ def _consume(bootstrap: str) -> list[tuple[Any, ...]]:
         c.close()
 
 
-def test_written_rows_come_back_by_key_from_either_node(spark: Any, two_nodes: list[KafkaServerProcess]) -> None:
+@pytest.fixture(scope="module")
+def written(spark: Any, two_nodes: TwoNodes) -> list[tuple[Any, ...]]:
+    """The rows, written once through both nodes."""
     register(spark)
     rows = _rows()
     df = spark.createDataFrame(rows, SCHEMA).repartition(3)
     bootstrap = ",".join(n.bootstrap for n in two_nodes)
     df.write.format("mqindex").mode("append").option("kafka.bootstrap.servers", bootstrap) \
         .option("topic", TOPIC).save()
+    return rows
+
+
+def test_written_rows_come_back_by_key_from_either_node(two_nodes: TwoNodes, written: list[tuple[Any, ...]]
+                                                        ) -> None:
+    rows = written
 
     got = sorted(_consume(two_nodes[1].bootstrap), key=lambda r: int(r[0][2:]))
     assert [(k, v, [tuple(h) for h in hs] if hs else None) for k, v, hs, _p in got] == \
@@ -118,13 +135,46 @@ def test_written_rows_come_back_by_key_from_either_node(spark: Any, two_nodes: l
         assert sorted(m["key"] for m in _page(node, "batch-3")) == want
 
 
+def test_spark_reads_both_nodes_objects_as_a_consumer_does(spark: Any, two_nodes: TwoNodes,
+                                                            written: list[tuple[Any, ...]]) -> None:
+    """A batch read plans from the shared metadata and reads the objects each node uploaded for the partitions it
+    leads; a key predicate through one node's index finds a record of a partition the other node leads."""
+    from confluent_kafka.admin import AdminClient
+
+    from jobs.spark_source.options import parse_options
+    from jobs.spark_source.plan import plan_scan
+
+    meta = AdminClient({"bootstrap.servers": two_nodes[0].bootstrap}).list_topics(TOPIC, timeout=30)
+    leaders = {p.id: p.leader for p in meta.topics[TOPIC].partitions.values()}
+    assert set(leaders.values()) == {0, 1}, leaders  # both nodes lead partitions of the topic
+    opts = {"metadata": two_nodes.meta, "store": two_nodes.store, "topic": TOPIC}
+    consumed = _consume(two_nodes[0].bootstrap)
+    ends: dict[int, int] = {}
+    for _k, _v, _h, p in consumed:
+        ends[p] = ends.get(p, 0) + 1
+    wait_for("both nodes uploaded every record", lambda: {
+        r.partition: r.committed_end for r in plan_scan(parse_options(opts)).ranges if r.committed_end} == ends,
+        timeout=60, interval=0.3)
+    got = spark.read.format("mqindex").options(**opts).load().collect()
+    assert sorted((r.key.decode(), r.value, [tuple(h) for h in r.headers] or None, r.partition) for r in got) == \
+        sorted((k, v, [tuple(h) for h in hs] if hs else None, p) for k, v, hs, p in consumed)
+    assert sorted((r.partition, r.offset) for r in got) == sorted((p, o) for p, n in ends.items() for o in range(n))
+    picks: dict[int, tuple[int, int]] = {}  # leader -> (row, partition) of a record of a partition it leads
+    for k, _v, _h, p in consumed:
+        picks.setdefault(leaders[p], (int(k[2:]), p))
+    for leader, (i, part) in picks.items():
+        for node in two_nodes:  # the node leading the partition, and the other
+            one = spark.read.format("mqindex").options(**opts, index=node.url).load().where(f"key = 'w-{i}'")
+            assert [(r.partition, r.value) for r in one.collect()] == [(part, written[i][1])], (leader, i, node.url)
+
+
 def _page(node: KafkaServerProcess, key: str) -> list[dict[str, Any]]:
     r = httpx.get(f"{node.url}/v1/messages", params={"topic": TOPIC, "key": key, "max": 1000}, timeout=30)
     assert r.status_code == 200, r.text
     return list(r.json()["messages"])
 
 
-def test_bad_write_options_and_columns_are_named(spark: Any, two_nodes: list[KafkaServerProcess]) -> None:
+def test_bad_write_options_and_columns_are_named(spark: Any, two_nodes: TwoNodes) -> None:
     register(spark)
     df = spark.createDataFrame([("k", b"v")], "key string, value binary")
     boot = two_nodes[0].bootstrap
