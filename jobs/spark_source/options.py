@@ -24,6 +24,10 @@ Names follow Spark's Kafka source where the concept is the same:
 - `timeSkewMs` (default 300000, 5 min): how far a record's timestamp may be ahead of the clock of the
   broker that committed its object; object parts committed more than this before a lower time bound are
   not read (0 when producers' and brokers' clocks agree and timestamps are the produce time);
+- `kafka.bootstrap.servers` (batch reads): the cluster's Kafka listeners; `latest` is then each partition's
+  high watermark, and the records past the committed end (still only in a node's WAL or log cache) are read
+  through Kafka from the node leading the partition (tail.py); other `kafka.*` options go to that consumer.
+  Without it a read ends at the committed end. A stream always reads to the committed end (refused there);
 - `namespace` (default `_kafka_mqindex`): the metadata namespace of the broker's Kafka topics;
 - `failOnDataLoss` (default true): a requested offset below a partition's retained start is an error
   (false: read from the retained start); in a stream, so are a topic deleted while the query reads it
@@ -70,6 +74,11 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     skew_ms: int = DEFAULT_SKEW_MS
     index_keys: tuple[bytes, ...] | None = None
+    kafka: tuple[tuple[str, str], ...] | None = None  # the kafka.* options without the prefix (tail.py)
+
+    @property
+    def kafka_conf(self) -> dict[str, str] | None:
+        return None if self.kafka is None else dict(self.kafka)
 
     def offset_for(self, spec: OffsetSpec, topic: str, partition: int, default: int) -> int:
         """The offset (or EARLIEST / LATEST) `spec` gives one partition; `default` for one it does not name."""
@@ -196,7 +205,20 @@ def parse_options(opts: Mapping[str, str], stream: bool = False) -> SourceOption
     return SourceOptions(meta, store, topics, pattern, partitions, starting, ending, from_ms, to_ms, max_split,
                          index_url, _get(opts, "namespace") or DEFAULT_NAMESPACE,
                          _bool(opts, "failOnDataLoss", True), DEFAULT_SKEW_MS if skew is None else skew,
-                         _index_keys(opts, index_url))
+                         _index_keys(opts, index_url), _kafka(opts, stream))
+
+
+def _kafka(opts: Mapping[str, str], stream: bool) -> tuple[tuple[str, str], ...] | None:
+    from jobs.spark_source.tail import check_kafka_options
+
+    given = {k[len("kafka."):]: v for k, v in opts.items() if k.lower().startswith("kafka.")}
+    if not given:
+        return None
+    if stream:
+        raise SourceOptionError("kafka.bootstrap.servers: a stream reads what the objects hold (to the committed "
+                                "end); leave the kafka.* options out")
+    check_kafka_options(given)
+    return tuple(sorted(given.items()))
 
 
 def _index_keys(opts: Mapping[str, str], index_url: str | None) -> tuple[bytes, ...] | None:

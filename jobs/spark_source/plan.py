@@ -5,7 +5,9 @@ range of each, which object parts hold it, and how the parts become Spark tasks.
   any pushed `offset` bounds. `latest` is the partition's **committed end**: the end of the last object the
   broker uploaded and committed in the metadata. Records still only in a node's WAL or log cache (at most
   one upload interval of data) are not read: the reader's upper bound is what the metadata says is in the
-  store, and `ScanPlan.describe()` reports how far each partition was read.
+  store, and `ScanPlan.describe()` reports how far each partition was read (`read_to`). With the
+  `kafka.bootstrap.servers` option `latest` is the partition's high watermark instead, and the offsets past
+  the committed end are a `Tail` each, read through Kafka (tail.py).
 - Objects: the read-path lookup (`MetadataClient.get_objects`) gives the stream objects and stream set
   object parts covering [start, end); only those are listed, so an offset range prunes every object
   outside it before any GET.
@@ -22,12 +24,14 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from broker.metadata import MetadataClient
 from broker.partitions.topics import TopicInfo, TopicRegistry
 from jobs.spark_source.options import DEFAULT_SKEW_MS, EARLIEST, LATEST, SourceOptionError, SourceOptions
+from jobs.spark_source.tail import Tail, Watermarks
 
 
 class DataLoss(RuntimeError):
@@ -68,11 +72,13 @@ class ScanPlan:
     pruned_by_time: int = 0  # object parts skipped because their data was committed before the time range
     listed_parts: int = 0  # object parts covering the offset ranges
     tasks: list[list[Split]] = field(default_factory=list)
+    tails: list[Tail] = field(default_factory=list)  # offsets past the committed end, read through Kafka
 
     def describe(self) -> dict[str, Any]:
         return {"partitions": len(self.ranges), "objects": len({s.object_id for s in self.splits}),
                 "splits": len(self.splits), "tasks": len(self.tasks), "pruned_by_time": self.pruned_by_time,
                 "bytes": sum(s.est_bytes for s in self.splits),
+                "tail_offsets": sum(t.end - t.start for t in self.tails),
                 "read_to": {f"{r.topic}/{r.partition}": r.end for r in self.ranges}}
 
 
@@ -143,9 +149,11 @@ def _part_bytes(meta: MetadataClient, object_id: int, kind: str, size: int, stre
 
 
 def partition_ranges(meta: MetadataClient, topics: list[TopicInfo], opts: SourceOptions, bounds: Bounds,
-                     starting: Any = None, ending: Any = None) -> list[PartitionRange]:
+                     starting: Any = None, ending: Any = None, watermark: Callable[[str, int], int] | None = None
+                     ) -> list[PartitionRange]:
     """Each chosen partition's [start, end) read: options, then pushed offset bounds; `starting` / `ending`
-    (a {topic: {partition: offset}} map, the streaming reader's) replace the options when given."""
+    (a {topic: {partition: offset}} map, the streaming reader's) replace the options when given. With
+    `watermark` (topic, partition -> high watermark), a read may go past the committed end up to it."""
     out = []
     for info in topics:
         parts = list(range(info.partitions))
@@ -161,6 +169,7 @@ def partition_ranges(meta: MetadataClient, topics: list[TopicInfo], opts: Source
             sid = info.streams[p].data_stream
             s = meta.get_stream(sid, refresh=False)
             first, last = s.start_offset, s.end_offset
+            top = last if watermark is None else max(last, watermark(info.name, p))  # the end a read may reach
             if starting is not None:
                 want_lo = starting.get(info.name, {}).get(p, EARLIEST)
             else:
@@ -169,14 +178,14 @@ def partition_ranges(meta: MetadataClient, topics: list[TopicInfo], opts: Source
                 want_hi = ending.get(info.name, {}).get(p, LATEST)
             else:
                 want_hi = opts.offset_for(opts.ending, info.name, p, LATEST)
-            lo = first if want_lo == EARLIEST else (last if want_lo == LATEST else want_lo)
-            hi = last if want_hi == LATEST else (first if want_hi == EARLIEST else want_hi)
+            lo = first if want_lo == EARLIEST else (top if want_lo == LATEST else want_lo)
+            hi = top if want_hi == LATEST else (first if want_hi == EARLIEST else want_hi)
             if lo < first:
                 if opts.fail_on_data_loss and want_lo >= 0:
                     raise DataLoss(f"{info.name}/{p}: offset {lo} is no longer retained (the partition starts at "
                                    f"{first}); set failOnDataLoss=false to read from {first}")
                 lo = first
-            hi = min(hi, last)
+            hi = min(hi, top)
             if bounds.offset_lo is not None:
                 lo = max(lo, bounds.offset_lo)
             if bounds.offset_hi is not None:
@@ -284,10 +293,12 @@ def plan_scan(opts: SourceOptions, bounds: Bounds | None = None, starting: Any =
     bounds = bounds.tighten(from_ms=opts.from_ms, to_ms=opts.to_ms)
     own = meta is None
     meta = meta or open_metadata(opts)
+    marks = None if opts.kafka is None or starting is not None else Watermarks(dict(opts.kafka))
     try:
         meta.catch_up()
         topics = resolve_topics(meta, opts)
-        ranges = partition_ranges(meta, topics, opts, bounds, starting, ending)
+        ranges = partition_ranges(meta, topics, opts, bounds, starting, ending,
+                                  marks.get if marks is not None else None)
         plan = ScanPlan(ranges, [])
         empty_time = bounds.from_ms is not None and bounds.to_ms is not None and bounds.from_ms >= bounds.to_ms
         for r in ranges:
@@ -297,8 +308,12 @@ def plan_scan(opts: SourceOptions, bounds: Bounds | None = None, starting: Any =
             plan.splits += splits
             plan.listed_parts += listed
             plan.pruned_by_time += pruned
+            if r.end > max(r.start, r.committed_end):
+                plan.tails.append(Tail(r.topic, r.partition, max(r.start, r.committed_end), r.end))
         plan.tasks = pack_tasks(plan.splits, opts.max_split_bytes)
         return plan
     finally:
+        if marks is not None:
+            marks.close()
         if own:
             meta.close()

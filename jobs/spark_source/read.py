@@ -111,10 +111,16 @@ def arrow_batches(store: RangeSource, splits: Iterable[Split], lo_ms: int | None
     if columnar:
         yield from _columnar_batches(store, splits, lo_ms, hi_ms, offsets, keys, not_null, rows)
         return
+
+    yield from rows_to_batches(records(store, splits, lo_ms, hi_ms, offsets, keys, not_null), rows)
+
+
+def rows_to_batches(it: Iterable[Row], rows: int = ARROW_ROWS) -> Iterator[Any]:
+    """Rows of `records` (timestamps in ms) as pyarrow record batches of the source's schema, `rows` at most each."""
     import pyarrow as pa
 
     schema = arrow_schema()
-    it = records(store, splits, lo_ms, hi_ms, offsets, keys, not_null)
+    it = iter(it)
     while True:
         chunk = list(itertools.islice(it, rows))
         if not chunk:

@@ -30,33 +30,55 @@ from jobs.spark_source.index_lookup import key_hits, usable
 from jobs.spark_source.options import SourceOptionError, SourceOptions, _get, parse_options
 from jobs.spark_source.plan import Split, plan_scan
 from jobs.spark_source.pushdown import Pushed, push
-from jobs.spark_source.read import arrow_batches, read_splits, settle_worker_heap, worker_store
+from jobs.spark_source.read import (
+    arrow_batches,
+    ms_to_datetime,
+    read_splits,
+    rows_to_batches,
+    settle_worker_heap,
+    worker_store,
+)
 from jobs.spark_source.schema import SCHEMA
+from jobs.spark_source.tail import Tail, tail_rows
 
 log = logging.getLogger("mqindex.jobs.spark_source")
 
 __all__ = ["SCHEMA", "MqindexPythonHalf", "MqindexReader", "MqindexSource", "SplitTask", "plan_tasks", "read_task"]
 
 class SplitTask(InputPartition):
-    """One Spark task: object ranges to read, and (for a key lookup) the offsets the index found."""
+    """One Spark task: object ranges to read, or a partition's tail past the committed end (read through Kafka),
+    and (for a key lookup) the offsets the index found."""
 
-    def __init__(self, splits: Sequence[Split], offsets: dict[tuple[str, int], frozenset[int]] | None = None
-                 ) -> None:
+    def __init__(self, splits: Sequence[Split], offsets: dict[tuple[str, int], frozenset[int]] | None = None,
+                 tails: Sequence[Tail] = ()) -> None:
         super().__init__(None)
         self.splits = tuple(splits)
         self.offsets = offsets
+        self.tails = tuple(tails)
 
     def __repr__(self) -> str:
-        return f"SplitTask({len(self.splits)} object ranges)"
+        return f"SplitTask({len(self.splits)} object ranges, {len(self.tails)} tails)"
 
 
 def read_task(opts: SourceOptions, task: SplitTask, pushed: Pushed, arrow: bool = False) -> Iterator[Any]:
     """The task's rows (tuples), or with `arrow` the same rows as pyarrow record batches (what Spark is given)."""
     offsets = None if task.offsets is None else {k: set(v) for k, v in task.offsets.items()}
     b = pushed.bounds.tighten(from_ms=opts.from_ms, to_ms=opts.to_ms)
-    read = arrow_batches if arrow else read_splits
-    yield from read(worker_store(opts.store_url), task.splits, b.from_ms, b.to_ms, offsets,
-                    set(pushed.keys) if pushed.keys is not None else None, pushed.not_null)
+    keys = set(pushed.keys) if pushed.keys is not None else None
+    if task.splits:
+        read = arrow_batches if arrow else read_splits
+        yield from read(worker_store(opts.store_url), task.splits, b.from_ms, b.to_ms, offsets, keys,
+                        pushed.not_null)
+    kafka = opts.kafka_conf
+    for t in task.tails:
+        if kafka is None:
+            raise SourceOptionError("kafka.bootstrap.servers: a tail task of a read planned with it, read without")
+        wanted = None if offsets is None else offsets.get((t.topic, t.partition), set())
+        rows = tail_rows(kafka, t, b.from_ms, b.to_ms, wanted, keys, pushed.not_null)
+        if arrow:
+            yield from rows_to_batches(rows)
+        else:
+            yield from (r[:5] + (ms_to_datetime(r[5]),) + r[6:] for r in rows)
 
 
 def plan_tasks(opts: SourceOptions, pushed: Pushed, starting: Any = None, ending: Any = None) -> list[SplitTask]:
@@ -81,12 +103,16 @@ def plan_tasks(opts: SourceOptions, pushed: Pushed, starting: Any = None, ending
             found = frozenset(o for o in hits.get((s.topic, s.partition), ()) if s.start <= o < s.end)
             if found:
                 tasks.append(SplitTask([s], {(s.topic, s.partition): found}))
-        log.info("mqindex read %s: %d hits of %s in %d object ranges (pushed %s)", opts.topics or opts.pattern,
-                 sum(len(t.offsets[(t.splits[0].topic, t.splits[0].partition)]) for t in tasks if t.offsets),
+        for t in plan.tails:
+            found = frozenset(o for o in hits.get((t.topic, t.partition), ()) if t.start <= o < t.end)
+            if found:
+                tasks.append(SplitTask([], {(t.topic, t.partition): found}, [t]))
+        log.info("mqindex read %s: %d hits of %s in %d object ranges and tails (pushed %s)",
+                 opts.topics or opts.pattern, sum(len(o) for t in tasks for o in (t.offsets or {}).values()),
                  " and ".join(f"{len(k)} keys" for k, _ in lookups), len(tasks), pushed.describe())
         return tasks
     log.info("mqindex read %s: %s (pushed %s)", opts.topics or opts.pattern, plan.describe(), pushed.describe())
-    return [SplitTask(t) for t in plan.tasks]
+    return [SplitTask(t) for t in plan.tasks] + [SplitTask([], None, [t]) for t in plan.tails]
 
 
 class MqindexReader(DataSourceReader):
@@ -96,7 +122,7 @@ class MqindexReader(DataSourceReader):
         self.pushed = Pushed()
         given = _get(self.raw, PLAN_OPTION)
         python_read = (_get(self.raw, "reader") or "").strip().lower() == "python" or opts.index_url is not None \
-            or opts.index_keys is not None  # reads the JVM half leaves to this one (MqindexTable.readerOf)
+            or opts.index_keys is not None or opts.kafka is not None  # the JVM half leaves (MqindexTable.readerOf)
         if given is not None and python_read:
             raise SourceOptionError(f"{PLAN_OPTION}: set by the JVM reader, not by hand; leave it out")
         self.sizing = None if given is None else TaskSizing.from_json(given)

@@ -75,6 +75,13 @@ final class MqindexTable implements SupportsRead, SupportsWrite {
         if (given(options, "index") || options.containsKey("indexKeys")) {
             return "python";
         }
+        if (given(options, "kafka.bootstrap.servers")) { // a partition's tail is read through Kafka, in Python
+            if (asked.equals("jvm")) {
+                throw new IllegalArgumentException("mqindex: reader: jvm reads the objects alone; the tail past "
+                        + "their committed end that kafka.bootstrap.servers asks for is read by reader=python");
+            }
+            return "python";
+        }
         if (asked.isEmpty()) {
             return jvmStore(options.get("store")) ? "jvm" : "python";
         }

@@ -1,0 +1,132 @@
+"""Records past a partition's committed end (still only in a node's WAL or log cache, uploaded within the
+upload interval) read through the Kafka protocol from the node that leads the partition.
+
+A batch read given `kafka.bootstrap.servers` reads each partition up to its high watermark, as Spark's Kafka
+source does: the objects up to the committed end (the metadata's), then the tail [committed end, high watermark)
+with a librdkafka consumer assigned to the partition (no group, nothing committed), in a Spark task of its own.
+Without the option the read ends at the committed end (plan.py) and the plan says so (`read_to`).
+
+The consumer reads as read_uncommitted, as the object reader does (every record stored, control records giving
+no row): asking `kafka.isolation.level=read_committed` is refused, since the objects' records would still hold
+aborted ones. The other `kafka.*` options go to the consumer as they are (security settings, for one).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from jobs.spark_source.options import SourceOptionError
+
+#: a tail read that has not reached its end after this long fails, naming the partition and where it stopped
+TAIL_TIMEOUT_S = 60.0
+
+Row = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Tail:
+    """Offsets [start, end) of one partition, read through Kafka."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+class TailReadError(RuntimeError):
+    """The cluster did not serve a tail (the message names the partition and the offsets)."""
+
+
+def consumer_conf(kafka: Mapping[str, str]) -> dict[str, Any]:
+    conf: dict[str, Any] = {"group.id": f"mqindex-spark-{uuid.uuid4().hex[:12]}", "enable.auto.commit": False,
+                            "enable.partition.eof": True, "isolation.level": "read_uncommitted",
+                            "socket.timeout.ms": 30_000}
+    conf.update(kafka)
+    return conf
+
+
+def check_kafka_options(kafka: Mapping[str, str]) -> None:
+    """SourceOptionError for `kafka.*` options the tail read cannot honour."""
+    if not kafka.get("bootstrap.servers", "").strip():
+        raise SourceOptionError("kafka.bootstrap.servers: required with the other kafka.* options (host:port,...)")
+    level = kafka.get("isolation.level", "read_uncommitted").strip().lower()
+    if level != "read_uncommitted":
+        raise SourceOptionError(f"kafka.isolation.level: only read_uncommitted (the objects are read with every "
+                                f"record stored, aborted transactions' included), got {level!r}")
+
+
+class Watermarks:
+    """Partitions' high watermarks, as the cluster answers ListOffsets, through one consumer (close() it)."""
+
+    def __init__(self, kafka: Mapping[str, str], timeout_s: float = 30.0) -> None:
+        from confluent_kafka import Consumer
+
+        self.kafka, self.timeout_s = kafka, timeout_s
+        self._consumer = Consumer(consumer_conf(kafka))
+
+    def get(self, topic: str, partition: int) -> int:
+        """SourceOptionError naming kafka.bootstrap.servers when the cluster does not answer."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        try:
+            return int(self._consumer.get_watermark_offsets(TopicPartition(topic, partition),
+                                                            timeout=self.timeout_s)[1])
+        except KafkaException as exc:
+            raise SourceOptionError(f"kafka.bootstrap.servers: {self.kafka.get('bootstrap.servers')} did not give "
+                                    f"the high watermark of {topic}/{partition}: {exc.args[0]}") from None
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def tail_rows(kafka: Mapping[str, str], tail: Tail, lo_ms: int | None = None, hi_ms: int | None = None,
+              offsets: set[int] | None = None, keys: set[bytes] | None = None,
+              not_null: frozenset[str] = frozenset(), timeout_s: float = TAIL_TIMEOUT_S) -> Iterator[Row]:
+    """The records of `tail` as the object reader gives them (read.records: timestamps in ms), filtered alike."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    first = tail.start if offsets is None else max(tail.start, min(offsets, default=tail.end))
+    last = tail.end if offsets is None else min(tail.end, max(offsets, default=tail.start - 1) + 1)
+    if first >= last:
+        return
+    need_key, need_value = "key" in not_null, "value" in not_null
+    c = Consumer(consumer_conf(kafka))
+    try:
+        c.assign([TopicPartition(tail.topic, tail.partition, first)])
+        deadline = time.monotonic() + timeout_s
+        at = first  # the next offset wanted
+        while at < last:
+            if time.monotonic() > deadline:
+                raise TailReadError(f"{tail.topic}/{tail.partition}: offsets [{first}, {last}) through Kafka "
+                                    f"({kafka.get('bootstrap.servers')}): reached {at} in {timeout_s:.0f} s")
+            for m in c.consume(1000, 0.5):
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        if m.offset() >= last:
+                            at = last  # the offsets up to the end held no more records (control records)
+                        continue
+                    raise TailReadError(f"{tail.topic}/{tail.partition}: offsets [{first}, {last}) through Kafka: "
+                                        f"{err.str()}")
+                off = m.offset()
+                if off >= last:
+                    at = last
+                    break
+                at = off + 1
+                if off < first or (offsets is not None and off not in offsets):
+                    continue
+                key, value = m.key(), m.value()
+                if (keys is not None and key not in keys) or (need_key and key is None) or \
+                        (need_value and value is None):
+                    continue
+                ts_type, ts = m.timestamp()
+                if (lo_ms is not None and ts < lo_ms) or (hi_ms is not None and ts >= hi_ms):
+                    continue
+                yield (key, value, tail.topic, tail.partition, off, ts, ts_type - 1,
+                       [(k, v) for k, v in (m.headers() or [])])
+    finally:
+        c.close()
