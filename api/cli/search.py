@@ -125,6 +125,7 @@ def run_search(args: argparse.Namespace, spark: Any = None, out: TextIO | None =
     progress = _Progress(spark.sparkContext, err, args.progress_interval)
     progress.thread.start()
     found = 0
+    read_from_store = ""
     try:
         try:
             df = matches_frame(spark, spec, limit=args.limit, raw=True)
@@ -136,12 +137,17 @@ def run_search(args: argparse.Namespace, spark: Any = None, out: TextIO | None =
         for row in df.toLocalIterator():
             print(_line(row, topic_id, args.json), file=out, flush=True)
             found += 1
+        from jobs.spark_source.columnar import store_reads  # pyarrow: loaded once a search runs
+
+        reads = store_reads(df)  # the JVM reader's scan metrics (none for a read through the index)
+        read_from_store = f" ({reads.bytes / 1e6:.1f} MB read from the store in {reads.gets} GETs)" if reads.gets \
+            else ""
     finally:
         progress.stop.set()
         progress.thread.join()
         if own:
             spark.stop()
-    print(f"[search] done: {found} matches", file=err)
+    print(f"[search] done: {found} matches{read_from_store}", file=err)
     return 0 if found else 1
 
 

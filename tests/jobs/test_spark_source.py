@@ -9,6 +9,7 @@ import datetime as dt
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -440,6 +441,45 @@ def test_search_cli_value_predicate_key_and_exit_codes(mq: Any, served: Served) 
     assert rc == 2 and "unknown topic 'nosuchtopic'" in err
     rc, _out, err = search(served, mq, TOPIC, "--from", "yesterday")
     assert rc == 2 and "--from" in err
+
+
+def test_search_cli_prints_matches_as_they_come_with_progress(mq: Any, served: Served) -> None:
+    """Matches are printed as Spark hands them over (one job per task of the read), not once the whole read is
+    done; progress lines come every --progress-interval."""
+    from api.cli.main import build_parser
+    from api.cli.search import run_search
+
+    tracker = mq.sparkContext.statusTracker()
+    jobs_before = len(tracker.getJobIdsForGroup(None))
+
+    class Watched(io.StringIO):
+        """stdout that notes how many Spark jobs had started when each match was printed"""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.jobs_at_line: list[int] = []
+
+        def write(self, text: str) -> int:
+            if text.strip():
+                self.jobs_at_line.append(len(tracker.getJobIdsForGroup(None)) - jobs_before)
+            return super().write(text)
+
+    full = ["search", TOPIC, "--where", "value LIKE '%:1%'", "--metadata", served.meta_url, "--store",
+            served.store_url, "--progress-interval", "0.05"]
+    out, err = Watched(), io.StringIO()
+    mq.conf.set("spark.sql.files.maxPartitionBytes", "4096")  # the read in several tasks, so several jobs
+    try:
+        rc = run_search(build_parser(full).parse_args(full), spark=mq, out=out, err=err)
+    finally:
+        mq.conf.unset("spark.sql.files.maxPartitionBytes")
+    assert rc == 0, err.getvalue()
+    jobs = len(tracker.getJobIdsForGroup(None)) - jobs_before
+    lines = out.getvalue().splitlines()
+    assert len(lines) == len(out.jobs_at_line) > 1
+    assert out.jobs_at_line[0] < jobs, (out.jobs_at_line, jobs)  # the first match came before the last job
+    assert re.search(r"^\[search\] \d+s: tasks \d+/\d+$", err.getvalue(), re.M), err.getvalue()
+    assert re.search(rf"^\[search\] done: {len(lines)} matches \([0-9.]+ MB read from the store in [1-9]\d* GETs\)$",
+                     err.getvalue(), re.M), err.getvalue()
 
 
 _TASK_IN_A_WORKER = """
