@@ -259,18 +259,21 @@ async def fetch(request: Request, topic: TopicPath, partition: Annotated[int, Pa
     return Response(body, media_type="application/json", headers={NEXT_OFFSET_HEADER: str(next_offset)})
 
 
+# the query parameters of a key lookup (/v1/messages, /v1/index/hits)
+LookupTopic = Annotated[str, Query(pattern=TOPIC_PATTERN)]
+LookupKey = Annotated[Text, Query(min_length=1)]
+LookupBegin = Annotated[StoreTime, Query(description=f"store time from: {TIME_FORMS}")]
+LookupEnd = Annotated[StoreTime | None, Query(description=f"store time to: {TIME_FORMS}")]
+LookupCursor = Annotated[str | None, Query(pattern=CURSOR_PATTERN, description="next_cursor of the previous page")]
+KeyEncoding = Annotated[Literal["utf-8", "base64"], Query(
+    description="how `key` is given: its text, or the base64 of its bytes (a key that is not UTF-8: a serialised "
+                "long, a UUID's bytes)")]
+
+
 @router.get("/v1/messages", response_model=LookupOut, dependencies=[Depends(require("read"))])
-async def find_by_key(request: Request, topic: Annotated[str, Query(pattern=TOPIC_PATTERN)],
-                      key: Annotated[Text, Query(min_length=1)],
-                      begin: Annotated[StoreTime, Query(description=f"store time from: {TIME_FORMS}")] = 0,
-                      end: Annotated[StoreTime | None, Query(description=f"store time to: {TIME_FORMS}")] = None,
-                      max: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 64,
-                      cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN,
-                                                          description="next_cursor of the previous page")] = None,
-                      key_encoding: Annotated[Literal["utf-8", "base64"], Query(
-                          description="how `key` is given: its text, or the base64 of its bytes (a key that is not "
-                                      "UTF-8: a serialised long, a UUID's bytes)")] = "utf-8"
-                      ) -> LookupOut:
+async def find_by_key(request: Request, topic: LookupTopic, key: LookupKey, begin: LookupBegin = 0,
+                      end: LookupEnd = None, max: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 64,
+                      cursor: LookupCursor = None, key_encoding: KeyEncoding = "utf-8") -> LookupOut:
     key = _lookup_key(key, key_encoding, begin, end)
     page = await call(request, Backend.find_by_key, topic, key, begin, end, max, cursor)
     messages, next_cursor = page
@@ -283,16 +286,9 @@ async def find_by_key(request: Request, topic: Annotated[str, Query(pattern=TOPI
 
 
 @router.get("/v1/index/hits", response_model=KeyHitsOut, dependencies=[Depends(require("read"))])
-async def key_hits(request: Request, topic: Annotated[str, Query(pattern=TOPIC_PATTERN)],
-                   key: Annotated[Text, Query(min_length=1)],
-                   begin: Annotated[StoreTime, Query(description=f"store time from: {TIME_FORMS}")] = 0,
-                   end: Annotated[StoreTime | None, Query(description=f"store time to: {TIME_FORMS}")] = None,
-                   max: Annotated[int, Query(ge=1, le=MAX_HITS_PAGE)] = 1000,
-                   cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN,
-                                                       description="next_cursor of the previous page")] = None,
-                   key_encoding: Annotated[Literal["utf-8", "base64"], Query(
-                       description="how `key` is given: its text, or the base64 of its bytes")] = "utf-8"
-                   ) -> KeyHitsOut:
+async def key_hits(request: Request, topic: LookupTopic, key: LookupKey, begin: LookupBegin = 0,
+                   end: LookupEnd = None, max: Annotated[int, Query(ge=1, le=MAX_HITS_PAGE)] = 1000,
+                   cursor: LookupCursor = None, key_encoding: KeyEncoding = "utf-8") -> KeyHitsOut:
     """Where the cluster-wide index has `key`: [partition, offset] of each candidate, as /v1/messages pages them,
     without reading the records (so without checking them: a reader that reads the records itself, as the Spark
     source does, checks their keys and reads each record's block once, not twice)."""
