@@ -139,9 +139,12 @@ def run_search(args: argparse.Namespace, spark: Any = None, out: TextIO | None =
             found += 1
         from jobs.spark_source.columnar import store_reads  # pyarrow: loaded once a search runs
 
-        reads = store_reads(df)  # the JVM reader's scan metrics (none for a read through the index)
-        read_from_store = f" ({reads.bytes / 1e6:.1f} MB read from the store in {reads.gets} GETs)" if reads.gets \
-            else ""
+        try:
+            reads = store_reads(df)  # the JVM reader's scan metrics (none for a read through the index)
+        except Exception:  # noqa: BLE001 - a figure of the summary only: the matches are printed
+            reads = None
+        read_from_store = f" ({reads.bytes / 1e6:.1f} MB read from the store in {reads.gets} GETs)" \
+            if reads is not None and reads.gets else ""
     finally:
         progress.stop.set()
         progress.thread.join()

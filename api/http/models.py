@@ -24,8 +24,10 @@ from pydantic.json_schema import SkipJsonSchema
 MAX_VALUE_BYTES = 1024 * 1024  # one message's value
 MAX_MESSAGES_PER_REQUEST = 1000
 MAX_PAGE = 1000  # `max` of one page of a key lookup or fetch
-MAX_HITS_PAGE = 10_000  # `max` of one page of /v1/index/hits (no record is read; a cluster-wide page asks each
-# node for one hit more, and a node answers at most 100,000: routes.local_index_query)
+MAX_HITS_PAGE = 10_000  # `max` of one page of /v1/index/hits (no record is read). A cluster-wide page asks each
+# node for one hit more, and a node answers at most 100,000 (routes.local_index_query); when one store millisecond
+# holds more hits than asked, the ask doubles (partitions/key_lookup._candidates), for /v1/messages too, and past
+# 100,000 such hits a lookup fails (503)
 # 1-249 of [a-zA-Z0-9._-], but not "." or ".." (Kafka refuses those two; the broker answers them 400, so the
 # schema says it too). Written without a lookahead, which pydantic's regex engine does not have.
 TOPIC_PATTERN = (r"^(?:[a-zA-Z0-9_-][a-zA-Z0-9._-]{0,248}|\.[a-zA-Z0-9_-][a-zA-Z0-9._-]{0,247}"

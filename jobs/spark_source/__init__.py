@@ -8,7 +8,8 @@ One line registers the source (and turns on Python filter pushdown, which it use
 The source has two halves. `mqindex` itself is a Spark data source in the JVM (jobs/spark_source/jvm,
 `MqindexProvider`): its batch reads are read by the JVM columnar reader. The Python data source (source.py,
 registered as `mqindex_python`) plans every read and does everything else: streaming reads, writes, key lookups
-through the index (`index` / `indexKeys`), and batch reads asked with `reader=python`. Without the reader's jar
+through the index (`index` / `indexKeys`), reads past the committed end (`kafka.bootstrap.servers`), and batch
+reads asked with `reader=python`. Without the reader's jar
 (not built: `make jobs/spark_source/jvm/mqindex-spark.jar`) the Python source alone is registered as `mqindex`.
 
 See docs/SPARK.md ("Reading topics with Spark", "Writing to a topic with Spark") for the options.

@@ -13,8 +13,9 @@ The JVM has no AWS SDK: for an s3:// store each object is given to it as a presi
 it) and added to the session here (`ADD JAR`) when its classes are not loadable yet; `spark.jars` at session start
 does the same for a session started elsewhere.
 
-Not taken here (the Python source keeps them): streaming reads, writes, `index` / `indexKeys` and filter
-pushdown (filters run in Spark over the rows read; bound a read by offsets or time with the options).
+Not taken here (the Python source keeps them): streaming reads, writes, `index` / `indexKeys`, the tail past
+the committed end (`kafka.bootstrap.servers`) and filter pushdown (filters run in Spark over the rows read;
+bound a read by offsets or time with the options).
 """
 
 from __future__ import annotations
@@ -174,7 +175,8 @@ def read(spark: Any, **options: str) -> Any:
     from the metadata (a bad option raises SourceOptionError here), read by the JVM columnar reader. Without
     `maxSplitBytes`, tasks are sized as Spark sizes a file source's (`task_bytes`)."""
     opts = parse_options(options)
-    for name, given in (("index", opts.index_url), ("indexKeys", opts.index_keys)):
+    for name, given in (("index", opts.index_url), ("indexKeys", opts.index_keys),
+                        ("kafka.bootstrap.servers", opts.kafka)):
         if given is not None:
             raise SourceOptionError(f"{name}: not taken by the columnar read; use spark.read.format('mqindex')")
     plan, bounds = plan_tasks(options, opts, TaskSizing.of_session(spark))

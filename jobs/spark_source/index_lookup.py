@@ -47,9 +47,12 @@ def key_hits(index_url: str, topic: str, keys: Iterable[bytes], token: str | Non
                     r = client.get(path, params=params)
                 except httpx.HTTPError as exc:
                     raise IndexLookupError(f"index {index_url}: key {key!r} of topic {topic!r}: {exc}") from None
-                if r.status_code == 404 and path != "/v1/messages" and _no_route(r):
-                    path, cursor = "/v1/messages", None  # a node older than /v1/index/hits
-                    continue
+                if r.status_code == 404 and not _unknown_topic(r):
+                    if path != "/v1/messages":
+                        path, cursor = "/v1/messages", None  # a node older than /v1/index/hits
+                        continue
+                    raise IndexLookupError(f"index {index_url}: key {key!r} of topic {topic!r}: HTTP 404 "
+                                           f"{r.text[:300]}")
                 if r.status_code == 404:
                     break  # a topic the node does not know: no hit
                 if r.status_code != 200:
@@ -71,12 +74,14 @@ def key_hits(index_url: str, topic: str, keys: Iterable[bytes], token: str | Non
     return out
 
 
-def _no_route(r: httpx.Response) -> bool:
-    """A 404 of the route itself (FastAPI's {"detail": "Not Found"}), not of an unknown topic."""
+def _unknown_topic(r: httpx.Response) -> bool:
+    """Whether a 404 is the node's answer for a topic it does not know (`"field": "topic"`), not for a route it
+    does not have (`{"error": "Not Found", "field": null}`, api/http/errors.py)."""
     try:
-        return r.json() == {"detail": "Not Found"}
+        body = r.json()
     except ValueError:
         return False
+    return isinstance(body, dict) and body.get("field") == "topic"
 
 
 def usable(keys: Iterable[bytes]) -> bool:

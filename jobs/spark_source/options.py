@@ -211,7 +211,8 @@ def parse_options(opts: Mapping[str, str], stream: bool = False) -> SourceOption
 def _kafka(opts: Mapping[str, str], stream: bool) -> tuple[tuple[str, str], ...] | None:
     from jobs.spark_source.tail import check_kafka_options
 
-    given = {k[len("kafka."):]: v for k, v in opts.items() if k.lower().startswith("kafka.")}
+    # librdkafka's property names are lower case; Spark hands the options lower-cased, a dict may not
+    given = {k[len("kafka."):].lower(): v for k, v in opts.items() if k.lower().startswith("kafka.")}
     if not given:
         return None
     if stream:

@@ -293,8 +293,10 @@ def plan_scan(opts: SourceOptions, bounds: Bounds | None = None, starting: Any =
     bounds = bounds.tighten(from_ms=opts.from_ms, to_ms=opts.to_ms)
     own = meta is None
     meta = meta or open_metadata(opts)
-    marks = None if opts.kafka is None or starting is not None else Watermarks(dict(opts.kafka))
+    marks: Watermarks | None = None
     try:
+        if opts.kafka is not None and starting is None:
+            marks = Watermarks(dict(opts.kafka))
         meta.catch_up()
         topics = resolve_topics(meta, opts)
         ranges = partition_ranges(meta, topics, opts, bounds, starting, ending,

@@ -1,9 +1,10 @@
 """The `mqindex` Python data source: `spark.read.format("mqindex")` and `spark.readStream.format("mqindex")`.
 
 Schema as Spark's Kafka source (headers always included). Planning (`MqindexReader.partitions`) runs on
-the driver side and reads only the controller metadata (plan.py) and, for key predicates with the
-`index` option, the cluster's key index; each Spark task reads its object ranges with ranged GETs
-(read.py). Filters taken by the source are listed by `MqindexReader.pushed` (pushdown.py) and in the
+the driver side and reads only the controller metadata (plan.py), for key predicates with the `index` option
+the cluster's key index, and with `kafka.bootstrap.servers` the partitions' high watermarks (tail.py); each
+Spark task reads its object ranges with ranged GETs (read.py), or a partition's tail past the committed end
+through Kafka (tail.py). Filters taken by the source are listed by `MqindexReader.pushed` (pushdown.py) and in the
 Spark UI / logs; `explain()` shows the data source's scan with the filters Spark still evaluates.
 """
 
@@ -82,8 +83,9 @@ def read_task(opts: SourceOptions, task: SplitTask, pushed: Pushed, arrow: bool 
 
 
 def plan_tasks(opts: SourceOptions, pushed: Pushed, starting: Any = None, ending: Any = None) -> list[SplitTask]:
-    """The Spark tasks of a read: one per packed group of object ranges; with key predicates answered by the
-    index, one per object range holding a hit (and no task where no hit is)."""
+    """The Spark tasks of a read: one per packed group of object ranges, and one per partition tail read through
+    Kafka; with key predicates answered by the index, one per object range or tail holding a hit (and no task
+    where no hit is)."""
     plan = plan_scan(opts, pushed.bounds, starting, ending)
     # (keys, checked): the Kafka keys of a pushed key predicate as the index's candidates (the read keeps only
     # records of those keys), the indexKeys as hits the node checked against their records (index_lookup.py)

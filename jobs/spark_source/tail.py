@@ -21,8 +21,16 @@ from typing import Any
 
 from jobs.spark_source.options import SourceOptionError
 
-#: a tail read that has not reached its end after this long fails, naming the partition and where it stopped
+#: a tail read that got no record for this long (of its own waiting) fails, naming the partition and where it stopped
 TAIL_TIMEOUT_S = 60.0
+
+
+def _retried_codes() -> frozenset[int]:
+    from confluent_kafka import KafkaError
+
+    # reported for information while librdkafka reconnects or looks the leader up again by itself
+    return frozenset({KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT,
+                      KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE})
 
 Row = tuple[Any, ...]
 
@@ -42,11 +50,27 @@ class TailReadError(RuntimeError):
 
 
 def consumer_conf(kafka: Mapping[str, str]) -> dict[str, Any]:
-    conf: dict[str, Any] = {"group.id": f"mqindex-spark-{uuid.uuid4().hex[:12]}", "enable.auto.commit": False,
-                            "enable.partition.eof": True, "isolation.level": "read_uncommitted",
-                            "socket.timeout.ms": 30_000}
+    """The user's kafka.* options, then what the tail read depends on: its end found by partition EOF, nothing
+    committed, an offset out of range an error (never a silent jump to the end), every stored record."""
+    conf: dict[str, Any] = {"group.id": f"mqindex-spark-{uuid.uuid4().hex[:12]}", "socket.timeout.ms": 30_000}
     conf.update(kafka)
+    conf.update({"enable.partition.eof": True, "enable.auto.commit": False, "auto.offset.reset": "error",
+                 "isolation.level": "read_uncommitted"})
     return conf
+
+
+def open_consumer(kafka: Mapping[str, str]) -> Any:
+    """A consumer of these options; SourceOptionError naming the option librdkafka refuses (a Java client's
+    property copied from Spark's Kafka source, say) or saying confluent-kafka is not installed."""
+    try:
+        from confluent_kafka import Consumer, KafkaException
+    except ImportError:
+        raise SourceOptionError("kafka.bootstrap.servers: reading past the committed end needs confluent-kafka "
+                                "(pip install 'mqindex[spark]')") from None
+    try:
+        return Consumer(consumer_conf(kafka))
+    except KafkaException as exc:
+        raise SourceOptionError(f"kafka.*: librdkafka refuses the options: {exc.args[0]}") from None
 
 
 def check_kafka_options(kafka: Mapping[str, str]) -> None:
@@ -63,10 +87,8 @@ class Watermarks:
     """Partitions' high watermarks, as the cluster answers ListOffsets, through one consumer (close() it)."""
 
     def __init__(self, kafka: Mapping[str, str], timeout_s: float = 30.0) -> None:
-        from confluent_kafka import Consumer
-
         self.kafka, self.timeout_s = kafka, timeout_s
-        self._consumer = Consumer(consumer_conf(kafka))
+        self._consumer = open_consumer(kafka)
 
     def get(self, topic: str, partition: int) -> int:
         """SourceOptionError naming kafka.bootstrap.servers when the cluster does not answer."""
@@ -86,23 +108,26 @@ class Watermarks:
 def tail_rows(kafka: Mapping[str, str], tail: Tail, lo_ms: int | None = None, hi_ms: int | None = None,
               offsets: set[int] | None = None, keys: set[bytes] | None = None,
               not_null: frozenset[str] = frozenset(), timeout_s: float = TAIL_TIMEOUT_S) -> Iterator[Row]:
-    """The records of `tail` as the object reader gives them (read.records: timestamps in ms), filtered alike."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    """The records of `tail` as the object reader gives them (read.records: timestamps in ms), filtered alike.
+    TailReadError when no record came for `timeout_s` seconds of waiting on the cluster (time spent by the caller
+    between rows does not count), or for an error the client does not retry by itself."""
+    from confluent_kafka import KafkaError, TopicPartition
 
     first = tail.start if offsets is None else max(tail.start, min(offsets, default=tail.end))
     last = tail.end if offsets is None else min(tail.end, max(offsets, default=tail.start - 1) + 1)
     if first >= last:
         return
     need_key, need_value = "key" in not_null, "value" in not_null
-    c = Consumer(consumer_conf(kafka))
+    where = f"{tail.topic}/{tail.partition}: offsets [{first}, {last}) through Kafka ({kafka.get('bootstrap.servers')})"
+    retried = _retried_codes()
+    c = open_consumer(kafka)
     try:
         c.assign([TopicPartition(tail.topic, tail.partition, first)])
-        deadline = time.monotonic() + timeout_s
         at = first  # the next offset wanted
+        stalled_since = time.monotonic()
         while at < last:
-            if time.monotonic() > deadline:
-                raise TailReadError(f"{tail.topic}/{tail.partition}: offsets [{first}, {last}) through Kafka "
-                                    f"({kafka.get('bootstrap.servers')}): reached {at} in {timeout_s:.0f} s")
+            if time.monotonic() - stalled_since > timeout_s:
+                raise TailReadError(f"{where}: no progress past offset {at} in {timeout_s:.0f} s")
             for m in c.consume(1000, 0.5):
                 err = m.error()
                 if err is not None:
@@ -110,9 +135,11 @@ def tail_rows(kafka: Mapping[str, str], tail: Tail, lo_ms: int | None = None, hi
                         if m.offset() >= last:
                             at = last  # the offsets up to the end held no more records (control records)
                         continue
-                    raise TailReadError(f"{tail.topic}/{tail.partition}: offsets [{first}, {last}) through Kafka: "
-                                        f"{err.str()}")
+                    if err.fatal() or not (err.retriable() or err.code() in retried):
+                        raise TailReadError(f"{where}: {err.str()} (at offset {at})")
+                    continue  # the client retries (a connection lost, a leader moving): the stall bound holds
                 off = m.offset()
+                stalled_since = time.monotonic()
                 if off >= last:
                     at = last
                     break
@@ -128,5 +155,6 @@ def tail_rows(kafka: Mapping[str, str], tail: Tail, lo_ms: int | None = None, hi
                     continue
                 yield (key, value, tail.topic, tail.partition, off, ts, ts_type - 1,
                        [(k, v) for k, v in (m.headers() or [])])
+                stalled_since = time.monotonic()  # the caller's time with the row is not the cluster's
     finally:
         c.close()

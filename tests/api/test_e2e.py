@@ -163,6 +163,11 @@ def test_index_hits_page_where_a_key_is_without_reading_the_records(s3_server: S
         assert pages == -(-len(want) // 3)
     r = httpx.get(f"{url}/v1/index/hits", params={"topic": "nosuch", "key": "k1"})
     assert r.status_code == 404 and "nosuch" in r.text
+    # how the Spark source tells this 404 from a node's without the route (it then asks /v1/messages)
+    from jobs.spark_source.index_lookup import _unknown_topic
+
+    no_route = httpx.get(f"{url}/v1/index/no-such-route", params={"topic": "hits", "key": "k1"})
+    assert no_route.status_code == 404 and _unknown_topic(r) and not _unknown_topic(no_route)
     for bad in ({"max": 0}, {"cursor": "AAAA"}, {"begin": 10, "end": 5}, {"key": ""},
                 {"key": "%%%", "key_encoding": "base64"}):
         q = {"topic": "hits", "key": "k1", **bad}

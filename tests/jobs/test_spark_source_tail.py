@@ -25,6 +25,7 @@ TOPIC = "tailed"
 PARTITIONS = 2
 STORED = 300  # records per partition uploaded before the restart
 LATE = 25  # records per partition produced after it: only in the WAL
+TXN = 5  # then records of a committed transaction on partition 1: its last offset is the commit marker
 
 
 class Tailed:
@@ -68,6 +69,13 @@ def tailed(seaweedfs: Any, pg_url: Callable[[], str], tmp_path_factory: pytest.T
                                 "--upload-interval-s", "3600").start(timeout=180)  # the last flag wins
     try:
         _produce(server.bootstrap, "late", LATE)
+        txn = Producer({"bootstrap.servers": server.bootstrap, "transactional.id": f"tail-{uuid.uuid4().hex[:6]}"})
+        txn.init_transactions(30)
+        txn.begin_transaction()
+        for i in range(TXN):
+            txn.produce(TOPIC, key=f"txn-{i}".encode(), value=b"in a transaction", partition=1)
+        txn.commit_transaction(30)
+        del txn
         t = Tailed(server, opts)
         assert t.committed() == dict.fromkeys(range(PARTITIONS), STORED)  # the late records are in the WAL only
         yield t
@@ -82,9 +90,10 @@ def mq(spark: Any, tailed: Tailed) -> Any:
 
 
 def _everything(t: Tailed) -> list[Row]:
+    """Every record, as a Kafka consumer reads them (to the last record: partition 1 ends with a commit marker)."""
     marks = high_watermarks(t.server.bootstrap, TOPIC, PARTITIONS)
-    assert {p: e for p, (_s, e) in marks.items()} == dict.fromkeys(range(PARTITIONS), STORED + LATE)
-    return consume(t.server.bootstrap, TOPIC, {p: e for p, (_s, e) in marks.items()})
+    assert {p: e for p, (_s, e) in marks.items()} == {0: STORED + LATE, 1: STORED + LATE + TXN + 1}
+    return consume(t.server.bootstrap, TOPIC, {0: STORED + LATE, 1: STORED + LATE + TXN})
 
 
 def test_without_the_option_a_read_ends_at_the_committed_end_and_says_so(mq: Any, tailed: Tailed) -> None:
@@ -100,9 +109,11 @@ def test_with_kafka_bootstrap_servers_a_read_reaches_the_high_watermark(mq: Any,
     every = _everything(tailed)
     opts = tailed.options(**{"kafka.bootstrap.servers": tailed.server.bootstrap})
     plan = plan_scan(parse_options(opts))
-    assert plan.describe()["read_to"] == {f"{TOPIC}/{p}": STORED + LATE for p in range(PARTITIONS)}
-    assert plan.describe()["tail_offsets"] == PARTITIONS * LATE
-    assert spark_rows(mq.read.format("mqindex").options(**opts).load()) == every  # every column, headers included
+    assert plan.describe()["read_to"] == {f"{TOPIC}/0": STORED + LATE, f"{TOPIC}/1": STORED + LATE + TXN + 1}
+    assert plan.describe()["tail_offsets"] == PARTITIONS * LATE + TXN + 1
+    # every column, headers included; the tail of partition 1 ends with a control record, which gives no row
+    assert spark_rows(mq.read.format("mqindex").options(**opts).load()) == every
+    assert [r[0] for r in every if r[3] == 1][-TXN:] == [f"txn-{i}".encode() for i in range(TXN)]
     # a range that starts in the objects and ends in the tail, and one wholly in the tail
     ranged = opts | {"startingOffsets": f'{{"{TOPIC}": {{"0": {STORED - 5}, "1": {STORED + 3}}}}}',
                      "endingOffsets": f'{{"{TOPIC}": {{"0": {STORED + 7}, "1": -1}}}}'}

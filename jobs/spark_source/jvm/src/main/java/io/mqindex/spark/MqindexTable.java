@@ -16,7 +16,8 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
  * The Python data source's table with its batch reads given to the JVM reader. A read that names {@code index}
- * or {@code indexKeys} (keys looked up in the cluster's key index, then only their blocks read), a read of a
+ * or {@code indexKeys} (keys looked up in the cluster's key index, then only their blocks read), a read given
+ * {@code kafka.bootstrap.servers} (the records past the committed end read through Kafka), a read of a
  * store the JVM reader does not read (a database store: it reads s3://, oss:// and file://) and a read with
  * {@code reader=python} stay wholly in Python. Every scan and write gets a Python table of its own
  * (MqindexProvider.python).

@@ -6,8 +6,8 @@ import org.apache.spark.sql.connector.metric.CustomSumMetric;
 import org.apache.spark.sql.connector.metric.CustomTaskMetric;
 
 /**
- * What a task asked of the object store: its ranged reads (GETs of an s3:// store, reads of a file:// one, every
- * attempt counted) and the bytes they returned. Shown per scan in the Spark UI's SQL tab and in the executed
+ * What a task asked of the object store: its ranged reads (GETs of an s3:// store, every attempt counted; reads of
+ * a file:// one, each read that completed) and the bytes they returned. Shown per scan in the Spark UI's SQL tab and in the executed
  * plan's metrics ({@code storeGets}, {@code storeBytes}), summed over the tasks.
  */
 final class StoreMetrics {
