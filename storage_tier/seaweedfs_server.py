@@ -146,6 +146,9 @@ class SeaweedFS:
             f"-filer.port={self.filer_port}", f"-filer.port.grpc={self.filer_grpc}",
             "-master.telemetry=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
             "-master.volumeSizeLimitMB=1024",
+            # a bucket is a collection of its own, which takes 7 volumes at its first write: weed's default of 8
+            # volumes a server leaves no room for a second bucket (its writes fail: "No writable volumes")
+            "-volume.max=64",
             # one master: its raft election needs no peer, and the default 10 s timeout made a start take 9 s
             # and a start over existing data 13-18 s, where 1 s makes both 3-4 s
             "-master.electionTimeout=1s",
@@ -242,6 +245,25 @@ class SeaweedFS:
             time.sleep(0.5)
         self.stop()
         raise SeaweedFSError(f"SeaweedFS S3 at {self.endpoint} not ready after {timeout:.0f}s: {last}")
+
+    def make_bucket(self, bucket: str, timeout: float = 30.0) -> None:
+        """Create `bucket` on the running server and check that it takes a write; SeaweedFSError naming the cause
+        otherwise. Unlike wait_ready (a start's), the server is left running either way."""
+        import boto3
+        from botocore.config import Config
+
+        client = boto3.client(
+            "s3", endpoint_url=self.endpoint, region_name="us-east-1", aws_access_key_id="mqindex",
+            aws_secret_access_key="mqindex",
+            config=Config(retries={"max_attempts": 3}, connect_timeout=2, read_timeout=timeout),
+        )
+        try:
+            client.create_bucket(Bucket=bucket)
+            client.put_object(Bucket=bucket, Key=".ready", Body=b"1")
+            client.delete_object(Bucket=bucket, Key=".ready")
+        except Exception as exc:  # noqa: BLE001 - named in the error
+            raise SeaweedFSError(f"SeaweedFS at {self.endpoint}: bucket {bucket!r} does not take a write: {exc} "
+                                 f"(see {self.data_dir}/weed.log)") from exc
 
     def bucket_traffic(self, bucket: str) -> BucketTraffic:
         """The S3 requests of each method (GET also counts listings) the server answered for `bucket` since it

@@ -45,7 +45,7 @@ def million(seaweedfs: Any, pg_url: Callable[[], str], tmp_path_factory: pytest.
             ) -> Iterator[dict[str, str]]:
     base: Path = tmp_path_factory.mktemp("spark-million")
     bucket = f"million-{uuid.uuid4().hex[:8]}"
-    seaweedfs.wait_ready(bucket)  # makes the bucket
+    seaweedfs.make_bucket(bucket)
     store_url = seaweedfs.store_url(bucket, "topic")
     meta_url = pg_url()
     server = KafkaServerProcess(base / "node", "--store", store_url, "--metadata", meta_url).start(timeout=180)
