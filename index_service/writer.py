@@ -91,7 +91,8 @@ class Writer:
         self._stop = False
         self.error: BaseException | None = None
         self.blocked: BaseException | None = None  # the out-of-disk error of the last attempt, while it lasts
-        self._refused = 0  # writes refused for lack of space so far
+        self._tries = 0  # the writer's tries so far (a try: one turn taking the pending records)
+        self._refused_try = 0  # the number of the last try refused for lack of space
         #: a file a roll sealed and took off `current` but has not handed to the background yet (a step after
         #: sealing failed for lack of disk: the roll is finished before anything else is written)
         self._rolled: ManagedFile | None = None
@@ -141,13 +142,15 @@ class Writer:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             target = self._submitted
-            refused = self._refused
+            tried = self._tries  # a try begun after this one sees the disk as it is now
             self._flushes_waiting += 1
             self._wake.set()
             try:
                 while self._written < target:
                     self._raise_if_failed()
-                    if self.blocked is not None and self._refused > refused:  # a try made for this flush failed
+                    # a try begun for this flush failed (not one begun earlier, while the disk may still have
+                    # been full, that failed after the flush began: space may have returned in between)
+                    if self.blocked is not None and self._refused_try > tried:
                         raise IndexOutOfSpace(f"index writes wait for disk space: {self.blocked}")
                     if not self._thread.is_alive():
                         raise WriterError("the writer thread is not running")
@@ -236,6 +239,8 @@ class Writer:
             self._wake.wait(OUT_OF_SPACE_RETRY_S if self.blocked is not None else interval)
             self._wake.clear()
             with self._lock:
+                self._tries += 1
+                this_try = self._tries
                 batch, self._pending = self._pending, []
                 cols, self._pending_cols = self._pending_cols, []
                 target = self._submitted
@@ -259,7 +264,7 @@ class Writer:
                     self._save()
             except BaseException as exc:  # noqa: BLE001 - reported to every caller from now on
                 if is_out_of_space(exc) and not stopping:
-                    self._hold_for_space(batch, exc)
+                    self._hold_for_space(batch, exc, this_try)
                     with self._lock:
                         self._forget[:0] = forget  # after the held records, once space returns
                     continue
@@ -282,7 +287,7 @@ class Writer:
                 if stopping and not self._pending:
                     return
 
-    def _hold_for_space(self, batch: list[Record], exc: BaseException) -> None:
+    def _hold_for_space(self, batch: list[Record], exc: BaseException, this_try: int) -> None:
         """Out of disk: go back to the last saved checkpoint's view and keep the records it does not cover at
         the front of the buffer, to be written once space returns."""
         # durable: what the file holds (the saved checkpoint plus the batches written since); the failed
@@ -295,7 +300,7 @@ class Writer:
                 "records": len(keep), "error": str(exc)})
         with self._lock:
             self.blocked = exc
-            self._refused += 1
+            self._refused_try = this_try
             self._pending[:0] = keep
             self._pending_cols = None
             self._done.notify_all()
