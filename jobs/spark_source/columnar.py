@@ -196,7 +196,7 @@ def store_reads(df: Any) -> StoreReads:
     """The store reads of `df`'s JVM scans in its last execution (after `df.collect()` and the like), summed over
     the scans of its executed plan; zero for a query read by the Python source, whose tasks report no metrics.
     Walks the plan through adaptive execution's stages."""
-    gets = nbytes = 0
+    totals = {"storeGets": 0, "storeBytes": 0}
     todo = [df._jdf.queryExecution().executedPlan()]
     while todo:
         node = todo.pop()
@@ -208,13 +208,10 @@ def store_reads(df: Any) -> StoreReads:
             todo.append(node.plan())
             continue
         metrics = node.metrics()
-        for key in ("storeGets", "storeBytes"):
+        for key in totals:
             found = metrics.get(key)
             if found.isDefined():
-                if key == "storeGets":
-                    gets += int(found.get().value())
-                else:
-                    nbytes += int(found.get().value())
+                totals[key] += int(found.get().value())
         children = node.children()
         todo.extend(children.apply(i) for i in range(children.size()))
-    return StoreReads(gets, nbytes)
+    return StoreReads(totals["storeGets"], totals["storeBytes"])

@@ -15,12 +15,19 @@ Only the blocks holding the hits are read.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import httpx
 
 PAGE = 1000  # the node's largest page (api/http/models.MAX_PAGE)
 HITS_PAGE = 10_000  # /v1/index/hits' largest (api/http/models.MAX_HITS_PAGE)
+MESSAGES, HITS = "/v1/messages", "/v1/index/hits"
+# each route's largest page and the (partition, offset) of the hits in its answer
+_ROUTES: dict[str, tuple[int, Callable[[dict[str, Any]], Iterable[tuple[int, int]]]]] = {
+    MESSAGES: (PAGE, lambda doc: ((m["partition"], m["offset"]) for m in doc["messages"])),
+    HITS: (HITS_PAGE, lambda doc: ((p, o) for p, o in doc["hits"])),
+}
 
 
 class IndexLookupError(RuntimeError):
@@ -33,14 +40,14 @@ def key_hits(index_url: str, topic: str, keys: Iterable[bytes], token: str | Non
     `checked` false, the index's candidates (module doc: the caller checks the records' keys)."""
     out: dict[int, set[int]] = {}
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    path = "/v1/messages" if checked else "/v1/index/hits"
+    path = MESSAGES if checked else HITS
     with httpx.Client(base_url=index_url.rstrip("/"), timeout=timeout, headers=headers) as client:
         for raw in keys:
             key = raw.decode("utf-8")
             cursor: str | None = None
             while True:
-                params: dict[str, str | int] = {"topic": topic, "key": key,
-                                                "max": PAGE if path == "/v1/messages" else HITS_PAGE}
+                page, hits_of = _ROUTES[path]
+                params: dict[str, str | int] = {"topic": topic, "key": key, "max": page}
                 if cursor:
                     params["cursor"] = cursor
                 try:
@@ -48,8 +55,8 @@ def key_hits(index_url: str, topic: str, keys: Iterable[bytes], token: str | Non
                 except httpx.HTTPError as exc:
                     raise IndexLookupError(f"index {index_url}: key {key!r} of topic {topic!r}: {exc}") from None
                 if r.status_code == 404 and not _unknown_topic(r):
-                    if path != "/v1/messages":
-                        path, cursor = "/v1/messages", None  # a node older than /v1/index/hits
+                    if path != MESSAGES:
+                        path, cursor = MESSAGES, None  # a node older than /v1/index/hits
                         continue
                     raise IndexLookupError(f"index {index_url}: key {key!r} of topic {topic!r}: HTTP 404 "
                                            f"{r.text[:300]}")
@@ -62,12 +69,8 @@ def key_hits(index_url: str, topic: str, keys: Iterable[bytes], token: str | Non
                 if doc.get("unreadable"):
                     raise IndexLookupError(f"index {index_url}: key {key!r} of topic {topic!r}: damaged hits "
                                            f"{doc['unreadable'][:3]}")
-                if path == "/v1/messages":
-                    for m in doc["messages"]:
-                        out.setdefault(int(m["partition"]), set()).add(int(m["offset"]))
-                else:
-                    for p, o in doc["hits"]:
-                        out.setdefault(int(p), set()).add(int(o))
+                for p, o in hits_of(doc):
+                    out.setdefault(int(p), set()).add(int(o))
                 cursor = doc.get("next_cursor")
                 if not cursor:
                     break

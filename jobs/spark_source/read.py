@@ -95,7 +95,12 @@ def read_splits(store: RangeSource, splits: Iterable[Split], lo_ms: int | None =
                 offsets: dict[tuple[str, int], set[int]] | None = None, keys: set[bytes] | None = None,
                 not_null: frozenset[str] = frozenset()) -> Iterator[Row]:
     """Rows as Spark takes them (`timestamp` a UTC datetime); see `records` for the arguments."""
-    for r in records(store, splits, lo_ms, hi_ms, offsets, keys, not_null):
+    yield from spark_rows(records(store, splits, lo_ms, hi_ms, offsets, keys, not_null))
+
+
+def spark_rows(rows: Iterable[Row]) -> Iterator[Row]:
+    """Rows of `records` (timestamps in ms) as Spark takes them: the timestamp a UTC datetime."""
+    for r in rows:
         yield r[:5] + (ms_to_datetime(r[5]),) + r[6:]
 
 

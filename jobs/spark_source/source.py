@@ -33,10 +33,10 @@ from jobs.spark_source.plan import Split, plan_scan
 from jobs.spark_source.pushdown import Pushed, push
 from jobs.spark_source.read import (
     arrow_batches,
-    ms_to_datetime,
     read_splits,
     rows_to_batches,
     settle_worker_heap,
+    spark_rows,
     worker_store,
 )
 from jobs.spark_source.schema import SCHEMA
@@ -76,10 +76,7 @@ def read_task(opts: SourceOptions, task: SplitTask, pushed: Pushed, arrow: bool 
             raise SourceOptionError("kafka.bootstrap.servers: a tail task of a read planned with it, read without")
         wanted = None if offsets is None else offsets.get((t.topic, t.partition), set())
         rows = tail_rows(kafka, t, b.from_ms, b.to_ms, wanted, keys, pushed.not_null)
-        if arrow:
-            yield from rows_to_batches(rows)
-        else:
-            yield from (r[:5] + (ms_to_datetime(r[5]),) + r[6:] for r in rows)
+        yield from rows_to_batches(rows) if arrow else spark_rows(rows)
 
 
 def plan_tasks(opts: SourceOptions, pushed: Pushed, starting: Any = None, ending: Any = None) -> list[SplitTask]:
@@ -101,14 +98,12 @@ def plan_tasks(opts: SourceOptions, pushed: Pushed, starting: Any = None, ending
             hits = got if hits is None else {tp: hits[tp] & got[tp] for tp in hits.keys() & got.keys()}
         assert hits is not None
         tasks = []
-        for s in plan.splits:
-            found = frozenset(o for o in hits.get((s.topic, s.partition), ()) if s.start <= o < s.end)
+        for part in [*plan.splits, *plan.tails]:  # an object range or a tail: a task each that holds a hit
+            found = frozenset(o for o in hits.get((part.topic, part.partition), ()) if part.start <= o < part.end)
             if found:
-                tasks.append(SplitTask([s], {(s.topic, s.partition): found}))
-        for t in plan.tails:
-            found = frozenset(o for o in hits.get((t.topic, t.partition), ()) if t.start <= o < t.end)
-            if found:
-                tasks.append(SplitTask([], {(t.topic, t.partition): found}, [t]))
+                tail = isinstance(part, Tail)
+                tasks.append(SplitTask([] if tail else [part], {(part.topic, part.partition): found},
+                                       [part] if tail else []))
         log.info("mqindex read %s: %d hits of %s in %d object ranges and tails (pushed %s)",
                  opts.topics or opts.pattern, sum(len(o) for t in tasks for o in (t.offsets or {}).values()),
                  " and ".join(f"{len(k)} keys" for k, _ in lookups), len(tasks), pushed.describe())
