@@ -59,6 +59,19 @@ def process_cpu_s(pid: int) -> float:
     return _cpu_s(_stat(pid))
 
 
+def wait_quiet(pid: int, quiet_ms: float = 30.0, timeout_s: float = 60.0) -> float:
+    """Wait until a server is quiet (less than `quiet_ms` of CPU in a second: what the last phase left to do in the
+    background, its uploads and index work, is done), so that the phase measured next counts its own work, as the
+    one before did; the seconds it took (`timeout_s` at most: then the next phase counts the rest)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        c0 = process_cpu_s(pid)
+        time.sleep(1.0)
+        if (process_cpu_s(pid) - c0) * 1000 < quiet_ms:
+            break
+    return time.monotonic() - t0
+
+
 def process_minor_faults(pid: int) -> int:
     """Minor page faults a process has taken so far (/proc/PID/stat: pages touched for the first time, or again
     after the allocator gave them back; on a virtual machine each costs several microseconds)."""

@@ -40,7 +40,7 @@ from typing import Any
 
 import httpx
 
-from bench.common import emit, process_cpu_s, process_minor_faults, progress, save_results, table
+from bench.common import emit, process_cpu_s, process_minor_faults, progress, save_results, table, wait_quiet
 from bench.serve_process import ServeProcess
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -77,16 +77,9 @@ def scrape(s: ServeProcess, n: int) -> dict[str, float]:
 
 
 def settle(s: ServeProcess, quiet_ms: float = 30.0, timeout_s: float = 60.0) -> float:
-    """Wait until the server is quiet again after a round of commits (less than `quiet_ms` of CPU in a second: the
-    metadata snapshot and uploads that follow 100,000 commits are done), so that the scrape measured next counts
-    its own work, as the peer's did; the seconds it took (`timeout_s` at most: then the scrape counts the rest)."""
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout_s:
-        c0 = process_cpu_s(s.proc.pid)
-        time.sleep(1.0)
-        if (process_cpu_s(s.proc.pid) - c0) * 1000 < quiet_ms:
-            break
-    return time.monotonic() - t0
+    """Wait until the server is quiet again after a round of commits (the metadata snapshot and uploads that follow
+    100,000 commits are done), so that the scrape measured next counts its own work (bench/common.wait_quiet)."""
+    return wait_quiet(s.proc.pid, quiet_ms, timeout_s)
 
 
 def commit_all(s: ServeProcess, topic: str, partitions: int, groups: int, shift: int) -> None:

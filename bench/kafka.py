@@ -16,7 +16,8 @@ measured in the same run.
    data objects.
 
 Run: `mqindex bench kafka` or `python -m bench.kafka [--mb 128] [--batch-kb 1024] [--partitions 4]`;
-`--transactions` runs the transactions benchmark instead (bench/kafka_txn.py).
+`--transactions` runs the transactions benchmark instead (bench/kafka_txn.py: `[--txn-records 100000]
+[--txn-size 100] [--txn-sizes 100,300,1000,3000,10000] [--txn-producers 4]`).
 SeaweedFS is started for the run unless --store gives an S3 URL prefix.
 """
 
@@ -343,9 +344,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="profile only the thread holding the GIL (where the server's Python CPU goes)")
     ap.add_argument("--transactions", action="store_true",
                     help="only the transactions benchmark (bench/kafka_txn.py): transactional vs idempotent produce")
-    ap.add_argument("--txn-records", type=int, default=20_000, help="1 KiB records per producer (--transactions)")
+    ap.add_argument("--txn-records", type=int, default=100_000, help="1 KiB records in each row (--transactions)")
     ap.add_argument("--txn-size", type=int, default=100, help="records per transaction (--transactions)")
     ap.add_argument("--latency-txns", type=int, default=200, help="transactions timed one by one (--transactions)")
+    ap.add_argument("--txn-sizes", type=_sizes, default=[100, 300, 1000, 3000, 10000],
+                    help="records per transaction to run the transactional producer at, comma-separated, or 'none' "
+                         "(--transactions)")
+    ap.add_argument("--txn-producers", type=_producers, default=4,
+                    help="transactional and idempotent producers run at once, 0 for none (--transactions)")
     args = ap.parse_args(argv)
     if args.transactions:
         return _transactions(args)
@@ -448,6 +454,30 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _sizes(text: str) -> list[int]:
+    """--txn-sizes: positive record counts, comma-separated, or 'none'."""
+    if text.strip().lower() == "none":
+        return []
+    try:
+        sizes = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not comma-separated numbers: {text!r}") from None
+    if any(v < 1 for v in sizes):
+        raise argparse.ArgumentTypeError(f"a transaction holds at least 1 record: {text!r}")
+    return sizes
+
+
+def _producers(text: str) -> int:
+    """--txn-producers: 0 (none) or more."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"0 (none) or more producers: {text!r}")
+    return n
+
+
 def _transactions(args: argparse.Namespace) -> int:
     from bench import kafka_txn
 
@@ -455,7 +485,8 @@ def _transactions(args: argparse.Namespace) -> int:
     work.mkdir(parents=True, exist_ok=True)
     base_url, weed = store_or_seaweedfs(args.store, work, f"kafka-txn-{uuid.uuid4().hex[:8]}")
     try:
-        kafka_txn.run(work, base_url, Server, args.partitions, args.txn_records, args.txn_size, args.latency_txns)
+        kafka_txn.run(work, base_url, Server, args.partitions, args.txn_records, args.txn_size, args.latency_txns,
+                      args.txn_sizes, args.txn_producers)
     finally:
         if weed is not None:
             weed.stop()

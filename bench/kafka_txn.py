@@ -13,6 +13,13 @@ Kafka listener, confluent-kafka (librdkafka) on both sides of each ratio, in the
    topic; for each, the time commit_transaction() takes (EndTxn: answered once the decision is stored; the
    markers follow) and the time from calling it until the consumer has received the transaction's last record
    (a marker durable on every partition made it visible, and the fetch that waited for it answered).
+3. transaction size (--txn-sizes): the transactional producer again at each number of records per transaction,
+   against the idempotent producer of 1.: where a transaction's fixed cost (its round trips, the decision, the
+   markers) stops mattering, which is what an application chooses with its commit interval.
+4. producers at once (--txn-producers): that many transactional producers (--txn-size records a transaction,
+   each its own transactional id, each in a thread of its own: librdkafka releases the GIL while it waits)
+   against as many idempotent producers, all at once: the aggregate rates, where one producer's wait for its
+   round trips no longer sets the pace and the server's CPU per MiB does.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import emit, percentile, progress, save_results, table
+from bench.common import emit, percentile, progress, save_results, table, wait_quiet
 
 KiB, MiB = 1024, 1024 * 1024
 RECORD = KiB
@@ -37,7 +44,9 @@ def _producer(bootstrap: str, **extra: Any) -> Any:
                      "enable.idempotence": True, "queue.buffering.max.messages": 1_000_000, **extra})
 
 
-def _send(p: Any, topic: str, value: bytes, key: bytes, failed: list[str]) -> None:
+def _send(p: Any, topic: str, value: bytes, key: bytes, failed: list[str], i: int = 1) -> None:
+    """Produce one record; every producer loop serves its delivery reports every 1,000 records (`i`, the loop's
+    count), so none of them runs thousands of delivery callbacks inside a flush or a commit."""
     def done(err: Any, _msg: Any) -> None:
         if err is not None:
             failed.append(str(err))
@@ -45,9 +54,11 @@ def _send(p: Any, topic: str, value: bytes, key: bytes, failed: list[str]) -> No
     while True:
         try:
             p.produce(topic, value, key=key, on_delivery=done)
-            return
+            break
         except BufferError:
             p.poll(0.005)
+    if i % 1000 == 999:
+        p.poll(0)
 
 
 def idempotent_produce(server: Any, topic: str, records: int) -> dict[str, Any]:
@@ -56,16 +67,14 @@ def idempotent_produce(server: Any, topic: str, records: int) -> dict[str, Any]:
     for i in range(100):  # warm: metadata fetched, producer id, connections open
         _send(p, topic, value, f"warm-{i}".encode(), failed)
     p.flush(60)
-    cpu0, t0 = server.cpu_s(), time.perf_counter()
+    clock = _Clock(server)
     for i in range(records):
-        _send(p, topic, value, str(i).encode(), failed)
-        if i % 1000 == 0:
-            p.poll(0)
+        _send(p, topic, value, str(i).encode(), failed, i)
     left = p.flush(300)
-    secs, cpu = time.perf_counter() - t0, server.cpu_s() - cpu0
+    secs, cpu, client = clock.stop()
     if left or failed:
         raise RuntimeError(f"idempotent produce: {left} not delivered, {len(failed)} failed ({failed[:3]})")
-    return _figures(records, secs, cpu)
+    return _figures(records, secs, cpu, client)
 
 
 def flushed_produce(server: Any, topic: str, records: int, per_flush: int) -> dict[str, Any]:
@@ -77,19 +86,19 @@ def flushed_produce(server: Any, topic: str, records: int, per_flush: int) -> di
         _send(p, topic, value, f"warm-{i}".encode(), failed)
     p.flush(60)
     flushes: list[float] = []
-    cpu0, t0 = server.cpu_s(), time.perf_counter()
+    clock = _Clock(server)
     rounds = max(1, records // per_flush)
     for t in range(rounds):
         for i in range(per_flush):
-            _send(p, topic, value, f"{t}-{i}".encode(), failed)
+            _send(p, topic, value, f"{t}-{i}".encode(), failed, i)
         c0 = time.perf_counter()
         if p.flush(60):
             raise RuntimeError("flushed produce: records not delivered within 60 s")
         flushes.append(time.perf_counter() - c0)
-    secs, cpu = time.perf_counter() - t0, server.cpu_s() - cpu0
+    secs, cpu, client = clock.stop()
     if failed:
         raise RuntimeError(f"flushed produce: {len(failed)} failed ({failed[:3]})")
-    out = _figures(rounds * per_flush, secs, cpu)
+    out = _figures(rounds * per_flush, secs, cpu, client)
     out.update(rounds=rounds, server_cpu_ms_round=1000 * cpu / rounds, flush_p50_ms=percentile(flushes, 50) * 1000,
                flush_p99_ms=percentile(flushes, 99) * 1000)
     return out
@@ -104,22 +113,22 @@ def transactional_produce(server: Any, topic: str, records: int, per_txn: int) -
         _send(p, topic, value, f"warm-{i}".encode(), failed)
     p.commit_transaction(60)
     commits: list[float] = []
-    cpu0, t0 = server.cpu_s(), time.perf_counter()
+    clock = _Clock(server)
     txns = max(1, records // per_txn)
     step = max(1, txns // 5)
     for t in range(txns):
         p.begin_transaction()
         for i in range(per_txn):
-            _send(p, topic, value, f"{t}-{i}".encode(), failed)
+            _send(p, topic, value, f"{t}-{i}".encode(), failed, i)
         c0 = time.perf_counter()
         p.commit_transaction(60)  # flushes the transaction's records, then EndTxn
         commits.append(time.perf_counter() - c0)
         if (t + 1) % step == 0:
-            progress("transactional produce", t + 1, txns, t0)
-    secs, cpu = time.perf_counter() - t0, server.cpu_s() - cpu0
+            progress("transactional produce", t + 1, txns, clock.t0)
+    secs, cpu, client = clock.stop()
     if failed:
         raise RuntimeError(f"transactional produce: {len(failed)} failed ({failed[:3]})")
-    out = _figures(txns * per_txn, secs, cpu)
+    out = _figures(txns * per_txn, secs, cpu, client)
     cpu_txn = 1000 * cpu / txns
     out.update(transactions=txns, transactions_s=txns / secs, server_cpu_ms_txn=cpu_txn,
                cpu_ceiling_txn_s=(os.cpu_count() or 1) * 1000 / max(cpu_txn, 1e-9),
@@ -127,11 +136,81 @@ def transactional_produce(server: Any, topic: str, records: int, per_txn: int) -
     return out
 
 
-def _figures(records: int, secs: float, cpu: float) -> dict[str, Any]:
+def concurrent_produce(server: Any, topic: str, producers: int, records_each: int, per_txn: int | None
+                       ) -> dict[str, Any]:
+    """`producers` producers at once (module doc, 4.): transactional ones with `per_txn` records a transaction,
+    or idempotent pipelined ones when `per_txn` is None; the aggregate figures."""
+    value = os.urandom(RECORD)
+    failed: list[str] = []
+    started = threading.Barrier(producers + 1)
+    errors: list[BaseException] = []
+    clients = []
+    for n in range(producers):  # made and warmed before the clock starts: ids, metadata, connections
+        extra = {"transactional.id": f"bench-conc-{n}-{time.monotonic_ns()}"} if per_txn else {}
+        p = _producer(server.bootstrap, **extra)
+        if per_txn:
+            p.init_transactions(60)
+            p.begin_transaction()
+        for i in range(100):
+            _send(p, topic, value, f"warm-{n}-{i}".encode(), failed)
+        if per_txn:
+            p.commit_transaction(60)
+        elif p.flush(60):
+            raise RuntimeError("concurrent produce: warm-up records not delivered within 60 s")
+        clients.append(p)
+
+    def one(n: int, p: Any) -> None:
+        try:
+            started.wait(60)
+            if per_txn is None:
+                for i in range(records_each):
+                    _send(p, topic, value, f"{n}-{i}".encode(), failed, i)
+                if p.flush(300):
+                    raise RuntimeError(f"producer {n}: records not delivered within 300 s")
+                return
+            for t in range(records_each // per_txn):
+                p.begin_transaction()
+                for i in range(per_txn):
+                    _send(p, topic, value, f"{n}-{t}-{i}".encode(), failed, i)
+                p.commit_transaction(60)
+        except BaseException as exc:  # noqa: BLE001 - raised by the caller, with the others' results
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(n, p), name=f"producer-{n}") for n, p in enumerate(clients)]
+    for t in threads:
+        t.start()
+    started.wait(60)
+    clock = _Clock(server)
+    for t in threads:
+        t.join()
+    secs, cpu, client = clock.stop()
+    if errors or failed:
+        raise RuntimeError(f"concurrent produce: {errors[:1]} {len(failed)} failed ({failed[:3]})")
+    total = producers * (records_each // per_txn * per_txn if per_txn else records_each)
+    out = _figures(total, secs, cpu, client)
+    if per_txn:
+        txns = total // per_txn
+        out.update(transactions=txns, transactions_s=txns / secs, server_cpu_ms_txn=1000 * cpu / txns)
+    return out
+
+
+class _Clock:
+    """Wall time, the server's CPU and this process's (the clients': Python and librdkafka's threads) from now."""
+
+    def __init__(self, server: Any) -> None:
+        self.server = server
+        self.cpu0, self.client0, self.t0 = server.cpu_s(), time.process_time(), time.perf_counter()
+
+    def stop(self) -> tuple[float, float, float]:
+        return (time.perf_counter() - self.t0, self.server.cpu_s() - self.cpu0, time.process_time() - self.client0)
+
+
+def _figures(records: int, secs: float, cpu: float, client: float) -> dict[str, Any]:
     mib = records * RECORD / MiB
     per_mib = 1000 * cpu / mib
     return {"records": records, "seconds": secs, "mb_s": mib / secs, "records_s": records / secs,
-            "server_cpu_ms_mib": per_mib, "cpu_ceiling_mb_s": (os.cpu_count() or 1) * 1000 / max(per_mib, 1e-9)}
+            "server_cpu_ms_mib": per_mib, "cpu_ceiling_mb_s": (os.cpu_count() or 1) * 1000 / max(per_mib, 1e-9),
+            "client_cpu_ms_mib": 1000 * client / mib}
 
 
 def marker_latency(server: Any, topic: str, partitions: int, txns: int, per_txn: int) -> dict[str, Any]:
@@ -186,8 +265,9 @@ def marker_latency(server: Any, topic: str, partitions: int, txns: int, per_txn:
 
 
 def run(work: Path, store: str, server_type: Any, partitions: int, records: int, per_txn: int,
-        latency_txns: int) -> dict[str, Any]:
-    """Both phases on one fresh server; prints the tables and saves the figures."""
+        latency_txns: int, sizes: list[int] | None = None, producers: int = 0) -> dict[str, Any]:
+    """Every phase on one fresh server; prints the tables and saves the figures."""
+    sizes = sizes or []
     load_before = os.getloadavg()
     server = server_type(work, "txn-node", store).start()
     try:
@@ -195,34 +275,60 @@ def run(work: Path, store: str, server_type: Any, partitions: int, records: int,
         server.create_topic("bench-flushed", partitions)
         server.create_topic("bench-txn", partitions)
         server.create_topic("bench-marker", partitions)
-        print("[bench] idempotent produce", file=sys.stderr, flush=True)
+        for size in sizes:
+            server.create_topic(f"bench-size-{size}", partitions)
+        if producers:
+            server.create_topic("bench-conc-idem", partitions)
+            server.create_topic("bench-conc-txn", partitions)
+        quiet: dict[str, float] = {}
+
+        def phase(name: str) -> None:  # each phase begins once the last one's background work is done
+            quiet[name] = wait_quiet(server.proc.pid)
+            print(f"[bench] {name} (the server quiet after {quiet[name]:.0f} s)", file=sys.stderr, flush=True)
+
+        phase("idempotent produce")
         idem = idempotent_produce(server, "bench-idem", records)
-        print(f"[bench] idempotent produce flushed every {per_txn} records", file=sys.stderr, flush=True)
+        phase(f"idempotent produce flushed every {per_txn} records")
         flushed = flushed_produce(server, "bench-flushed", records, per_txn)
-        print("[bench] transactional produce", file=sys.stderr, flush=True)
+        phase("transactional produce")
         txn = transactional_produce(server, "bench-txn", records, per_txn)
-        print("[bench] commit marker latency", file=sys.stderr, flush=True)
+        phase("commit marker latency")
         lat = marker_latency(server, "bench-marker", partitions, latency_txns, 10)
+        by_size = {}
+        for size in sizes:  # at least 10 transactions of each size, and as many records as the rows above
+            n = max(records, 10 * size) // size * size
+            phase(f"transaction size {size}: {n // size} transactions")
+            by_size[size] = transactional_produce(server, f"bench-size-{size}", n, size)
+        conc = {}
+        if producers:
+            each = max(per_txn, records // producers)
+            phase(f"{producers} idempotent producers at once")
+            conc["idempotent"] = concurrent_produce(server, "bench-conc-idem", producers, each, None)
+            phase(f"{producers} transactional producers at once")
+            conc["transactional"] = concurrent_produce(server, "bench-conc-txn", producers, each, per_txn)
     finally:
         server.stop()
     load_after = os.getloadavg()
     results = {"idempotent": idem, "flushed": flushed, "transactional": txn, "markers": lat, "partitions": partitions,
-               "records_per_transaction": per_txn, "load_before": load_before, "load_after": load_after}
+               "records_per_transaction": per_txn, "load_before": load_before, "load_after": load_after,
+               "by_size": by_size, "producers": producers, "concurrent": conc, "quiet_s": quiet}
     cores = os.cpu_count() or 1
     emit(f"load average (1, 5, 15 min) before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
          f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
     emit(table(f"Kafka transactional vs idempotent produce, same client (confluent-kafka, acks=all, linger 5 ms), "
                f"{records} records of 1 KiB, {partitions} partitions, {per_txn} records per transaction",
                ["", "MB/s", "records/s", "ratio", "ratio to the flushed row", "commit (flush) p50 ms",
-                "commit (flush) p99 ms", "server CPU ms/MiB", f"CPU ceiling MB/s ({cores} cores)"],
+                "commit (flush) p99 ms", "server CPU ms/MiB", f"CPU ceiling MB/s ({cores} cores)",
+                "client CPU ms/MiB"],
                [["idempotent (enable.idempotence)", idem["mb_s"], idem["records_s"], 1.0, "", "", "",
-                 idem["server_cpu_ms_mib"], idem["cpu_ceiling_mb_s"]],
+                 idem["server_cpu_ms_mib"], idem["cpu_ceiling_mb_s"], idem["client_cpu_ms_mib"]],
                 [f"idempotent, flushed every {per_txn} records ({flushed['rounds']} flushes)", flushed["mb_s"],
                  flushed["records_s"], flushed["mb_s"] / idem["mb_s"], 1.0, flushed["flush_p50_ms"],
-                 flushed["flush_p99_ms"], flushed["server_cpu_ms_mib"], flushed["cpu_ceiling_mb_s"]],
+                 flushed["flush_p99_ms"], flushed["server_cpu_ms_mib"], flushed["cpu_ceiling_mb_s"],
+                 flushed["client_cpu_ms_mib"]],
                 [f"transactional ({txn['transactions']} transactions)", txn["mb_s"], txn["records_s"],
                  txn["mb_s"] / idem["mb_s"], txn["mb_s"] / flushed["mb_s"], txn["commit_p50_ms"],
-                 txn["commit_p99_ms"], txn["server_cpu_ms_mib"], txn["cpu_ceiling_mb_s"]]]))
+                 txn["commit_p99_ms"], txn["server_cpu_ms_mib"], txn["cpu_ceiling_mb_s"], txn["client_cpu_ms_mib"]]]))
     emit(table(f"Transactions ({per_txn} records each): rate and server CPU, against the flushed idempotent producer",
                ["", "per second", "server CPU ms each", f"CPU ceiling per second ({cores} cores)"],
                [["transactions", txn["transactions_s"], txn["server_cpu_ms_txn"], txn["cpu_ceiling_txn_s"]],
@@ -235,6 +341,24 @@ def run(work: Path, store: str, server_type: Any, partitions: int, records: int,
                  lat["commit_p99_ms"]],
                 ["commit call to the last record read by the read_committed consumer", lat["visible_p50_ms"],
                  lat["visible_p99_ms"]]]))
+    if by_size:
+        emit(table("Transaction size: the transactional producer at each number of records per transaction, against "
+                   f"the idempotent producer above ({idem['mb_s']:.1f} MB/s)",
+                   ["records per transaction", "transactions", "MB/s", "ratio", "transactions/s",
+                    "server CPU ms/transaction", "server CPU ms/MiB", "commit p50 ms", "commit p99 ms"],
+                   [[size, r["transactions"], r["mb_s"], r["mb_s"] / idem["mb_s"], r["transactions_s"],
+                     r["server_cpu_ms_txn"], r["server_cpu_ms_mib"], r["commit_p50_ms"], r["commit_p99_ms"]]
+                    for size, r in by_size.items()]))
+    if conc:
+        ci, ct = conc["idempotent"], conc["transactional"]
+        emit(table(f"{producers} producers at once, {records} records of 1 KiB in all: transactional "
+                   f"({per_txn} records a transaction) against idempotent (pipelined)",
+                   ["", "MB/s (all producers)", "ratio", "transactions/s", "server CPU ms/MiB",
+                    f"CPU ceiling MB/s ({cores} cores)", "clients' CPU ms/MiB"],
+                   [[f"{producers} idempotent producers", ci["mb_s"], 1.0, "", ci["server_cpu_ms_mib"],
+                     ci["cpu_ceiling_mb_s"], ci["client_cpu_ms_mib"]],
+                    [f"{producers} transactional producers", ct["mb_s"], ct["mb_s"] / ci["mb_s"], ct["transactions_s"],
+                     ct["server_cpu_ms_mib"], ct["cpu_ceiling_mb_s"], ct["client_cpu_ms_mib"]]]))
     path = save_results("kafka-transactions", results)
     emit(f"raw figures: {path}")
     return results
