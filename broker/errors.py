@@ -64,6 +64,15 @@ class MetadataUnavailable(BrokerError, StorageUnavailable):
         self.key = None
 
 
+class MetadataDiverged(MetadataUnavailable):
+    """The metadata database no longer holds a log record this node applied: its log ends before that record, or
+    holds another record at its offset. A database that went back (a failover to a standby that had not received
+    the last commits, a restore from a backup) lost those changes. The node stops reading and writing the
+    metadata (answered as a database that does not answer: 503, retriable Kafka codes, not ready) rather than
+    build on a log that contradicts what it served; a restart loads the database's log as it is now."""
+
+
+
 class Fenced(MetadataError):
     """A stale epoch (stream epoch or node epoch) tried to change the metadata; nothing was applied."""
 

@@ -196,6 +196,9 @@ class BrokerNode:
             # a shared WAL's group commit: a metadata outage within the lease fails none
             self.storage = StreamStorage.open(storage_options.pop("wal_dir"), self.store, meta, **storage_options,
                                               before_ack=lambda: membership.within_lease(meta.check_current))
+            # nothing acknowledged once the metadata database went back (broker/metadata/client.py): the records'
+            # offsets follow commits the database lost
+            self.storage.ack_checks.append(meta.check_not_diverged)
             watch_data_paths(self.storage.disk, self.data_dir / "index", self.store)
             self.partitions = parts = PartitionMap(self.meta, self.storage, self.node_id)
             self.cluster = Cluster(parts, self.meta, membership, **cluster_options)
@@ -380,7 +383,10 @@ class BrokerNode:
     # -- closing ---------------------------------------------------------------------------------
     def metadata_unavailable(self) -> str | None:
         """Why the metadata database does not answer this node (None: it answers, or it is embedded SQLite): a new
-        connection is tried first when the last was lost (broker/metadata/pg_link.py)."""
+        connection is tried first when the last was lost (broker/metadata/pg_link.py); or why the node stopped using
+        it (the database went back: broker/metadata/client.py, MetadataDiverged)."""
+        if self.meta.diverged is not None:
+            return self.meta.diverged
         reason = self.meta.log.unavailable()
         cluster = getattr(self, "cluster", None)
         if reason is None and cluster is not None:

@@ -26,14 +26,14 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 
-from broker.errors import Fenced, InvalidRequest, MetadataError
+from broker.errors import Fenced, InvalidRequest, MetadataDiverged, MetadataError
 from broker.metadata import snapshot
 from broker.metadata.image import (
     OPENED,
     MetadataImage,
     Record,
 )
-from broker.metadata.log_store import LockedLog, LogStore, open_log
+from broker.metadata.log_store import LockedLog, LogStore, dump_record, open_log
 from broker.metadata.object_ops import ObjectOps
 from broker.metadata.requests import (
     SnapshotResult,
@@ -72,6 +72,11 @@ class MetadataClient(StreamOps, ObjectOps):
         self.image = MetadataImage()
         self.node_epoch: int | None = None
         self.reloads = 0  # times the image was reloaded from a snapshot after falling behind the truncation
+        #: the last log record applied, (offset, its stored text), checked against the database at each catch-up
+        #: (None after a load from a snapshot, until a record is applied); and why the node stopped when the
+        #: database was found without it (MetadataDiverged)
+        self._last: tuple[int, str] | None = None
+        self.diverged: str | None = None
         self._opened_ms = wall_ms()
         self._lock = threading.RLock()
         with self._lock:
@@ -94,8 +99,13 @@ class MetadataClient(StreamOps, ObjectOps):
             return self.image.offset
 
     def _advance(self, src: LogStore | LockedLog) -> None:
-        """Apply the records after the image; reload from a snapshot when they were truncated away."""
-        entries = src.read_since(self.image.offset)
+        """Apply the records after the image; reload from a snapshot when they were truncated away. The last
+        record applied is read again with them: MetadataDiverged when the database no longer holds it."""
+        self.check_not_diverged()
+        last = self._last
+        entries = src.read_since(self.image.offset if last is None else last[0] - 1)
+        if last is not None:
+            entries = self._check_last(src, last, entries)
         if entries and entries[0][0] != self.image.offset + 1:
             log.info("metadata image behind the log truncation; reloading from a snapshot",
                      extra={"node": self.node_id, "image_offset": self.image.offset,
@@ -103,8 +113,40 @@ class MetadataClient(StreamOps, ObjectOps):
             self.reloads += 1
             self._load(src)
             return
+        if entries:
+            self._last = (entries[-1][0], dump_record(entries[-1][1]))  # before apply, which may keep the dict
         for offset, rec in entries:
             self.image.apply(offset, rec)
+
+    def check_not_diverged(self) -> None:
+        """MetadataDiverged once the database was found to have gone back (`_check_last`), else nothing."""
+        if self.diverged is not None:
+            raise MetadataDiverged(self.diverged)
+
+    def _check_last(self, src: LogStore | LockedLog, last: tuple[int, str], entries: list[tuple[int, Record]]
+                    ) -> list[tuple[int, Record]]:
+        """The entries after the last record applied, once it is found as applied. Missing with records after it
+        is the truncation behind a snapshot (the caller reloads if there is a gap); missing with nothing after
+        it, or another record at its offset, is a database that went back: MetadataDiverged (and the node
+        stays stopped)."""
+        at, text = last
+        if entries and entries[0][0] == at:
+            if dump_record(entries[0][1]) == text:
+                return entries[1:]
+            why = f"holds another record at offset {at} than the one this node applied"
+        elif entries:
+            return entries  # truncated behind a snapshot: the records after it follow
+        else:
+            ends = _log_end(src)
+            why = f"ends at offset {ends}, before offset {at}, the last record this node applied" if ends is not None \
+                else f"holds no record, and this node applied records up to offset {at}"
+        self.diverged = (f"node {self.node_id}: the metadata database went back: its log {why}. "
+                         "A failover to a standby that had not received the last commits, or a restore from a "
+                         "backup, loses those changes; this node stops reading and writing the metadata. Check "
+                         "what was lost, then restart the node: it loads the database's log as it is now")
+        log.error("the metadata database went back: metadata reads and writes stopped",
+                  extra={"node": self.node_id, "log_offset": at, "metadata": self.log.url, "error": self.diverged})
+        raise MetadataDiverged(self.diverged)
 
     def _load(self, src: LogStore | LockedLog) -> None:
         """Replace the image by the newest valid snapshot plus the log after it (or a full replay)."""
@@ -112,6 +154,7 @@ class MetadataClient(StreamOps, ObjectOps):
             image = self._load_once(src)
             if image is not None:
                 self.image = image
+                self._last = None  # the records it holds were not read one by one: checked from the next on
                 return
         raise MetadataError(f"node {self.node_id}: the metadata log was truncated under every load attempt "
                             f"({_RELOAD_ATTEMPTS}); cannot open")
@@ -201,6 +244,8 @@ class MetadataClient(StreamOps, ObjectOps):
                         check_value(rec["key"], rec["value"])
                 if records:
                     txn.append(first, records)
+            if records:
+                self._last = (first + len(records) - 1, dump_record(records[-1]))  # as stored
             for i, rec in enumerate(records):
                 self.image.apply(first + i, rec)
             return result
@@ -331,3 +376,10 @@ class MetadataClient(StreamOps, ObjectOps):
 
     def kv_delete(self, key: str) -> None:
         self._txn(lambda img: ([{"type": "kv_delete", "key": key}] if key in img.kv else [], None))
+
+
+def _log_end(src: LogStore | LockedLog) -> int | None:
+    """The log's last offset, None for an empty log (read once, when the database went back)."""
+    first = src.first_offset()
+    rows = [] if first is None else src.read_since(first - 1)
+    return rows[-1][0] if rows else None

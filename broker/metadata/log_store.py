@@ -82,7 +82,8 @@ class LogStore(Protocol):
     def close(self) -> None: ...
 
 
-def _dump(rec: Record) -> str:
+def dump_record(rec: Record) -> str:
+    """A record as the log stores it (read back and dumped again, the same text)."""
     return json.dumps(rec, separators=(",", ":"), sort_keys=True)
 
 
@@ -150,7 +151,7 @@ class _Sql:
 class _SqliteTxn(_Sql):
     def append(self, first_offset: int, records: list[Record]) -> None:
         self.conn.executemany("INSERT INTO meta_log (log_offset, record) VALUES (?, ?)",
-                              [(first_offset + i, _dump(r)) for i, r in enumerate(records)])
+                              [(first_offset + i, dump_record(r)) for i, r in enumerate(records)])
 
 
 class _PostgresTxn(_Sql):
@@ -159,7 +160,7 @@ class _PostgresTxn(_Sql):
     def append(self, first_offset: int, records: list[Record]) -> None:
         with self.conn.cursor() as cur:
             cur.executemany("INSERT INTO meta_log (log_offset, record) VALUES (%s, %s)",
-                            [(first_offset + i, _dump(r)) for i, r in enumerate(records)])
+                            [(first_offset + i, dump_record(r)) for i, r in enumerate(records)])
 
 
 class LogClosed(MetadataError):
