@@ -84,11 +84,14 @@ def check_kafka_options(kafka: Mapping[str, str]) -> None:
 
 
 class Watermarks:
-    """Partitions' high watermarks, as the cluster answers ListOffsets, through one consumer (close() it)."""
+    """Partitions' high watermarks, as the cluster answers ListOffsets, through one consumer (close() it). Each
+    is waited for up to the consumer's `socket.timeout.ms` (30 s unless `kafka.socket.timeout.ms` says)."""
 
-    def __init__(self, kafka: Mapping[str, str], timeout_s: float = 30.0) -> None:
-        self.kafka, self.timeout_s = kafka, timeout_s
-        self._consumer = open_consumer(kafka)
+    def __init__(self, kafka: Mapping[str, str], timeout_s: float | None = None) -> None:
+        self.kafka = kafka
+        self._consumer = open_consumer(kafka)  # librdkafka checks the options, socket.timeout.ms among them
+        self.timeout_s = timeout_s if timeout_s is not None else \
+            int(consumer_conf(kafka)["socket.timeout.ms"]) / 1000
 
     def get(self, topic: str, partition: int) -> int:
         """SourceOptionError naming kafka.bootstrap.servers when the cluster does not answer."""

@@ -160,6 +160,7 @@ def test_bad_kafka_options_are_named(mq: Any, tailed: Tailed) -> None:
     with pytest.raises(SourceOptionError, match="kafka.bootstrap.servers: a stream reads"):
         parse_options(tailed.options(**boot), stream=True)
     with pytest.raises(SourceOptionError, match="kafka.bootstrap.servers: 127.0.0.1:1 did not give the high water"):
-        plan_scan(parse_options(tailed.options(**{"kafka.bootstrap.servers": "127.0.0.1:1"})))  # nothing listens
+        plan_scan(parse_options(tailed.options(**{"kafka.bootstrap.servers": "127.0.0.1:1",  # nothing listens
+                                                  "kafka.socket.timeout.ms": "2000"})))  # waited for 2 s, not 30
     with pytest.raises(Exception, match="reader=python"):
         mq.read.format("mqindex").options(**tailed.options(**boot, reader="jvm")).load().collect()
