@@ -19,7 +19,8 @@ Kafka listener, confluent-kafka (librdkafka) on both sides of each ratio, in the
 4. producers at once (--txn-producers): that many transactional producers (--txn-size records a transaction,
    each its own transactional id, each in a thread of its own: librdkafka releases the GIL while it waits)
    against as many idempotent producers, all at once: the aggregate rates, where one producer's wait for its
-   round trips no longer sets the pace and the server's CPU per MiB does.
+   round trips no longer sets the pace; the server's CPU per MiB does, and on a small machine the clients' own
+   CPU (printed beside it) too.
 """
 
 from __future__ import annotations
@@ -179,8 +180,8 @@ def concurrent_produce(server: Any, topic: str, producers: int, records_each: in
     threads = [threading.Thread(target=one, args=(n, p), name=f"producer-{n}") for n, p in enumerate(clients)]
     for t in threads:
         t.start()
-    started.wait(60)
     clock = _Clock(server)
+    started.wait(60)
     for t in threads:
         t.join()
     secs, cpu, client = clock.stop()
@@ -351,7 +352,8 @@ def run(work: Path, store: str, server_type: Any, partitions: int, records: int,
                     for size, r in by_size.items()]))
     if conc:
         ci, ct = conc["idempotent"], conc["transactional"]
-        emit(table(f"{producers} producers at once, {records} records of 1 KiB in all: transactional "
+        emit(table(f"{producers} producers at once, {ci['records']} (idempotent) and {ct['records']} (transactional) "
+                   "records of 1 KiB in all: transactional "
                    f"({per_txn} records a transaction) against idempotent (pipelined)",
                    ["", "MB/s (all producers)", "ratio", "transactions/s", "server CPU ms/MiB",
                     f"CPU ceiling MB/s ({cores} cores)", "clients' CPU ms/MiB"],

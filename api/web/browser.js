@@ -167,10 +167,11 @@ $("produce-form").addEventListener("submit", (ev) => {
     const m = { value: $("produce-value").value, ...parseHeaders($("produce-headers").value) };
     // binary keys and values as base64 (the server checks it: bad base64 is refused naming the field); a key
     // shown as base64:... and pasted with the prefix is taken without it, as the lookup form does
-    if ($("produce-encoding").value === "base64") { m.value = m.value.trim(); m.encoding = "base64"; }
+    // (whitespace dropped: base64 wrapped at 76 characters, as the base64 tool writes it, is taken whole)
+    if ($("produce-encoding").value === "base64") { m.value = m.value.replace(/\s+/g, ""); m.encoding = "base64"; }
     if ($("produce-key").value !== "") m.key = $("produce-key").value;
     if (m.key !== undefined && $("produce-key-encoding").value === "base64") {
-      m.key = m.key.trim().replace(/^base64:/, ""); m.key_encoding = "base64";
+      m.key = m.key.replace(/\s+/g, "").replace(/^base64:/, ""); m.key_encoding = "base64";
     }
     if ($("produce-partition").value !== "") m.partition = Number($("produce-partition").value);
     const r = (await post(`/v1/topics/${encodeURIComponent(browseTopic)}/messages`, { messages: [m] })).results[0];

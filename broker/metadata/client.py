@@ -24,16 +24,18 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from broker.errors import Fenced, InvalidRequest, MetadataDiverged, MetadataError
+from broker.errors import Fenced, InvalidRequest, MetadataDiverged, MetadataError, MetadataUnavailable
 from broker.metadata import snapshot
 from broker.metadata.image import (
     OPENED,
     MetadataImage,
     Record,
 )
-from broker.metadata.log_store import LockedLog, LogStore, dump_record, open_log
+from broker.metadata.log_store import LockedLog, LogStore, open_log
 from broker.metadata.object_ops import ObjectOps
 from broker.metadata.requests import (
     SnapshotResult,
@@ -46,6 +48,9 @@ DEFAULT_SNAPSHOT_EVERY_RECORDS = 10_000
 DEFAULT_SNAPSHOT_INTERVAL_S = 3600.0
 DEFAULT_SNAPSHOTS_KEPT = 2
 _RELOAD_ATTEMPTS = 10
+#: how often a catch-up that finds no new record still compares the record at the image's offset (one that finds
+#: new records, and a write's, always do): a database that went back with nothing appended since is found so
+CHECK_EVERY_S = 1.0
 
 log = logging.getLogger("mqindex.broker.metadata")
 
@@ -72,10 +77,11 @@ class MetadataClient(StreamOps, ObjectOps):
         self.image = MetadataImage()
         self.node_epoch: int | None = None
         self.reloads = 0  # times the image was reloaded from a snapshot after falling behind the truncation
-        #: the last log record applied, (offset, its stored text), checked against the database at each catch-up
-        #: (None after a load from a snapshot, until a record is applied); and why the node stopped when the
-        #: database was found without it (MetadataDiverged)
-        self._last: tuple[int, str] | None = None
+        #: the digest of the log record at the image's offset (log_store.digest), as this client applied or first
+        #: read it, compared with the database's at each catch-up (None: no record there known yet); and why the
+        #: node stopped when the database was found without it (MetadataDiverged)
+        self._digest: str | None = None
+        self._check_due = 0.0  # when a catch-up that finds nothing new hashes that record again
         self.diverged: str | None = None
         self._opened_ms = wall_ms()
         self._lock = threading.RLock()
@@ -99,53 +105,62 @@ class MetadataClient(StreamOps, ObjectOps):
             return self.image.offset
 
     def _advance(self, src: LogStore | LockedLog) -> None:
-        """Apply the records after the image; reload from a snapshot when they were truncated away. The last
-        record applied is read again with them: MetadataDiverged when the database no longer holds it."""
+        """Apply the records after the image; reload from a snapshot when they were truncated away. The database
+        hashes the record at the image's offset in the same query: MetadataDiverged when it no longer holds the
+        one applied (`_check_went_back`)."""
         self.check_not_diverged()
-        last = self._last
-        entries = src.read_since(self.image.offset if last is None else last[0] - 1)
-        if last is not None:
-            entries = self._check_last(src, last, entries)
-        if entries and entries[0][0] != self.image.offset + 1:
+        at = self.image.offset
+        now = time.monotonic()
+        always = src is not self.log or now >= self._check_due  # a write's catch-up, or a second since the last
+        checked = src.read_checked(at, always)
+        if checked is None:
+            return  # nothing after the image's offset, and not due: nothing hashed
+        if always:
+            self._check_due = now + CHECK_EVERY_S
+        found, entries, last = checked
+        if found is None or found != self._digest:
+            self._check_went_back(src, at, found, entries)
+            if found is not None:
+                self._digest = found  # not known before (a load): from now on it is
+        if entries and entries[0][0] != at + 1:
             log.info("metadata image behind the log truncation; reloading from a snapshot",
-                     extra={"node": self.node_id, "image_offset": self.image.offset,
-                            "first_log_offset": entries[0][0]})
+                     extra={"node": self.node_id, "image_offset": at, "first_log_offset": entries[0][0]})
             self.reloads += 1
             self._load(src)
             return
         if entries:
-            self._last = (entries[-1][0], dump_record(entries[-1][1]))  # before apply, which may keep the dict
-        for offset, rec in entries:
-            self.image.apply(offset, rec)
+            self._digest = None  # an apply that fails part way leaves the record at the image's offset unknown
+            for offset, rec in entries:
+                self.image.apply(offset, rec)
+            self._digest = last
 
     def check_not_diverged(self) -> None:
-        """MetadataDiverged once the database was found to have gone back (`_check_last`), else nothing."""
+        """MetadataDiverged once the database was found to have gone back (`_check_went_back`), else nothing."""
         if self.diverged is not None:
             raise MetadataDiverged(self.diverged)
 
-    def _check_last(self, src: LogStore | LockedLog, last: tuple[int, str], entries: list[tuple[int, Record]]
-                    ) -> list[tuple[int, Record]]:
-        """The entries after the last record applied, once it is found as applied. Missing with records after it
-        is the truncation behind a snapshot (the caller reloads if there is a gap); missing with nothing after
-        it, or another record at its offset, is a database that went back: MetadataDiverged (and the node
-        stays stopped)."""
-        at, text = last
-        if entries and entries[0][0] == at:
-            if dump_record(entries[0][1]) == text:
-                return entries[1:]
+    def _check_went_back(self, src: LogStore | LockedLog, at: int, found: str | None, entries: list[Any]) -> None:
+        """The record at the image's offset is missing, or not the one known. Missing with records after it is the
+        truncation behind a snapshot; missing or different when one was known, with nothing after it (or another
+        record there), is a database that went back: MetadataDiverged, and the node stays stopped. A standby in
+        recovery (a read served by a replica that is behind) is a database that does not answer yet."""
+        if self._digest is None or (found is None and entries):
+            return
+        if found is not None:
             why = f"holds another record at offset {at} than the one this node applied"
-        elif entries:
-            return entries  # truncated behind a snapshot: the records after it follow
         else:
-            ends = _log_end(src)
-            why = f"ends at offset {ends}, before offset {at}, the last record this node applied" if ends is not None \
-                else f"holds no record, and this node applied records up to offset {at}"
+            ends = src.last_offset()
+            why = f"ends at offset {ends}, before offset {at}, the last record this node applied" \
+                if ends is not None else f"holds no record, and this node applied records up to offset {at}"
+        if src.in_recovery():
+            raise MetadataUnavailable(f"the metadata database is a standby in recovery, behind this node (its log "
+                                      f"{why}): waiting for the primary")
         self.diverged = (f"node {self.node_id}: the metadata database went back: its log {why}. "
                          "A failover to a standby that had not received the last commits, or a restore from a "
                          "backup, loses those changes; this node stops reading and writing the metadata. Check "
                          "what was lost, then restart the node: it loads the database's log as it is now")
         log.error("the metadata database went back: metadata reads and writes stopped",
-                  extra={"node": self.node_id, "log_offset": at, "metadata": self.log.url, "error": self.diverged})
+                  extra={"node": self.node_id, "log_offset": at, "error": self.diverged})
         raise MetadataDiverged(self.diverged)
 
     def _load(self, src: LogStore | LockedLog) -> None:
@@ -154,7 +169,7 @@ class MetadataClient(StreamOps, ObjectOps):
             image = self._load_once(src)
             if image is not None:
                 self.image = image
-                self._last = None  # the records it holds were not read one by one: checked from the next on
+                self._digest = src.read_checked(image.offset)[0]  # type: ignore[index]  # what the next finds there
                 return
         raise MetadataError(f"node {self.node_id}: the metadata log was truncated under every load attempt "
                             f"({_RELOAD_ATTEMPTS}); cannot open")
@@ -242,12 +257,12 @@ class MetadataClient(StreamOps, ObjectOps):
                 for rec in records:  # never a value every node would refuse to apply (value_version.py)
                     if rec["type"] == "kv_put":
                         check_value(rec["key"], rec["value"])
-                if records:
-                    txn.append(first, records)
+                stored = txn.append(first, records) if records else None
             if records:
-                self._last = (first + len(records) - 1, dump_record(records[-1]))  # as stored
-            for i, rec in enumerate(records):
-                self.image.apply(first + i, rec)
+                self._digest = None  # as in _advance
+                for i, rec in enumerate(records):
+                    self.image.apply(first + i, rec)
+                self._digest = stored
             return result
 
     def _catch_up_in(self, txn: LockedLog) -> None:
@@ -377,9 +392,3 @@ class MetadataClient(StreamOps, ObjectOps):
     def kv_delete(self, key: str) -> None:
         self._txn(lambda img: ([{"type": "kv_delete", "key": key}] if key in img.kv else [], None))
 
-
-def _log_end(src: LogStore | LockedLog) -> int | None:
-    """The log's last offset, None for an empty log (read once, when the database went back)."""
-    first = src.first_offset()
-    rows = [] if first is None else src.read_since(first - 1)
-    return rows[-1][0] if rows else None

@@ -18,6 +18,7 @@ opening a log stored at a newer version than this build reads raises `NewerSchem
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import threading
@@ -34,6 +35,9 @@ from storage_tier.store_url import sqlite_path
 
 Record = dict[str, Any]
 LogEntry = tuple[int, Record]
+#: read_checked's answer: (the digest of the record at the offset asked, None when there is none; the records after
+#: it; the digest of the last of those, None when there are none)
+Checked = tuple[str | None, list[LogEntry], str | None]
 
 @dataclass(frozen=True)
 class SnapshotInfo:
@@ -45,7 +49,13 @@ class SnapshotInfo:
 class LockedLog(Protocol):
     def read_since(self, offset: int) -> list[LogEntry]: ...
 
-    def append(self, first_offset: int, records: list[Record]) -> None: ...
+    def read_checked(self, at: int, always: bool = True) -> Checked | None: ...
+
+    def in_recovery(self) -> bool: ...
+
+    def last_offset(self) -> int | None: ...
+
+    def append(self, first_offset: int, records: list[Record]) -> str: ...
 
     def snapshots(self) -> list[SnapshotInfo]: ...
 
@@ -67,6 +77,12 @@ class LogStore(Protocol):
 
     def read_since(self, offset: int) -> list[LogEntry]: ...
 
+    def read_checked(self, at: int, always: bool = True) -> Checked | None: ...
+
+    def in_recovery(self) -> bool: ...
+
+    def last_offset(self) -> int | None: ...
+
     def snapshots(self) -> list[SnapshotInfo]: ...
 
     def read_snapshot(self, log_offset: int) -> tuple[str, bytes] | None: ...
@@ -83,8 +99,14 @@ class LogStore(Protocol):
 
 
 def dump_record(rec: Record) -> str:
-    """A record as the log stores it (read back and dumped again, the same text)."""
+    """A record as the log stores it (ASCII: json.dumps escapes the rest)."""
     return json.dumps(rec, separators=(",", ":"), sort_keys=True)
+
+
+def digest(text: str) -> str:
+    """The MD5 (hex) of a stored record's text, as PostgreSQL's md5() gives it (and SQLite's, registered by
+    SqliteLog): what a catch-up compares to find that the log went back, without reading the record."""
+    return hashlib.md5(text.encode(), usedforsecurity=False).hexdigest()
 
 
 SCHEMA = pg_schema.Family("metadata_log", ("meta_log", "meta_snapshot"), 1)
@@ -112,6 +134,29 @@ class _Sql:
         rows = self.conn.execute(self._q("SELECT log_offset, record FROM meta_log WHERE log_offset > ? "
                                          "ORDER BY log_offset"), (offset,)).fetchall()
         return [(int(o), json.loads(r)) for o, r in rows]
+
+    def read_checked(self, at: int, always: bool = True) -> Checked | None:
+        """The digest of the record at `at` (the database hashes it: no record text comes back) and the records
+        after it, in one query. Unless `always`, only when there are records after it (None when there are none:
+        nothing hashed)."""
+        news = "" if always else " AND EXISTS (SELECT 1 FROM meta_log WHERE log_offset > ?)"
+        rows = self.conn.execute(self._q("SELECT log_offset, CASE WHEN log_offset = ? THEN md5(record) ELSE record "
+                                         f"END FROM meta_log WHERE log_offset >= ?{news} ORDER BY log_offset"),
+                                 (at, at) if always else (at, at, at)).fetchall()
+        if not rows and not always:
+            return None
+        found = None
+        if rows and int(rows[0][0]) == at:
+            found, rows = str(rows[0][1]), rows[1:]
+        return found, [(int(o), json.loads(r)) for o, r in rows], digest(rows[-1][1]) if rows else None
+
+    def in_recovery(self) -> bool:
+        """Whether this database is a standby replaying a primary's log (read-only, possibly behind)."""
+        return False
+
+    def last_offset(self) -> int | None:
+        row = self.conn.execute("SELECT MAX(log_offset) FROM meta_log").fetchone()
+        return None if row is None or row[0] is None else int(row[0])
 
     def first_offset(self) -> int | None:
         row = self.conn.execute("SELECT MIN(log_offset) FROM meta_log").fetchone()
@@ -149,18 +194,26 @@ class _Sql:
 
 
 class _SqliteTxn(_Sql):
-    def append(self, first_offset: int, records: list[Record]) -> None:
-        self.conn.executemany("INSERT INTO meta_log (log_offset, record) VALUES (?, ?)",
-                              [(first_offset + i, dump_record(r)) for i, r in enumerate(records)])
+    def append(self, first_offset: int, records: list[Record]) -> str:
+        """Insert the records; the digest of the last one's stored text."""
+        rows = [(first_offset + i, dump_record(r)) for i, r in enumerate(records)]
+        self.conn.executemany("INSERT INTO meta_log (log_offset, record) VALUES (?, ?)", rows)
+        return digest(rows[-1][1])
 
 
 class _PostgresTxn(_Sql):
     ph = "%s"
 
-    def append(self, first_offset: int, records: list[Record]) -> None:
+    def append(self, first_offset: int, records: list[Record]) -> str:
+        """Insert the records; the digest of the last one's stored text."""
+        rows = [(first_offset + i, dump_record(r)) for i, r in enumerate(records)]
         with self.conn.cursor() as cur:
-            cur.executemany("INSERT INTO meta_log (log_offset, record) VALUES (%s, %s)",
-                            [(first_offset + i, dump_record(r)) for i, r in enumerate(records)])
+            cur.executemany("INSERT INTO meta_log (log_offset, record) VALUES (%s, %s)", rows)
+        return digest(rows[-1][1])
+
+    def in_recovery(self) -> bool:
+        row = self.conn.execute("SELECT pg_is_in_recovery()").fetchone()
+        return bool(row[0])
 
 
 class LogClosed(MetadataError):
@@ -188,6 +241,15 @@ class _LogBase:
 
     def read_since(self, offset: int) -> list[LogEntry]:
         return self._read(lambda v: v.read_since(offset))  # type: ignore[no-any-return]
+
+    def read_checked(self, at: int, always: bool = True) -> Checked | None:
+        return self._read(lambda v: v.read_checked(at, always))  # type: ignore[no-any-return]
+
+    def in_recovery(self) -> bool:
+        return self._read(lambda v: v.in_recovery())  # type: ignore[no-any-return]
+
+    def last_offset(self) -> int | None:
+        return self._read(lambda v: v.last_offset())  # type: ignore[no-any-return]
 
     def first_offset(self) -> int | None:
         return self._read(lambda v: v.first_offset())  # type: ignore[no-any-return]
@@ -225,6 +287,7 @@ class SqliteLog(_LogBase):
         self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=FULL")
+        self._conn.create_function("md5", 1, digest, deterministic=True)  # read_checked's, as PostgreSQL's
         try:
             pg_schema.sqlite_prepare(self._conn, url, SCHEMA, _ddl(big="INTEGER", blob="BLOB"))
         except BaseException:

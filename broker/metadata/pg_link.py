@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
 
-from broker.errors import MetadataUnavailable
+from broker.errors import MetadataDiverged, MetadataUnavailable
 
 log = logging.getLogger("mqindex.broker.metadata")
 
@@ -181,10 +181,13 @@ class PgLink:
 
 def until_answered(ask: Callable[[], T], give_up: Callable[[], None], pause_s: float) -> T:
     """`ask()`, asked again every `pause_s` while the metadata database does not answer (MetadataUnavailable) until
-    `give_up()` raises (its error then stands, chained to the outage's)."""
+    `give_up()` raises (its error then stands, chained to the outage's). A database that went back
+    (MetadataDiverged) is no outage: it is raised at once."""
     while True:
         try:
             return ask()
+        except MetadataDiverged:
+            raise
         except MetadataUnavailable:
             give_up()
         time.sleep(pause_s)

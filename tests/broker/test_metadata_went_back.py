@@ -5,68 +5,141 @@ on a log that contradicts what it served. The truncation behind a snapshot is no
 
 from __future__ import annotations
 
+import json
+import sqlite3
+import time
 from collections.abc import Callable
+from pathlib import Path
 
 import psycopg
 import pytest
 
-from broker.errors import MetadataDiverged, MetadataUnavailable
+from broker.errors import MetadataDiverged, MetadataError, MetadataUnavailable
 from broker.metadata import MetadataClient
+from broker.metadata.client import CHECK_EVERY_S
 
 
 def _schema(url: str) -> str:
     return url.rsplit("schema=", 1)[1]
 
 
-def _lose_tail(pg_dsn: str, schema: str, after: int) -> None:
-    """What a standby that had not received the commits after `after` holds once promoted."""
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(f'DELETE FROM "{schema}".meta_log WHERE log_offset > %s', (after,))
+class Db:
+    """A metadata database of the test's own (PostgreSQL schema or SQLite file) and direct access to its log."""
+
+    def __init__(self, kind: str, pg_dsn: str, pg_url: Callable[[], str], tmp_path: Path) -> None:
+        self.kind, self.pg_dsn = kind, pg_dsn
+        self.url = pg_url() if kind == "postgresql" else f"sqlite:///{tmp_path / 'meta.db'}"
+        self.path = tmp_path / "meta.db"
+
+    def sql(self, statement: str, *args: object) -> list[tuple[object, ...]]:
+        if self.kind == "postgresql":
+            with psycopg.connect(self.pg_dsn, autocommit=True) as conn:
+                conn.execute(f'SET search_path TO "{_schema(self.url)}"')
+                cur = conn.execute(statement.replace("?", "%s"), args)
+                return list(cur.fetchall()) if cur.description is not None else []
+        conn = sqlite3.connect(self.path, isolation_level=None)
+        try:
+            return list(conn.execute(statement, args).fetchall())
+        finally:
+            conn.close()
+
+    def lose_tail(self, after: int) -> None:
+        """What a standby that had not received the commits after `after` holds once promoted."""
+        self.sql("DELETE FROM meta_log WHERE log_offset > ?", after)
+
+    def rows(self) -> list[tuple[object, ...]]:
+        return self.sql("SELECT log_offset, record FROM meta_log ORDER BY log_offset")
 
 
-def _rows(pg_dsn: str, schema: str) -> list[tuple[int, str]]:
-    with psycopg.connect(pg_dsn) as conn:
-        return [(int(o), str(r)) for o, r in
-                conn.execute(f'SELECT log_offset, record FROM "{schema}".meta_log ORDER BY log_offset').fetchall()]
+@pytest.fixture(params=["postgresql", "sqlite"])
+def db(request: pytest.FixtureRequest, pg_dsn: str, pg_url: Callable[[], str], tmp_path: Path) -> Db:
+    return Db(request.param, pg_dsn, pg_url, tmp_path)
 
 
-def test_a_log_that_ends_before_what_a_node_applied_stops_it(pg_dsn: str, pg_url: Callable[[], str]) -> None:
-    url = pg_url()
-    a, b = MetadataClient(url, node_id=1), MetadataClient(url, node_id=2)
+def test_a_log_that_ends_before_what_a_node_applied_stops_it(db: Db) -> None:
+    a, b = MetadataClient(db.url, node_id=1), MetadataClient(db.url, node_id=2)
     try:
         a.kv_put("orders/1", "paid")
         kept = a.image.offset
         a.kv_put("orders/2", "paid")
         a.kv_put("orders/3", "paid")
         assert b.catch_up() == a.image.offset
-        _lose_tail(pg_dsn, _schema(url), kept)
-        before = _rows(pg_dsn, _schema(url))
-        for client in (a, b):
-            with pytest.raises(MetadataDiverged, match=f"ends at offset {kept}, before offset {kept + 2}"):
-                client.catch_up()
-        # stopped for good: a write is refused, nothing is appended, and it is answered as a database away
-        with pytest.raises(MetadataDiverged, match="went back") as exc:
+        db.lose_tail(kept)
+        before = db.rows()
+        # a write finds it at once (it compares before it appends), a reader within CHECK_EVERY_S
+        with pytest.raises(MetadataDiverged, match=f"ends at offset {kept}, before offset {kept + 2}") as exc:
             a.kv_put("orders/4", "paid")
-        assert isinstance(exc.value, MetadataUnavailable)
-        with pytest.raises(MetadataDiverged):
-            b.catch_up()
-        assert _rows(pg_dsn, _schema(url)) == before
+        assert isinstance(exc.value, MetadataUnavailable)  # answered as a database away (503, retriable codes)
+        deadline = time.monotonic() + CHECK_EVERY_S + 5
+        while True:
+            try:
+                b.catch_up()
+            except MetadataDiverged as diverged:
+                assert f"ends at offset {kept}, before offset {kept + 2}" in str(diverged)
+                break
+            assert time.monotonic() < deadline, "an idle reader did not find the log short"
+            time.sleep(0.05)
+        # stopped for good: every later call is refused, and nothing is appended
+        for call in (a.catch_up, b.catch_up, lambda: b.kv_put("orders/5", "paid")):
+            with pytest.raises(MetadataDiverged, match="went back"):
+                call()
+        assert db.rows() == before
         assert b.image.kv["orders/3"] == "paid"  # what it served stays as it was: nothing reloaded
     finally:
         a.close()
         b.close()
 
 
-def test_records_appended_at_the_reused_offsets_are_not_skipped(pg_dsn: str, pg_url: Callable[[], str]) -> None:
+def test_a_client_that_loaded_the_log_finds_its_last_record_rewritten(db: Db) -> None:
+    """A client opened on the log (loaded, not applied record by record) knows the record at its offset too."""
+    a = MetadataClient(db.url, node_id=1)
+    try:
+        a.kv_put("orders/1", "paid")
+        kept = a.image.offset
+        a.kv_put("orders/2", "paid")
+        with MetadataClient(db.url, node_id=2) as b:
+            assert b.image.offset == kept + 1
+            db.lose_tail(kept)
+            a.close()
+            a = MetadataClient(db.url, node_id=3)  # started on the log as it is now
+            a.kv_put("orders/2", "refunded")
+            with pytest.raises(MetadataDiverged, match=f"holds another record at offset {kept + 1}"):
+                b.catch_up()
+    finally:
+        a.close()
+
+
+def test_a_record_that_cannot_be_applied_is_never_skipped(db: Db) -> None:
+    """A record this build cannot apply (a newer version) fails every catch-up and every write, naming it; it is
+    neither skipped nor taken for a database that went back, and no write lands on an offset taken."""
+    a = MetadataClient(db.url, node_id=1)
+    try:
+        a.kv_put("orders/1", "paid")
+        at = a.image.offset
+        db.sql("INSERT INTO meta_log (log_offset, record) VALUES (?, ?)", at + 1,
+               json.dumps({"type": "kv_put", "key": "orders/2", "value": "paid", "v": 99}))
+        before = db.rows()
+        for _ in range(2):
+            with pytest.raises(MetadataError, match="version") as exc:
+                a.catch_up()
+            assert not isinstance(exc.value, MetadataDiverged)
+        with pytest.raises(MetadataError, match="version"):
+            a.kv_put("orders/3", "paid")
+        assert db.rows() == before and a.diverged is None and a.image.offset == at
+    finally:
+        a.close()
+
+
+def test_records_appended_at_the_reused_offsets_are_not_skipped(db: Db) -> None:
     """After the database went back, a node started on it appends at the offsets the lost records had: a node
     that applied the lost ones finds another record at its last offset, instead of reading on past them."""
-    url = pg_url()
+    url = db.url
     a = MetadataClient(url, node_id=1)
     try:
         a.kv_put("orders/1", "paid")
         kept = a.image.offset
         a.kv_put("orders/2", "paid")
-        _lose_tail(pg_dsn, _schema(url), kept)
+        db.lose_tail(kept)
         with MetadataClient(url, node_id=3) as c:  # started after the failover: the log as it is
             assert c.image.offset == kept and "orders/2" not in c.image.kv
             c.kv_put("orders/2", "refunded")
