@@ -186,8 +186,13 @@ class ObjectWal:
                 with self._cond:
                     self._failed = exc
                     rest, self._queue = self._queue, []
-                for p in batch + rest:
-                    p.future.set_exception(WalError(f"shared WAL write failed: {exc}"))
+                # the failed write's object may be stored (a restart or a survivor replays it); the rest were not
+                for p in batch:
+                    p.future.set_exception(WalError(f"shared WAL write failed: {exc}; the records of this write may "
+                                                    "or may not be kept (the WAL is replayed from what its store "
+                                                    "holds)"))
+                for p in rest:
+                    p.future.set_exception(WalError(f"shared WAL write failed: {exc}; these records were not written"))
                 continue
             for p, r in zip(batch, results, strict=True):
                 p.future.set_result(r)

@@ -357,10 +357,14 @@ class Wal:
         writer goes on once resumed); any other error fails it for good (False)."""
         disk = is_out_of_space(exc)
         err: WalError
+        behind: WalError | None = None  # for the appends queued behind the failed write (out of disk: the same)
         if disk:
             err = OutOfDisk(str(self.directory), f"WAL write failed: {exc}")
         else:
-            err = WalError(f"WAL {self.directory}: write failed: {exc}")
+            # the failed write may have reached the disk (a restart replays what did); those behind it were not made
+            err = WalError(f"WAL {self.directory}: write failed: {exc}; the records of this write may or may not be "
+                           "kept (a restart replays what reached the disk)")
+            behind = WalError(f"WAL {self.directory}: write failed: {exc}; these records were not written")
         with self._cond:
             if disk:
                 self._paused = err  # type: ignore[assignment]
@@ -379,8 +383,10 @@ class Wal:
                 # every waiter below is told (the writer thread goes on to its end)
         # in WAL order: the failed group first, then what was queued behind it
         try:
-            for p in batch + rest:
+            for p in batch:
                 p.future.set_exception(err)
+            for p in rest:
+                p.future.set_exception(behind or err)
         finally:
             with self._cond:
                 self._settling = False
