@@ -32,7 +32,13 @@ class MessageIdError(BrokerError, ValueError):
 
 
 class WalError(BrokerError):
-    """The write-ahead log cannot accept or return records (closed, full, I/O failure)."""
+    """The write-ahead log cannot accept or return records (closed, full, I/O failure). `failure`: the WAL's own
+    failure when this error is what one append of a failed write was told (its records may be kept, or were not
+    written): every later request is told the failure alone."""
+
+    def __init__(self, message: str, failure: WalError | None = None) -> None:
+        super().__init__(message)
+        self.failure = failure
 
 
 class OutOfDisk(WalError):

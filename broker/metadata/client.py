@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -48,9 +47,6 @@ DEFAULT_SNAPSHOT_EVERY_RECORDS = 10_000
 DEFAULT_SNAPSHOT_INTERVAL_S = 3600.0
 DEFAULT_SNAPSHOTS_KEPT = 2
 _RELOAD_ATTEMPTS = 10
-#: how often a catch-up that finds no new record still compares the record at the image's offset (one that finds
-#: new records, and a write's, always do): a database that went back with nothing appended since is found so
-CHECK_EVERY_S = 1.0
 
 log = logging.getLogger("mqindex.broker.metadata")
 
@@ -81,7 +77,6 @@ class MetadataClient(StreamOps, ObjectOps):
         #: read it, compared with the database's at each catch-up (None: no record there known yet); and why the
         #: node stopped when the database was found without it (MetadataDiverged)
         self._digest: str | None = None
-        self._check_due = 0.0  # when a catch-up that finds nothing new hashes that record again
         self.diverged: str | None = None
         self._opened_ms = wall_ms()
         self._lock = threading.RLock()
@@ -110,14 +105,7 @@ class MetadataClient(StreamOps, ObjectOps):
         one applied (`_check_went_back`)."""
         self.check_not_diverged()
         at = self.image.offset
-        now = time.monotonic()
-        always = src is not self.log or now >= self._check_due  # a write's catch-up, or a second since the last
-        checked = src.read_checked(at, always)
-        if checked is None:
-            return  # nothing after the image's offset, and not due: nothing hashed
-        if always:
-            self._check_due = now + CHECK_EVERY_S
-        found, entries, last = checked
+        found, entries, last = src.read_checked(at)
         if found is None or found != self._digest:
             self._check_went_back(src, at, found, entries)
             if found is not None:
@@ -168,8 +156,8 @@ class MetadataClient(StreamOps, ObjectOps):
         for _ in range(_RELOAD_ATTEMPTS):
             image = self._load_once(src)
             if image is not None:
-                self.image = image
-                self._digest = src.read_checked(image.offset)[0]  # type: ignore[index]  # what the next finds there
+                found = src.read_checked(image.offset)[0]  # what the next catch-up finds there
+                self.image, self._digest = image, found  # together: a failed read leaves neither replaced
                 return
         raise MetadataError(f"node {self.node_id}: the metadata log was truncated under every load attempt "
                             f"({_RELOAD_ATTEMPTS}); cannot open")
@@ -230,6 +218,7 @@ class MetadataClient(StreamOps, ObjectOps):
             offset = self.image.offset
             payload = snapshot.encode(self.image)
             with self.log.locked() as txn:
+                self._advance(txn)  # the log still holds what the image was made from (it may have gone back)
                 written = txn.write_snapshot(offset, snapshot.checksum(payload), payload, now)
                 infos = txn.snapshots()
                 kept = [i for i in infos if not i.damaged][: self.snapshots_kept]

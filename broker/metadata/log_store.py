@@ -49,13 +49,13 @@ class SnapshotInfo:
 class LockedLog(Protocol):
     def read_since(self, offset: int) -> list[LogEntry]: ...
 
-    def read_checked(self, at: int, always: bool = True) -> Checked | None: ...
+    def read_checked(self, at: int) -> Checked: ...
 
     def in_recovery(self) -> bool: ...
 
     def last_offset(self) -> int | None: ...
 
-    def append(self, first_offset: int, records: list[Record]) -> str: ...
+    def append(self, first_offset: int, records: list[Record]) -> str | None: ...
 
     def snapshots(self) -> list[SnapshotInfo]: ...
 
@@ -77,7 +77,7 @@ class LogStore(Protocol):
 
     def read_since(self, offset: int) -> list[LogEntry]: ...
 
-    def read_checked(self, at: int, always: bool = True) -> Checked | None: ...
+    def read_checked(self, at: int) -> Checked: ...
 
     def in_recovery(self) -> bool: ...
 
@@ -103,10 +103,16 @@ def dump_record(rec: Record) -> str:
     return json.dumps(rec, separators=(",", ":"), sort_keys=True)
 
 
-def digest(text: str) -> str:
-    """The MD5 (hex) of a stored record's text, as PostgreSQL's md5() gives it (and SQLite's, registered by
-    SqliteLog): what a catch-up compares to find that the log went back, without reading the record."""
-    return hashlib.md5(text.encode(), usedforsecurity=False).hexdigest()
+def _text(value: str | bytes) -> str:
+    """A text column's value (a SQL_ASCII PostgreSQL, or a SQLite BLOB, gives bytes)."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def digest(text: str | bytes) -> str:
+    """The SHA-256 (hex) of a stored record's text, as the database computes it in read_checked (PostgreSQL's
+    sha256(), SQLite's record_digest registered by SqliteLog; not md5(), which PostgreSQL refuses in FIPS mode):
+    what a catch-up compares to find that the log went back, without reading the record."""
+    return hashlib.sha256(text if isinstance(text, bytes) else text.encode()).hexdigest()
 
 
 SCHEMA = pg_schema.Family("metadata_log", ("meta_log", "meta_snapshot"), 1)
@@ -123,6 +129,7 @@ class _Sql:
     """The statements both databases share; `ph` is the driver's placeholder."""
 
     ph = "?"
+    digest_sql = "record_digest(record)"  # registered on SQLite's connection (SqliteLog)
 
     def __init__(self, conn: Any) -> None:
         self.conn = conn
@@ -135,19 +142,15 @@ class _Sql:
                                          "ORDER BY log_offset"), (offset,)).fetchall()
         return [(int(o), json.loads(r)) for o, r in rows]
 
-    def read_checked(self, at: int, always: bool = True) -> Checked | None:
+    def read_checked(self, at: int) -> Checked:
         """The digest of the record at `at` (the database hashes it: no record text comes back) and the records
-        after it, in one query. Unless `always`, only when there are records after it (None when there are none:
-        nothing hashed)."""
-        news = "" if always else " AND EXISTS (SELECT 1 FROM meta_log WHERE log_offset > ?)"
-        rows = self.conn.execute(self._q("SELECT log_offset, CASE WHEN log_offset = ? THEN md5(record) ELSE record "
-                                         f"END FROM meta_log WHERE log_offset >= ?{news} ORDER BY log_offset"),
-                                 (at, at) if always else (at, at, at)).fetchall()
-        if not rows and not always:
-            return None
+        after it, in one query."""
+        rows = self.conn.execute(self._q(f"SELECT log_offset, CASE WHEN log_offset = ? THEN {self.digest_sql} ELSE "
+                                         "record END FROM meta_log WHERE log_offset >= ? ORDER BY log_offset"),
+                                 (at, at)).fetchall()
         found = None
         if rows and int(rows[0][0]) == at:
-            found, rows = str(rows[0][1]), rows[1:]
+            found, rows = _text(rows[0][1]), rows[1:]
         return found, [(int(o), json.loads(r)) for o, r in rows], digest(rows[-1][1]) if rows else None
 
     def in_recovery(self) -> bool:
@@ -194,22 +197,25 @@ class _Sql:
 
 
 class _SqliteTxn(_Sql):
-    def append(self, first_offset: int, records: list[Record]) -> str:
-        """Insert the records; the digest of the last one's stored text."""
+    def append(self, first_offset: int, records: list[Record]) -> str | None:
+        """Insert the records; the digest of the last one's stored text (None for no records)."""
         rows = [(first_offset + i, dump_record(r)) for i, r in enumerate(records)]
-        self.conn.executemany("INSERT INTO meta_log (log_offset, record) VALUES (?, ?)", rows)
-        return digest(rows[-1][1])
+        if rows:
+            self.conn.executemany("INSERT INTO meta_log (log_offset, record) VALUES (?, ?)", rows)
+        return digest(rows[-1][1]) if rows else None
 
 
 class _PostgresTxn(_Sql):
     ph = "%s"
+    digest_sql = "encode(sha256(convert_to(record, 'UTF8')), 'hex')"
 
-    def append(self, first_offset: int, records: list[Record]) -> str:
-        """Insert the records; the digest of the last one's stored text."""
+    def append(self, first_offset: int, records: list[Record]) -> str | None:
+        """Insert the records; the digest of the last one's stored text (None for no records)."""
         rows = [(first_offset + i, dump_record(r)) for i, r in enumerate(records)]
-        with self.conn.cursor() as cur:
-            cur.executemany("INSERT INTO meta_log (log_offset, record) VALUES (%s, %s)", rows)
-        return digest(rows[-1][1])
+        if rows:
+            with self.conn.cursor() as cur:
+                cur.executemany("INSERT INTO meta_log (log_offset, record) VALUES (%s, %s)", rows)
+        return digest(rows[-1][1]) if rows else None
 
     def in_recovery(self) -> bool:
         row = self.conn.execute("SELECT pg_is_in_recovery()").fetchone()
@@ -242,8 +248,8 @@ class _LogBase:
     def read_since(self, offset: int) -> list[LogEntry]:
         return self._read(lambda v: v.read_since(offset))  # type: ignore[no-any-return]
 
-    def read_checked(self, at: int, always: bool = True) -> Checked | None:
-        return self._read(lambda v: v.read_checked(at, always))  # type: ignore[no-any-return]
+    def read_checked(self, at: int) -> Checked:
+        return self._read(lambda v: v.read_checked(at))  # type: ignore[no-any-return]
 
     def in_recovery(self) -> bool:
         return self._read(lambda v: v.in_recovery())  # type: ignore[no-any-return]
@@ -287,7 +293,7 @@ class SqliteLog(_LogBase):
         self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=FULL")
-        self._conn.create_function("md5", 1, digest, deterministic=True)  # read_checked's, as PostgreSQL's
+        self._conn.create_function("record_digest", 1, digest, deterministic=True)  # read_checked's
         try:
             pg_schema.sqlite_prepare(self._conn, url, SCHEMA, _ddl(big="INTEGER", blob="BLOB"))
         except BaseException:

@@ -33,8 +33,9 @@ log = logging.getLogger("mqindex.broker.metadata")
 RETRY_S = 1.0
 #: libpq settings bounding how long a connection attempt, or a statement on a cut network, waits (unless the URL
 #: sets them): a node notices a dead server within seconds instead of the kernel's TCP timeouts (minutes)
+# client_encoding: text comes back as str whatever the database's encoding (a SQL_ASCII one gave bytes)
 DEFAULT_OPTIONS = {"connect_timeout": "5", "keepalives": "1", "keepalives_idle": "5", "keepalives_interval": "2",
-                   "keepalives_count": "3", "tcp_user_timeout": "10000"}
+                   "keepalives_count": "3", "tcp_user_timeout": "10000", "client_encoding": "UTF8"}
 WHAT = "the metadata database (--metadata)"
 
 T = TypeVar("T")

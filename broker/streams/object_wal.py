@@ -187,12 +187,12 @@ class ObjectWal:
                     self._failed = exc
                     rest, self._queue = self._queue, []
                 # the failed write's object may be stored (a restart or a survivor replays it); the rest were not
+                failure = WalError(f"shared WAL write failed: {exc}")
                 for p in batch:
-                    p.future.set_exception(WalError(f"shared WAL write failed: {exc}; the records of this write may "
-                                                    "or may not be kept (the WAL is replayed from what its store "
-                                                    "holds)"))
+                    p.future.set_exception(WalError(f"{failure}; the records of this write may or may not be kept (the "
+                                                    "WAL is replayed from what its store holds)", failure))
                 for p in rest:
-                    p.future.set_exception(WalError(f"shared WAL write failed: {exc}; these records were not written"))
+                    p.future.set_exception(WalError(f"{failure}; these records were not written", failure))
                 continue
             for p, r in zip(batch, results, strict=True):
                 p.future.set_result(r)

@@ -303,8 +303,8 @@ class StreamStorage:
                 stream.rollback_unacknowledged()
                 if isinstance(exc, OutOfDisk):
                     self.disk.enter("wal", exc.path, exc.detail)
-                else:
-                    self.failed = self.failed or exc
+                else:  # the WAL's failure, not what this append was told of it (WalError.failure)
+                    self.failed = self.failed or getattr(exc, "failure", None) or exc
                 out.set_exception(exc)
                 return
             slot.wal_start, slot.wal_next = f.result().offset, f.result().next_offset

@@ -361,17 +361,19 @@ class Wal:
         if disk:
             err = OutOfDisk(str(self.directory), f"WAL write failed: {exc}")
         else:
-            # the failed write may have reached the disk (a restart replays what did); those behind it were not made
-            err = WalError(f"WAL {self.directory}: write failed: {exc}; the records of this write may or may not be "
-                           "kept (a restart replays what reached the disk)")
-            behind = WalError(f"WAL {self.directory}: write failed: {exc}; these records were not written")
+            # the failed write may have reached the disk (a restart replays what did); those behind it were not made.
+            # The WAL's (and the node's) failure is said without either: a later request was not in that write
+            failure = WalError(f"WAL {self.directory}: write failed: {exc}")
+            err = WalError(f"{failure}; the records of this write may or may not be kept (a restart replays what "
+                           "reached the disk)", failure)
+            behind = WalError(f"{failure}; these records were not written", failure)
         with self._cond:
             if disk:
                 self._paused = err  # type: ignore[assignment]
                 self._settling = True
                 self.episodes += 1
             else:
-                self._failed = err
+                self._failed = err.failure or err
             rest, self._queue = list(self._queue), deque()
         if disk:
             try:

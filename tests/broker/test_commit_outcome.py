@@ -48,9 +48,9 @@ def answer_lost(meta: MetadataClient, record_type: str) -> Iterator[dict[str, bo
         with real() as txn:
             append = txn.append
 
-            def recording(first: int, records: list[dict[str, Any]]) -> None:
+            def recording(first: int, records: list[dict[str, Any]]) -> str | None:
                 appended.extend(records)
-                append(first, records)
+                return append(first, records)
 
             txn.append = recording  # type: ignore[method-assign]
             yield txn
