@@ -23,7 +23,7 @@ Bad options or columns raise `WriteOptionError` naming them before any row is pr
 from __future__ import annotations
 
 import logging
-import threading
+import traceback
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -109,17 +109,18 @@ def _bytes(v: Any) -> bytes | None:
 
 
 class _Deliveries:
+    """The producer's delivery reports. librdkafka calls this only from poll() and flush(), on the thread producing:
+    no lock (one here once stayed held, and a task waited on it in flush() until the test's timeout)."""
+
     def __init__(self) -> None:
         self.errors: list[str] = []
         self.failed = 0
-        self.lock = threading.Lock()
 
     def __call__(self, err: Any, msg: Any) -> None:
         if err is not None:
-            with self.lock:
-                self.failed += 1
-                if len(self.errors) < MAX_ERRORS_SHOWN:
-                    self.errors.append(f"{msg.topic()}/{msg.partition()}: {err}")
+            self.failed += 1
+            if len(self.errors) < MAX_ERRORS_SHOWN:
+                self.errors.append(f"{msg.topic()}/{msg.partition()}: {err}")
 
 
 def produce_rows(opts: WriteOptions, rows: Iterator[Any], flush_timeout_s: float = 300.0) -> dict[str, int]:
@@ -133,6 +134,21 @@ def produce_rows(opts: WriteOptions, rows: Iterator[Any], flush_timeout_s: float
     except KafkaException as exc:
         raise WriteOptionError(f"kafka.*: the producer does not take these settings: {exc}") from None
     done = _Deliveries()
+    # the client goes when this returns or raises: nothing left queued, and no frame of a raised error keeping it
+    # (a Spark worker is reused, and a producer kept alive so went on reconnecting to a cluster long gone)
+    try:
+        return _produce_all(producer, done, opts, rows, flush_timeout_s)
+    except BaseException as exc:
+        traceback.clear_frames(exc.__traceback__)  # the frames below this one (this one is cleared by `del`)
+        raise
+    finally:
+        producer.purge()
+        producer.flush(0)
+        del producer
+
+
+def _produce_all(producer: Any, done: _Deliveries, opts: WriteOptions, rows: Iterator[Any],
+                 flush_timeout_s: float) -> dict[str, int]:
     counts: dict[str, int] = {}
     for row in rows:
         get = row.asDict if hasattr(row, "asDict") else None
