@@ -78,7 +78,6 @@ class MetadataDiverged(MetadataUnavailable):
     build on a log that contradicts what it served; a restart loads the database's log as it is now."""
 
 
-
 class Fenced(MetadataError):
     """A stale epoch (stream epoch or node epoch) tried to change the metadata; nothing was applied."""
 

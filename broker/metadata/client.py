@@ -154,16 +154,16 @@ class MetadataClient(StreamOps, ObjectOps):
     def _load(self, src: LogStore | LockedLog) -> None:
         """Replace the image by the newest valid snapshot plus the log after it (or a full replay)."""
         for _ in range(_RELOAD_ATTEMPTS):
-            image = self._load_once(src)
-            if image is not None:
-                found = src.read_checked(image.offset)[0]  # what the next catch-up finds there
-                self.image, self._digest = image, found  # together: a failed read leaves neither replaced
+            loaded = self._load_once(src)
+            if loaded is not None:
+                self.image, self._digest = loaded  # together: a failed load leaves neither replaced
                 return
         raise MetadataError(f"node {self.node_id}: the metadata log was truncated under every load attempt "
                             f"({_RELOAD_ATTEMPTS}); cannot open")
 
-    def _load_once(self, src: LogStore | LockedLog) -> MetadataImage | None:
-        """One attempt; None when a concurrent truncation removed what it was reading (try again)."""
+    def _load_once(self, src: LogStore | LockedLog) -> tuple[MetadataImage, str | None] | None:
+        """One attempt: the image and the digest of the record at its offset (`_with_tail`); None when a concurrent
+        truncation removed what it was reading (try again)."""
         damaged: list[str] = []
         for info in src.snapshots():
             if info.damaged:
@@ -184,22 +184,24 @@ class MetadataClient(StreamOps, ObjectOps):
                 damaged.append(str(exc))
                 continue
             return self._with_tail(image, src)
-        image = self._with_tail(MetadataImage(), src)  # no usable snapshot: replay the whole log
-        if image is not None:
-            return image
+        loaded = self._with_tail(MetadataImage(), src)  # no usable snapshot: replay the whole log
+        if loaded is not None:
+            return loaded
         if damaged:
             raise snapshot.SnapshotDamaged(f"node {self.node_id}: the metadata log starts at offset "
                                            f"{src.first_offset()} and no snapshot is usable: " + "; ".join(damaged))
         return None
 
     @staticmethod
-    def _with_tail(image: MetadataImage, src: LogStore | LockedLog) -> MetadataImage | None:
-        entries = src.read_since(image.offset)
+    def _with_tail(image: MetadataImage, src: LogStore | LockedLog) -> tuple[MetadataImage, str | None] | None:
+        """The image with the log after it applied, and the digest of the record at its new offset (what the next
+        catch-up compares)."""
+        found, entries, last = src.read_checked(image.offset)
         if entries and entries[0][0] != image.offset + 1:
             return None  # the records right after this image were truncated
         for offset, rec in entries:
             image.apply(offset, rec)
-        return image
+        return image, last if entries else found
 
     # -- snapshots -------------------------------------------------------------------------------
     def maybe_snapshot(self, now_ms: int | None = None, force: bool = False) -> SnapshotResult | None:
@@ -380,4 +382,3 @@ class MetadataClient(StreamOps, ObjectOps):
 
     def kv_delete(self, key: str) -> None:
         self._txn(lambda img: ([{"type": "kv_delete", "key": key}] if key in img.kv else [], None))
-

@@ -98,7 +98,7 @@ class LogStore(Protocol):
     def close(self) -> None: ...
 
 
-def dump_record(rec: Record) -> str:
+def _dump(rec: Record) -> str:
     """A record as the log stores it (ASCII: json.dumps escapes the rest)."""
     return json.dumps(rec, separators=(",", ":"), sort_keys=True)
 
@@ -190,6 +190,17 @@ class _Sql:
         for o in offsets:
             self.conn.execute(self._q("DELETE FROM meta_snapshot WHERE log_offset = ?"), (o,))
 
+    def append(self, first_offset: int, records: list[Record]) -> str | None:
+        """Insert the records; the digest of the last one's stored text (None for no records)."""
+        rows = [(first_offset + i, _dump(r)) for i, r in enumerate(records)]
+        if not rows:
+            return None
+        self._insert(rows)
+        return digest(rows[-1][1])
+
+    def _insert(self, rows: list[tuple[int, str]]) -> None:
+        raise NotImplementedError  # the driver's executemany: _SqliteTxn, _PostgresTxn
+
     def truncate_before(self, log_offset: int) -> int:
         """Delete the log records below `log_offset` (the record at it stays); returns how many."""
         cur = self.conn.execute(self._q("DELETE FROM meta_log WHERE log_offset < ?"), (log_offset,))
@@ -197,25 +208,17 @@ class _Sql:
 
 
 class _SqliteTxn(_Sql):
-    def append(self, first_offset: int, records: list[Record]) -> str | None:
-        """Insert the records; the digest of the last one's stored text (None for no records)."""
-        rows = [(first_offset + i, dump_record(r)) for i, r in enumerate(records)]
-        if rows:
-            self.conn.executemany("INSERT INTO meta_log (log_offset, record) VALUES (?, ?)", rows)
-        return digest(rows[-1][1]) if rows else None
+    def _insert(self, rows: list[tuple[int, str]]) -> None:
+        self.conn.executemany("INSERT INTO meta_log (log_offset, record) VALUES (?, ?)", rows)
 
 
 class _PostgresTxn(_Sql):
     ph = "%s"
     digest_sql = "encode(sha256(convert_to(record, 'UTF8')), 'hex')"
 
-    def append(self, first_offset: int, records: list[Record]) -> str | None:
-        """Insert the records; the digest of the last one's stored text (None for no records)."""
-        rows = [(first_offset + i, dump_record(r)) for i, r in enumerate(records)]
-        if rows:
-            with self.conn.cursor() as cur:
-                cur.executemany("INSERT INTO meta_log (log_offset, record) VALUES (%s, %s)", rows)
-        return digest(rows[-1][1]) if rows else None
+    def _insert(self, rows: list[tuple[int, str]]) -> None:
+        with self.conn.cursor() as cur:
+            cur.executemany("INSERT INTO meta_log (log_offset, record) VALUES (%s, %s)", rows)
 
     def in_recovery(self) -> bool:
         row = self.conn.execute("SELECT pg_is_in_recovery()").fetchone()

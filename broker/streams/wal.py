@@ -357,6 +357,7 @@ class Wal:
         writer goes on once resumed); any other error fails it for good (False)."""
         disk = is_out_of_space(exc)
         err: WalError
+        failure: WalError | None = None  # the WAL's own failure (not out of disk), as later requests are told it
         behind: WalError | None = None  # for the appends queued behind the failed write (out of disk: the same)
         if disk:
             err = OutOfDisk(str(self.directory), f"WAL write failed: {exc}")
@@ -373,7 +374,7 @@ class Wal:
                 self._settling = True
                 self.episodes += 1
             else:
-                self._failed = err.failure or err
+                self._failed = failure
             rest, self._queue = list(self._queue), deque()
         if disk:
             try:
