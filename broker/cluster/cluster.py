@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from broker.cluster import handoff_wal
+from broker.cluster import handoff_wal, leaving
 from broker.cluster.assignment import (
     PREFIX,
     Move,
@@ -317,8 +317,10 @@ class Cluster:
         return any(n != self.node_id for n in self.membership.alive(0))
 
     def drain(self) -> int:
-        """Graceful shutdown: hand every partition led here to the other live nodes. Returns how many moved."""
-        others = [n for n in self.membership.alive(0) if n != self.node_id]
+        """Graceful shutdown: hand every partition led here to the other live nodes not stopping themselves
+        (broker/cluster/leaving.py). Returns how many moved."""
+        leaving.announce(self.meta, self.node_id, self.membership.node_epoch)
+        others = sorted(leaving.staying(self.meta, self.membership.alive(0)) - {self.node_id})
         owned = self.parts.owned()
         if not others or not owned or self.watcher is None:
             return 0
@@ -334,18 +336,24 @@ class Cluster:
         for p, t in zip(owned, targets, strict=True):
             moved += hand_off(self.parts, p, t, self.watcher.sync_index, lend=self.watcher.lends_to(t))
         if self.wal_store is not None:
-            self._wait_lent_committed()
+            self._wait_lent_committed(set(targets))
         log.info("drained", extra={"node_id": self.node_id, "partitions": moved, "to": sorted(set(targets))})
         return moved
 
-    def _wait_lent_committed(self, wait_s: float = 30.0) -> None:
+    def _wait_lent_committed(self, targets: set[int], wait_s: float = 30.0) -> None:
         """After a drain over the shared WAL: wait (bounded) until the targets have committed what they read from
-        this node's WAL, so that a clean stop leaves it trimmed (else its objects stay until this node returns)."""
+        this node's WAL, so that a clean stop leaves it trimmed (else its objects stay until this node returns).
+        The wait ends once every target has stopped or is stopping (broker/cluster/leaving.py): a stopping node
+        commits nothing more, and whoever leads those partitions next reads them from this node's WAL."""
         storage = self.parts.storage
         deadline = time.monotonic() + wait_s
         while storage.lent_streams and time.monotonic() < deadline:
             self.meta.catch_up()
             storage.release_lent()
+            if storage.lent_streams and not targets & leaving.staying(self.meta, self.membership.alive()):
+                log.info("the nodes the partitions went to are stopping too; not waiting for them to commit",
+                         extra={"node_id": self.node_id, "to": sorted(targets), "streams": storage.lent_streams})
+                break
             time.sleep(0.05)
         if storage.lent_streams:
             log.warning("stopping with moved records the new leaders have not committed yet; this node's WAL "
