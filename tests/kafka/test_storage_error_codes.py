@@ -30,7 +30,9 @@ TOPIC = "wal-fails"
 def two_nodes(tmp_path: Path, seaweedfs: SeaweedFS, wal_store: SeaweedFS, pg_url: Callable[[], str]
               ) -> Iterator[list[KafkaServerProcess]]:
     prefix = f"walf-{uuid.uuid4().hex[:8]}"
-    store, wal, meta = seaweedfs.store_url("mqindex", prefix), wal_store.store_url("wal", prefix), pg_url()
+    # a retry bound of 3 s on the WAL's store, so that the victim's WAL fails in seconds (the default bound is 30 s)
+    store, meta = seaweedfs.store_url("mqindex", prefix), pg_url()
+    wal = wal_store.store_url("wal", prefix, retry_seconds="3")
     with kafka_nodes(tmp_path, 2, {TOPIC: 2}, "--store", store, "--wal", wal, "--metadata", meta,
                      "--lease-ms", "3000") as made:
         yield made
@@ -49,7 +51,7 @@ def read_partition(bootstrap: str, partition: int, expect: int, timeout: float =
     return [bytes(m.value() or b"") for m in read_until_quiet(bootstrap, [(TOPIC, partition)], expect, timeout)]
 
 
-@pytest.mark.slow(seconds=90)  # the WAL's put retried for 30 s, a SeaweedFS started again, a lease to expire
+@pytest.mark.slow(seconds=60)  # the WAL's put retried for 3 s, a SeaweedFS started again, a lease to expire
 def test_a_failed_wal_is_a_retriable_storage_error_and_an_idempotent_producer_loses_nothing(
         two_nodes: list[KafkaServerProcess], wal_store: SeaweedFS) -> None:
     nodes = two_nodes
