@@ -152,6 +152,6 @@ class NodeClosed(BrokerError):
 class NodeNotLive(BrokerError):
     """A request names a node that is not alive in the cluster (HTTP 409: the cluster's state, not the syntax)."""
 
-    def __init__(self, node: object) -> None:
-        super().__init__(f"to: node {node!r} is not a live node")
+    def __init__(self, node: object, why: str = "") -> None:
+        super().__init__(f"to: node {node!r} is not a live node" + (f" ({why})" if why else ""))
         self.field = "to"

@@ -201,7 +201,7 @@ class Cluster:
         load: dict[int, int] = {}
         for lead in leaders(self.meta, refresh=True).values():
             load[lead.node] = load.get(lead.node, 0) + 1
-        alive = set(self.membership.alive(max_age_s=0)) | {self.node_id}
+        alive = leaving.staying(self.meta, self.membership.alive(max_age_s=0)) | {self.node_id}
         return spread(partitions, alive, load)
 
     def delete_topic(self, name: str) -> TopicInfo:
@@ -237,6 +237,8 @@ class Cluster:
         p = self.parts.partition(info, partition)
         if isinstance(target, bool) or not isinstance(target, int) or target not in self.membership.alive(0):
             raise NodeNotLive(target)
+        if target not in leaving.staying(self.meta, self.membership.alive(0)):
+            raise NodeNotLive(target, "it is stopping")
         old = leaders(self.meta, refresh=True).get((info.topic_id, partition))
         current = self.meta.get_stream(p.data_stream)
         before = current.epoch
@@ -317,43 +319,68 @@ class Cluster:
         return any(n != self.node_id for n in self.membership.alive(0))
 
     def drain(self) -> int:
-        """Graceful shutdown: hand every partition led here to the other live nodes not stopping themselves
-        (broker/cluster/leaving.py). Returns how many moved."""
+        """Graceful shutdown: hand every partition led here, and every one assigned here not opened yet, to the
+        other live nodes not stopping themselves (broker/cluster/leaving.py). Returns how many moved.
+
+        Two nodes stopping at once see each other's announcement: each announces, then reads the leaders (this
+        one, after its watcher stopped: it takes nothing more), and reads who stays again after recording its
+        targets. Of two such writes on the metadata log one comes first, so either the second node finds the
+        partition assigned to it and hands it on, or the first node finds its target stopping and picks again."""
         leaving.announce(self.meta, self.node_id, self.membership.node_epoch)
         others = sorted(leaving.staying(self.meta, self.membership.alive(0)) - {self.node_id})
-        owned = self.parts.owned()
-        if not others or not owned or self.watcher is None:
+        if not others or self.watcher is None:
             return 0
-        if self.watcher is not None:
-            self.watcher.stop()
+        self.watcher.stop()
+        owned = self.parts.owned()
+        lead = leaders(self.meta, refresh=True)
+        mine = {(p.topic.topic_id, p.index) for p in owned}
+        unopened = sorted(k for k, w in lead.items() if w.node == self.node_id and k not in mine)
+        if not owned and not unopened:
+            return 0
+        keys = [(p.topic.topic_id, p.index) for p in owned] + unopened
         load: dict[int, int] = {}
-        for lead in leaders(self.meta, refresh=True).values():
-            if lead.node in others:
-                load[lead.node] = load.get(lead.node, 0) + 1
-        targets = spread(len(owned), others, load)
-        set_leaders(self.meta, {(p.topic.topic_id, p.index): t for p, t in zip(owned, targets, strict=True)})
-        moved = 0
+        for w in lead.values():
+            load[w.node] = load.get(w.node, 0) + 1
+        targets = spread(len(keys), others, load)
+        set_leaders(self.meta, dict(zip(keys, targets, strict=True)))
+        stay = leaving.staying(self.meta, self.membership.alive(0))
+        if set(targets) - stay and set(others) & stay:  # a target announced its stop meanwhile: pick again
+            others = sorted(set(others) & stay)
+            again = [i for i, t in enumerate(targets) if t not in stay]
+            for i, t in zip(again, spread(len(again), others, load), strict=True):
+                targets[i] = t
+            set_leaders(self.meta, dict(zip(keys, targets, strict=True)))
+        targets = targets[:len(owned)]
+        lent_to = {s.stream_id: t for p, t in zip(owned, targets, strict=True) for s in p.streams}  # before the
+        moved = 0  # hand-offs, which close the partitions' streams here
         for p, t in zip(owned, targets, strict=True):
             moved += hand_off(self.parts, p, t, self.watcher.sync_index, lend=self.watcher.lends_to(t))
         if self.wal_store is not None:
-            self._wait_lent_committed(set(targets))
-        log.info("drained", extra={"node_id": self.node_id, "partitions": moved, "to": sorted(set(targets))})
+            self._wait_lent_committed(lent_to)
+        log.info("drained", extra={"node_id": self.node_id, "partitions": moved, "unopened": len(unopened),
+                                   "to": sorted(set(targets))})
         return moved
 
-    def _wait_lent_committed(self, targets: set[int], wait_s: float = 30.0) -> None:
+    def _wait_lent_committed(self, lent_to: dict[int, int], wait_s: float = 30.0) -> None:
         """After a drain over the shared WAL: wait (bounded) until the targets have committed what they read from
         this node's WAL, so that a clean stop leaves it trimmed (else its objects stay until this node returns).
-        The wait ends once every target has stopped or is stopping (broker/cluster/leaving.py): a stopping node
-        commits nothing more, and whoever leads those partitions next reads them from this node's WAL."""
+        `lent_to`: stream id -> the node it was handed to. The wait ends once each stream still lent went to a
+        node that has stopped or is stopping (broker/cluster/leaving.py): such a node commits nothing more, and
+        whoever leads those partitions next reads them from this node's WAL. A stream lent by an earlier move
+        (its target not known here) is waited for up to the bound, as before."""
         storage = self.parts.storage
         deadline = time.monotonic() + wait_s
         while storage.lent_streams and time.monotonic() < deadline:
             self.meta.catch_up()
             storage.release_lent()
-            if storage.lent_streams and not targets & leaving.staying(self.meta, self.membership.alive()):
-                log.info("the nodes the partitions went to are stopping too; not waiting for them to commit",
-                         extra={"node_id": self.node_id, "to": sorted(targets), "streams": storage.lent_streams})
-                break
+            waiting = storage.lent_stream_ids()
+            if waiting and waiting <= lent_to.keys():
+                stay = leaving.staying(self.meta, self.membership.alive())
+                if not any(lent_to[sid] in stay for sid in waiting):
+                    log.info("the nodes the partitions went to are stopping too; not waiting for them to commit",
+                             extra={"node_id": self.node_id, "to": sorted({lent_to[sid] for sid in waiting}),
+                                    "streams": len(waiting)})
+                    break
             time.sleep(0.05)
         if storage.lent_streams:
             log.warning("stopping with moved records the new leaders have not committed yet; this node's WAL "

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from broker.cluster import handoff_wal
+from broker.cluster import handoff_wal, leaving
 from broker.cluster.assignment import leaders, set_leaders, spread
 from broker.cluster.failover_history import (
     FAILOVER_HISTORY_PER_NODE,
@@ -311,6 +311,9 @@ class Failover:
             log.error("failover: node fenced; its WAL was local, so records it acknowledged but had not "
                       "uploaded are lost", extra=report_doc)
         self.done.append(report_doc)
+        # spread over the live nodes not stopping (broker/cluster/leaving.py): a stopping node would keep them unserved
+        stay = leaving.staying(meta, self.membership.alive(0))
+        alive = [n for n in alive if n in stay or n == self.parts.node_id]
         others = [n for n in alive if n != self.parts.node_id]
         if others and opened:
             load: dict[int, int] = {}

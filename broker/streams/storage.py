@@ -508,6 +508,10 @@ class StreamStorage:
         """Streams moved away whose next owner has not committed what it reads from this node's WAL yet."""
         return len(self._lent)
 
+    def lent_stream_ids(self) -> set[int]:
+        """The ids of those streams."""
+        return set(self._lent)
+
     def release_lent(self) -> None:
         """Let the WAL trim the records of lent streams the metadata shows committed (or deleted) since."""
         done: dict[int, int] = {}
