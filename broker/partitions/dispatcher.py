@@ -13,6 +13,9 @@ nothing is indexed twice; nothing acknowledged is skipped, since the live entrie
 go after its catch-up range.
 Both paths give an entry the same store time: the append time, taken when the batch is queued on the WAL and
 stored with its stream record, so a re-dispatched entry is the entry the live path gave (index_time.py).
+While the metadata database does not answer (a batch's partition claim is stored there first, index_claims.py),
+the batch waits and is put again once it answers; only a stop meanwhile ends the thread, and the next start
+re-dispatches from the index's checkpoint.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from broker.errors import StreamNotFound
+from broker.errors import MetadataUnavailable, StreamNotFound
 from broker.partitions.topic_errors import TopicNotFound
 from index_file import IndexEntry
 
@@ -138,12 +141,28 @@ class Dispatcher:
         if self._thread.is_alive():
             self._thread.join()
 
+    def _put(self, entries: Sequence[IndexEntry]) -> None:
+        """Put the entries; while the metadata database does not answer, wait and put them again (module doc)."""
+        pause = 0.05
+        while True:
+            try:
+                self._put_batch(entries)
+                return
+            except MetadataUnavailable as exc:
+                if self._stop:
+                    raise
+                if pause == 0.05:  # once an outage: the metadata client logs when it answers again
+                    log.warning("index dispatch waits for the metadata database", extra={
+                        "error": str(exc), "entries": len(entries)})
+                time.sleep(pause)
+                pause = min(2.0, pause * 2)
+
     def _redispatch(self, c: CatchUp) -> None:
         n = 0
         last = c.start - 1
         try:
             for entries in self._read_entries(c):
-                self._put_batch(entries)
+                self._put(entries)
                 n += len(entries)
                 last = entries[-1].offset
         except (TopicNotFound, StreamNotFound):
@@ -199,7 +218,7 @@ class Dispatcher:
                     for item in items:
                         batch.extend(item if isinstance(item, list) else item())
                     if batch:
-                        self._put_batch(batch)
+                        self._put(batch)
                     self.dispatched += len(batch)
                 finally:
                     with self._cond:

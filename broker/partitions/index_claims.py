@@ -115,31 +115,33 @@ class IndexClaims:
     def cover(self, firsts: dict[QueueKey, int]) -> None:
         """Claim the partitions of entries about to be indexed (first offset of each)."""
         with self._lock:
+            claims = dict(self._claims)
             changed = False
             for k, off in firsts.items():
-                c = self._claims.get(k)
+                c = claims.get(k)
                 if c is not None and c.last is None and c.lo <= off:
                     continue
                 if c is None or (c.last is not None and c.lo > c.last):
                     lo = off
                 else:
                     lo = min(c.lo, off)
-                self._claims[k] = Claim(k[0], k[1], lo, None)
+                claims[k] = Claim(k[0], k[1], lo, None)
                 changed = True
             if changed:
-                self._save()
+                self._save(claims)
 
     def release(self, topic: str, partition: int, last: int | None) -> None:
         """A hand-off: the index holds nothing of the partition after `last` (None: nothing at all)."""
         with self._lock:
-            c = self._claims.get((topic, partition))
+            claims = dict(self._claims)
+            c = claims.get((topic, partition))
             if c is None:
                 return
             if last is None or c.lo > last:
-                del self._claims[(topic, partition)]
+                del claims[(topic, partition)]
             else:
-                self._claims[(topic, partition)] = Claim(topic, partition, c.lo, last)
-            self._save()
+                claims[(topic, partition)] = Claim(topic, partition, c.lo, last)
+            self._save(claims)
 
     def narrow(self, files: Iterable[FileRanges], published: set[str]) -> None:
         """Move the claims past what the published uploaded files hold. `files` must be read before the
@@ -155,8 +157,9 @@ class IndexClaims:
                 else:
                     local_lo[k] = min(local_lo.get(k, lo), lo)
         with self._lock:
+            claims = dict(self._claims)
             changed = False
-            for k, c in list(self._claims.items()):
+            for k, c in list(claims.items()):
                 if k in local_lo:
                     lo = local_lo[k]
                 elif k in uploaded_hi:
@@ -164,15 +167,18 @@ class IndexClaims:
                 else:
                     lo = c.lo  # nothing written yet: the entries are on their way to the writing file
                 if c.last is not None and lo > c.last:
-                    del self._claims[k]
+                    del claims[k]
                     changed = True
                 elif lo != c.lo:
-                    self._claims[k] = Claim(c.topic, c.partition, lo, c.last)
+                    claims[k] = Claim(c.topic, c.partition, lo, c.last)
                     changed = True
             if changed:
-                self._save()
+                self._save(claims)
 
-    def _save(self) -> None:
+    def _save(self, claims: dict[QueueKey, Claim]) -> None:
+        """Store the claims, then hold them: a store that failed (the metadata database did not answer) changes
+        nothing here, so the same claim is stored when it is asked for again."""
         body = json.dumps({"claims": [[c.topic, c.partition, c.lo, c.last] for c in
-                                      sorted(self._claims.values(), key=lambda c: (c.topic, c.partition))]})
+                                      sorted(claims.values(), key=lambda c: (c.topic, c.partition))]})
         self.meta.kv_put(claims_key(self.node_id), body)
+        self._claims = claims

@@ -60,3 +60,40 @@ def test_claims_cover_what_is_local_and_follow_uploads_and_hand_offs(tmp_path: P
         index.close()
         meta.close()
         other.close()
+
+
+def test_a_claim_not_stored_while_the_metadata_does_not_answer_is_stored_when_it_does(tmp_path: Path) -> None:
+    """The metadata database ended the connection under a claim's store (a real SQLite log whose writes fail for
+    a while): the dispatcher thread does not die, it puts the batch again once the metadata answers, and the
+    claim the failed store would have made is stored then (it was not taken as made)."""
+    from broker.errors import MetadataUnavailable
+    from broker.partitions.dispatcher import Dispatcher
+
+    meta = MetadataClient(f"sqlite:///{tmp_path}/meta.sqlite", 0)
+    meta.register_node()
+    index = IndexService.open(tmp_path / "index", store=f"file://{tmp_path}/store", maintain_interval_s=0)
+    other = MetadataClient(f"sqlite:///{tmp_path}/meta.sqlite", 1)
+    failures = [3]  # the next three metadata writes fail
+    write = meta._txn
+
+    def flaky(build):  # type: ignore[no-untyped-def]
+        if failures[0]:
+            failures[0] -= 1
+            raise MetadataUnavailable("terminating connection due to administrator command")
+        return write(build)
+
+    meta._txn = flaky  # type: ignore[method-assign]
+    claims = IndexClaims(meta, 0)
+    d = Dispatcher(claims.guard(index.put_batch), lambda c: iter(()), index.flush)
+    d.start([])
+    try:
+        d.enqueue(_entries(0, 0, 40))
+        d.wait_idle(30)
+        assert d.error is None and failures == [0]
+        assert {(c.topic, c.partition, c.lo, c.last) for c in read_claims(other, 0)} == {("orders", 0, 0, None)}
+        assert sorted(h.offset for h in index.query("orders", "k3", 100)) == [o for o in range(40) if o % 7 == 3]
+    finally:
+        d.stop()
+        index.close()
+        meta.close()
+        other.close()
