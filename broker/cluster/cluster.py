@@ -235,9 +235,10 @@ class Cluster:
         at_ms = now_ms()
         info = self.parts.topic(topic)
         p = self.parts.partition(info, partition)
-        if isinstance(target, bool) or not isinstance(target, int) or target not in self.membership.alive(0):
+        alive = self.membership.alive(0)
+        if isinstance(target, bool) or not isinstance(target, int) or target not in alive:
             raise NodeNotLive(target)
-        if target not in leaving.staying(self.meta, self.membership.alive(0)):
+        if target not in leaving.staying(self.meta, alive):
             raise NodeNotLive(target, "it is stopping")
         old = leaders(self.meta, refresh=True).get((info.topic_id, partition))
         current = self.meta.get_stream(p.data_stream)
@@ -333,11 +334,12 @@ class Cluster:
         self.watcher.stop()
         owned = self.parts.owned()
         lead = leaders(self.meta, refresh=True)
-        mine = {(p.topic.topic_id, p.index) for p in owned}
+        keys = [(p.topic.topic_id, p.index) for p in owned]
+        mine = set(keys)
         unopened = sorted(k for k, w in lead.items() if w.node == self.node_id and k not in mine)
         if not owned and not unopened:
             return 0
-        keys = [(p.topic.topic_id, p.index) for p in owned] + unopened
+        keys += unopened
         load: dict[int, int] = {}
         for w in lead.values():
             load[w.node] = load.get(w.node, 0) + 1
@@ -375,7 +377,7 @@ class Cluster:
             storage.release_lent()
             waiting = storage.lent_stream_ids()
             if waiting and waiting <= lent_to.keys():
-                stay = leaving.staying(self.meta, self.membership.alive())
+                stay = leaving.staying(self.meta, self.membership.alive(), refresh=False)  # caught up above
                 if not any(lent_to[sid] in stay for sid in waiting):
                     log.info("the nodes the partitions went to are stopping too; not waiting for them to commit",
                              extra={"node_id": self.node_id, "to": sorted({lent_to[sid] for sid in waiting}),

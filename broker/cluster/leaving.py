@@ -36,11 +36,11 @@ def announce(meta: MetadataClient, node_id: int, epoch: int) -> None:
         log.warning("could not announce that this node is stopping", extra={"node_id": node_id, "error": str(exc)})
 
 
-def staying(meta: MetadataClient, alive: dict[int, NodeLease]) -> set[int]:
+def staying(meta: MetadataClient, alive: dict[int, NodeLease], refresh: bool = True) -> set[int]:
     """The live nodes whose incarnation has not announced that it is stopping (from the announcements last read
-    while the metadata does not answer)."""
+    while the metadata does not answer; `refresh=False`: the caller has just caught up)."""
     try:
-        flags = meta.kv_items(PREFIX)
+        flags = meta.kv_items(PREFIX, refresh=refresh)
     except MetadataUnavailable:
         flags = meta.kv_items(PREFIX, refresh=False)
     return {n for n, lease in alive.items() if flags.get(f"{PREFIX}{n}") != str(lease.epoch)}

@@ -115,20 +115,18 @@ class IndexClaims:
     def cover(self, firsts: dict[QueueKey, int]) -> None:
         """Claim the partitions of entries about to be indexed (first offset of each)."""
         with self._lock:
-            claims = dict(self._claims)
-            changed = False
+            updates: dict[QueueKey, Claim] = {}  # (every batch comes here: no copy of the claims unless they change)
             for k, off in firsts.items():
-                c = claims.get(k)
+                c = self._claims.get(k)
                 if c is not None and c.last is None and c.lo <= off:
                     continue
                 if c is None or (c.last is not None and c.lo > c.last):
                     lo = off
                 else:
                     lo = min(c.lo, off)
-                claims[k] = Claim(k[0], k[1], lo, None)
-                changed = True
-            if changed:
-                self._save(claims)
+                updates[k] = Claim(k[0], k[1], lo, None)
+            if updates:
+                self._save({**self._claims, **updates})
 
     def release(self, topic: str, partition: int, last: int | None) -> None:
         """A hand-off: the index holds nothing of the partition after `last` (None: nothing at all)."""
