@@ -3,7 +3,7 @@ each one metadata transaction checked against the caught-up image (epochs and ow
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
 from broker.errors import Fenced, InvalidRequest, StreamNotFound
@@ -44,8 +44,11 @@ class StreamOps(_Base):
             self.catch_up()
         return self.image.stream(stream_id)
 
-    def _open_records(self, img: MetadataImage, stream_id: int, epoch: int) -> list[Record]:
-        """The records opening `stream_id` at `epoch` (none for an idempotent re-open); raises when refused."""
+    def _open_records(self, img: MetadataImage, stream_id: int, epoch: int, take_back: bool = False) -> list[Record]:
+        """The records opening `stream_id` at `epoch` (none for an idempotent re-open); raises when refused.
+        take_back: the caller (this node) does not hold the stream in this incarnation, so a stream OPENED by this
+        node at a lower epoch was left open by an earlier incarnation of it: closed and opened again in the same
+        transaction (`open_streams`)."""
         s = img.stream(stream_id)
         if epoch < s.epoch:
             raise Fenced(f"open stream {stream_id}: epoch {epoch} is stale (current {s.epoch})")
@@ -55,11 +58,14 @@ class StreamOps(_Base):
             if s.state == OPENED:
                 return []  # idempotent re-open by the owner
             raise Fenced(f"open stream {stream_id}: epoch {epoch} was closed; open with a higher epoch")
+        records: list[Record] = []
         if s.state == OPENED:
-            raise InvalidRequest(f"open stream {stream_id}: still opened by node {s.owner} at epoch {s.epoch}; "
-                                 "it must be closed first")
-        return [{"type": "stream_open", "stream_id": stream_id, "epoch": epoch, "node_id": self.node_id,
-                 "range_index": (s.ranges[-1].index + 1) if s.ranges else 0}]
+            if not (take_back and s.owner == self.node_id):
+                raise InvalidRequest(f"open stream {stream_id}: still opened by node {s.owner} at epoch {s.epoch}; "
+                                     "it must be closed first")
+            records.append({"type": "stream_close", "stream_id": stream_id, "epoch": s.epoch})
+        return records + [{"type": "stream_open", "stream_id": stream_id, "epoch": epoch, "node_id": self.node_id,
+                           "range_index": (s.ranges[-1].index + 1) if s.ranges else 0}]
 
     def open_stream(self, stream_id: int, epoch: int) -> StreamMeta:
         def build(img: MetadataImage) -> tuple[list[Record], StreamMeta]:
@@ -68,16 +74,24 @@ class StreamOps(_Base):
 
         return self._txn(build)  # type: ignore[return-value]
 
-    def open_streams(self, requests: Sequence[tuple[int, int]]) -> dict[int, Exception | None]:
+    def open_streams(self, requests: Sequence[tuple[int, int]], take_back: Collection[int] = ()
+                     ) -> dict[int, Exception | None]:
         """Open several (stream id, epoch) in one transaction. Each is checked like `open_stream`; the
-        ones refused are left alone and reported with their exception (None: opened)."""
+        ones refused are left alone and reported with their exception (None: opened).
+
+        take_back: stream ids this incarnation of the node does not hold; those an earlier incarnation left OPENED
+        (it stopped without closing them: a crash, a failed final upload) are closed and opened at the new epoch in
+        this same transaction. Closed first in a transaction of their own, another node (the target of a move, a
+        node the partition is assigned to) could open them in between, at their committed end: without what the
+        earlier incarnation acknowledged and did not upload (in this node's WAL), and it would write new records
+        at those offsets."""
         def build(img: MetadataImage) -> tuple[list[Record], dict[int, Exception | None]]:
             self._check_node(img)
             records: list[Record] = []
             out: dict[int, Exception | None] = {}
             for sid, epoch in requests:
                 try:
-                    records += self._open_records(img, sid, epoch)
+                    records += self._open_records(img, sid, epoch, sid in take_back)
                     out[sid] = None
                 except (Fenced, InvalidRequest, StreamNotFound) as exc:
                     out[sid] = exc

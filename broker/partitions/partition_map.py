@@ -19,7 +19,6 @@ from typing import TypeVar
 
 from broker.errors import InvalidField, NotLeader, NotOwner, OffsetOutOfRange
 from broker.metadata import MetadataClient
-from broker.metadata.image import OPENED
 from broker.partitions.client_messages import OutMessage
 from broker.partitions.damage import BatchTaker, batch_lists, parsed_record_lists, parsed_records
 from broker.partitions.index_claims import IndexClaims
@@ -118,14 +117,13 @@ class PartitionMap:
         if not parts:
             return
         self.meta.catch_up()
-        self.storage.release_stale([sid for p in parts for sid in (p.meta_stream, p.data_stream)])
         requests = []
         for p in parts:
             ms = self.meta.get_stream(p.meta_stream, refresh=False)
             ds = self.meta.get_stream(p.data_stream, refresh=False)
-            if OPENED in (ms.state, ds.state):
-                owner = ds.owner if ds.state == OPENED else ms.owner
-                p.owned, p.why_not_owned = False, f"opened by node {owner}"
+            holders = [o for o in map(self.storage.held_elsewhere, (p.data_stream, p.meta_stream)) if o is not None]
+            if holders:
+                p.owned, p.why_not_owned = False, f"opened by node {holders[0]}"
                 continue
             p.epoch = max(ms.epoch, ds.epoch) + 1
             requests += [(p.meta_stream, p.epoch), (p.data_stream, p.epoch)]

@@ -152,19 +152,19 @@ class StreamStorage:
             raise
 
     # -- opening and closing streams --------------------------------------------------------------
-    def release_stale(self, stream_ids: list[int]) -> None:
-        """Close the streams of `stream_ids` that this node's previous incarnation left OPENED."""
-        stale = []
-        for sid in stream_ids:
-            s = self.meta.get_stream(sid, refresh=False)
-            if s.state == OPENED and s.owner == self.meta.node_id and sid not in self._open:
-                stale.append((sid, s.epoch))
-        if stale:
-            self.meta.close_streams(stale)
+    def held_elsewhere(self, sid: int) -> int | None:
+        """The node holding stream `sid` open that keeps this node from opening it, or None: closed, or left
+        OPENED by an earlier incarnation of this node (`open_streams` takes it back)."""
+        s = self.meta.get_stream(sid, refresh=False)
+        if s.state != OPENED or (s.owner == self.meta.node_id and sid not in self._open):
+            return None
+        return s.owner
 
     def open_streams(self, requests: list[tuple[int, int]]) -> dict[int, Stream | str]:
-        """Open each (stream id, epoch) in one metadata transaction: a Stream, or why it was refused."""
-        results = self.meta.open_streams(requests) if requests else {}
+        """Open each (stream id, epoch) in one metadata transaction: a Stream, or why it was refused. A stream
+        this node's previous incarnation left open is taken back in that transaction (never closed in between)."""
+        take_back = [sid for sid, _epoch in requests if sid not in self._open]
+        results = self.meta.open_streams(requests, take_back) if requests else {}
         out: dict[int, Stream | str] = {}
         committed: dict[int, int] = {}
         for sid, epoch in requests:
