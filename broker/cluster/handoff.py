@@ -24,6 +24,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -37,6 +39,12 @@ from broker.partitions.partition_map import PartitionMap, now_ms
 from broker.partitions.partition_state import PartitionState
 
 log = logging.getLogger("mqindex.broker.cluster")
+
+#: fault injection for the crash tests: when set to a step of `hand_off` ("state_record": the partition is no longer
+#: served and its state record written, nothing recorded for the target yet; "lend_doc": the doc naming the WAL
+#: ranges is stored, the streams still open; "close": the streams are closed) or of `take_over` ("claim", "borrow",
+#: "state"), the process kills itself with SIGKILL right after that step
+KILL_AT_ENV = "MQINDEX_TEST_KILL_AT_HANDOFF_STEP"
 
 
 def hand_off(parts: PartitionMap, p: Partition, target: int, sync_index: Callable[[], None],
@@ -111,6 +119,9 @@ def hand_off(parts: PartitionMap, p: Partition, target: int, sync_index: Callabl
 def _step(steps: dict[str, float], name: str, since: float) -> float:
     now = time.monotonic()
     steps[name] = round(now - since, 3)
+    if os.environ.get(KILL_AT_ENV) == name:
+        log.error("killing the process at a hand-off step", extra={"step": name, "env": KILL_AT_ENV})
+        os.kill(os.getpid(), signal.SIGKILL)
     return now
 
 

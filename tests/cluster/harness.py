@@ -26,10 +26,11 @@ class Cluster:
         self.tmp, self.store, self.meta = tmp, store, meta
         self.extra = list(extra)  # more `serve` flags for every node
         self.nodes: dict[int, ServerProcess] = {}
+        self.env: dict[int, dict[str, str]] = {}  # more environment variables of a node's next start
 
     def start(self, node_id: int) -> ServerProcess:
         s = ServerProcess(self.tmp / f"node{node_id}", "--store", self.store, "--metadata", self.meta,
-                          "--node-id", str(node_id), "--lease-ms", "3000", *self.extra)
+                          "--node-id", str(node_id), "--lease-ms", "3000", *self.extra, env=self.env.get(node_id))
         self.nodes[node_id] = s.start()
         return s
 

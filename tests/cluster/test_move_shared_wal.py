@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from broker.cluster.handoff import KILL_AT_ENV
 from storage_tier.seaweedfs_server import SeaweedFS
 from tests.cluster.harness import (
     TOPIC,
@@ -233,5 +234,55 @@ def test_the_source_restarted_in_the_middle_of_a_move_loses_nothing(long_lease: 
         check_offsets(c, producer.acked + big)
         check_everything_found(c, producer.acked, [0, 1, 2], producer.in_doubt)
         _check_big(c, big, "big-restarted", [0, 1, 2])
+    finally:
+        producer.stop_flag.set()
+
+
+@pytest.fixture(params=["state_record", "lend_doc", "close"])
+def source_dies_at(request: pytest.FixtureRequest, tmp_path: Path, seaweedfs: SeaweedFS,
+                   pg_url: Callable[[], str]) -> Iterator[tuple[Cluster, str]]:
+    """As `long_lease`, node 1 killing itself (SIGKILL) right after the hand-off step `request.param`: no longer
+    serving the partition (state record written), the WAL ranges recorded for the target (streams still open), the
+    streams closed."""
+    prefix = f"move-{uuid.uuid4().hex[:8]}"
+    c = Cluster(tmp_path, seaweedfs.store_url("mqindex", prefix), pg_url(),
+                "--wal", seaweedfs.store_url("mqindex", prefix + "-wal"), "--upload-interval-s", "600",
+                "--upload-threshold", str(1 << 30), "--max-cache-bytes", str(2 << 30), "--lease-ms", "60000")
+    c.env[1] = {KILL_AT_ENV: request.param}
+    with started_with_topic(c, TOPIC, 6):
+        yield c, request.param
+
+
+@pytest.mark.slow(seconds=30)
+def test_the_source_killed_at_each_step_of_a_hand_off_and_restarted_loses_nothing(
+        source_dies_at: tuple[Cluster, str]) -> None:
+    """Each step of the source's hand-off (broker/cluster/handoff.py) as the moment it dies, restarted before its
+    lease expires: the restarted source takes its streams back if it had not closed them (no other node can open
+    them meanwhile) and hands the partition on; the target serves everything the source acknowledged."""
+    c, step = source_dies_at
+    producer = Producer(c)
+    producer.start()
+    try:
+        p = next(q for q, n in sorted(_leaders(c).items()) if n == 1)
+        big = _fill(c, 1, p, 8, f"big-{step}")
+        producer.wait_acked(len(producer.acked) + 20, 60)
+        mover = threading.Thread(target=lambda: httpx.post(
+            f"{c.url(0)}/v1/admin/reassignments", json={"topic": TOPIC, "partition": p, "to": 2}, timeout=120))
+        mover.start()
+        proc = c.nodes[1].proc
+        assert proc is not None and proc.wait(60) == -signal.SIGKILL, "node 1 did not die at the hand-off step"
+        assert f'killing the process at a hand-off step step="{step}"' in c.nodes[1].log.read_text()
+        del c.env[1]
+        c.start(1)
+        mover.join(130)
+        wait_until(lambda: len(_leaders(c)) == 6 and _leaders(c).get(p) == 2, 60, "every partition led again")
+        producer.wait_acked(len(producer.acked) + 20, 60)
+        producer.stop_flag.set()
+        producer.join(60)
+        assert httpx.get(f"{c.url(0)}/v1/cluster/failovers", timeout=10).json()["failovers"] == []  # none
+        assert set(producer.statuses) <= {0, 200, 421, 503}, producer.statuses
+        check_offsets(c, producer.acked + big)
+        check_everything_found(c, producer.acked, [0, 1, 2], producer.in_doubt)
+        _check_big(c, big, f"big-{step}", [0, 1, 2])
     finally:
         producer.stop_flag.set()
