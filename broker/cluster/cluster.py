@@ -250,12 +250,13 @@ class Cluster:
                     "stream_epoch": current.epoch, "seconds": round(time.monotonic() - started, 3), "unchanged": True}
         lead = set_leaders(self.meta, {(info.topic_id, partition): target})[(info.topic_id, partition)]
         deadline = time.monotonic() + wait_s
-        target_http = self.membership.address(target) if target != self.node_id else None
         while True:
             s = self.meta.get_stream(p.data_stream)
             opened = s.state == OPENED and s.owner == target and (s.epoch > before or old is None or old.node == target)
             # served once the previous leader's WAL is replayed, after the metadata says opened: here, the partition
-            # is owned; on another node, it answers a read (before, a client sent there at once got a 503)
+            # is owned; on another node, it answers a read (before, a client sent there at once got a 503). The
+            # target's address is looked up each time: a target restarted meanwhile listens on its new one
+            target_http = self.membership.address(target) if opened and target != self.node_id else None
             if opened and (self.parts.get(info.name, partition).owned if target == self.node_id
                            else target_http is None or self.peers.serves(target_http.rstrip("/"), topic, partition)):
                 break

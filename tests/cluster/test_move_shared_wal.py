@@ -266,8 +266,9 @@ def test_the_source_killed_at_each_step_of_a_hand_off_and_restarted_loses_nothin
         p = next(q for q, n in sorted(_leaders(c).items()) if n == 1)
         big = _fill(c, 1, p, 8, f"big-{step}")
         producer.wait_acked(len(producer.acked) + 20, 60)
-        mover = threading.Thread(target=lambda: httpx.post(
-            f"{c.url(0)}/v1/admin/reassignments", json={"topic": TOPIC, "partition": p, "to": 2}, timeout=120))
+        answers: list[httpx.Response] = []
+        mover = threading.Thread(target=lambda: answers.append(httpx.post(
+            f"{c.url(0)}/v1/admin/reassignments", json={"topic": TOPIC, "partition": p, "to": 2}, timeout=120)))
         mover.start()
         proc = c.nodes[1].proc
         assert proc is not None and proc.wait(60) == -signal.SIGKILL, "node 1 did not die at the hand-off step"
@@ -275,6 +276,61 @@ def test_the_source_killed_at_each_step_of_a_hand_off_and_restarted_loses_nothin
         del c.env[1]
         c.start(1)
         mover.join(130)
+        assert [r.status_code for r in answers] == [200], [r.text for r in answers]  # the move is reported done
+        wait_until(lambda: len(_leaders(c)) == 6 and _leaders(c).get(p) == 2, 60, "every partition led again")
+        producer.wait_acked(len(producer.acked) + 20, 60)
+        producer.stop_flag.set()
+        producer.join(60)
+        assert httpx.get(f"{c.url(0)}/v1/cluster/failovers", timeout=10).json()["failovers"] == []  # none
+        assert set(producer.statuses) <= {0, 200, 421, 503}, producer.statuses
+        check_offsets(c, producer.acked + big)
+        check_everything_found(c, producer.acked, [0, 1, 2], producer.in_doubt)
+        _check_big(c, big, f"big-{step}", [0, 1, 2])
+    finally:
+        producer.stop_flag.set()
+
+
+@pytest.fixture(params=["claim", "borrow"])
+def target_dies_at(request: pytest.FixtureRequest, tmp_path: Path, seaweedfs: SeaweedFS,
+                   pg_url: Callable[[], str]) -> Iterator[tuple[Cluster, str]]:
+    """As `long_lease`, node 2 killing itself (SIGKILL) right after the take-over step `request.param`: the streams
+    opened at the new epoch, the source's WAL ranges borrowed (not yet served)."""
+    prefix = f"move-{uuid.uuid4().hex[:8]}"
+    c = Cluster(tmp_path, seaweedfs.store_url("mqindex", prefix), pg_url(),
+                "--wal", seaweedfs.store_url("mqindex", prefix + "-wal"), "--upload-interval-s", "600",
+                "--upload-threshold", str(1 << 30), "--max-cache-bytes", str(2 << 30), "--lease-ms", "60000")
+    with started_with_topic(c, TOPIC, 6):
+        assert c.nodes[2].stop() == 0  # started again to die at the step of its next take-over (a topic's creation
+        c.env[2] = {KILL_AT_ENV: request.param}  # has each node take over the partitions assigned to it)
+        c.start(2)
+        wait_until(lambda: len(_leaders(c)) == 6 and 2 in c.leaders(), 60, "node 2 back")
+        yield c, request.param
+
+
+@pytest.mark.slow(seconds=30)
+def test_the_target_killed_at_each_step_of_a_take_over_and_restarted_loses_nothing(
+        target_dies_at: tuple[Cluster, str]) -> None:
+    """The target dies having opened the moved partition's streams (and borrowed the source's WAL ranges) before
+    serving it, and is restarted within its lease: it takes the streams back, reads the ranges again and serves
+    everything the source acknowledged."""
+    c, step = target_dies_at
+    producer = Producer(c)
+    producer.start()
+    try:
+        p = next(q for q, n in sorted(_leaders(c).items()) if n == 1)
+        big = _fill(c, 1, p, 8, f"big-{step}")
+        producer.wait_acked(len(producer.acked) + 20, 60)
+        answers: list[httpx.Response] = []
+        mover = threading.Thread(target=lambda: answers.append(httpx.post(
+            f"{c.url(0)}/v1/admin/reassignments", json={"topic": TOPIC, "partition": p, "to": 2}, timeout=120)))
+        mover.start()
+        proc = c.nodes[2].proc
+        assert proc is not None and proc.wait(60) == -signal.SIGKILL, "node 2 did not die at the take-over step"
+        assert f'killing the process at a hand-off step step="{step}"' in c.nodes[2].log.read_text()
+        del c.env[2]
+        c.start(2)
+        mover.join(130)
+        assert [r.status_code for r in answers] == [200], [r.text for r in answers]  # the move is reported done
         wait_until(lambda: len(_leaders(c)) == 6 and _leaders(c).get(p) == 2, 60, "every partition led again")
         producer.wait_acked(len(producer.acked) + 20, 60)
         producer.stop_flag.set()
