@@ -215,6 +215,7 @@ class BrokerNode:
             # acknowledged records not yet in objects: commit them before serving (out of disk: the uploader
             # retries once space returns; the cache and the WAL hold them meanwhile)
             tolerate_out_of_disk(self.storage.force_upload, "upload of recovered records")
+        self.cluster.finish_resumed_replays()  # failovers this node began before it stopped: their last steps
         self.index, self.dispatcher = open_index(self.data_dir / "index", store_url, self.node_id, self.clock,
                                                  parts, index_config)
         limits = TopicLimits(self.meta, self.message_max_bytes)  # each topic's max.message.bytes

@@ -43,15 +43,18 @@ from broker.cluster.membership import LENT_WAL_RANGES, Membership
 from broker.cluster.moves import moves as recorded_moves
 from broker.cluster.moves import record_move
 from broker.cluster.peers import Peers
+from broker.cluster.replay_resume import ResumedReplays
 from broker.cluster.watcher import AssignmentWatcher
 from broker.errors import NodeNotLive
 from broker.metadata import MetadataClient
 from broker.metadata.image import OPENED
+from broker.objects.format import StreamRecord
 from broker.partitions.client_messages import OutMessage
 from broker.partitions.dispatcher import Dispatcher
 from broker.partitions.partition import Partition
 from broker.partitions.partition_map import PartitionMap, now_ms
 from broker.partitions.topics import TopicInfo
+from broker.streams.stream import Stream
 from index_file import IndexHit
 from storage_tier import StorageUnavailable
 
@@ -83,11 +86,30 @@ class Cluster:
         parts.remote_message = self.remote_message
         self._dropped_at = 0.0
         self.balancer = Balancer(parts, meta, membership, balance or BalanceConfig())  # cluster/balancer.py
+        # failovers this node began and had not finished when it stopped (cluster/replay_resume.py)
+        self.resumed = ResumedReplays(parts, meta, wal_store, failover_history) if wal_store is not None else None
         if wal_store is not None:  # moves over the shared WAL (cluster/handoff_wal.py): before this node's WAL
-            parts.storage.before_restore = lambda streams: handoff_wal.borrowed_records(meta, wal_store, streams)
+            parts.storage.before_restore = self._records_before_own_wal
             parts.storage.lend(handoff_wal.lent_by(meta, self.node_id))  # is restored, keep what it lent
 
     # -- opening ----------------------------------------------------------------------------------
+    def _records_before_own_wal(self, streams: dict[int, Stream]) -> list[StreamRecord]:
+        """What a restart restores into the streams it opened before its own WAL's records: the ranges of moves not
+        committed yet, and the WALs of the nodes whose failover it had begun."""
+        assert self.wal_store is not None and self.resumed is not None
+        return handoff_wal.borrowed_records(self.meta, self.wal_store, streams) + self.resumed.records(streams)
+
+    def finish_resumed_replays(self) -> None:
+        """Once the restored records are uploaded: the rest of the failovers this node had begun (replay_resume.py).
+        A failure is logged and left for the next restart (the records are uploaded; the replay record stays)."""
+        if self.resumed is None:
+            return
+        try:
+            self.resumed.finish()
+        except Exception as exc:  # noqa: BLE001 - the node serves; the next restart finishes them
+            log.error("failovers begun before this node stopped not finished", extra={
+                "error": f"{type(exc).__name__}: {exc}"})
+
     def claim_at_open(self, every: list[Partition]) -> None:
         """Open the partitions assigned here, the unassigned ones nobody holds (recorded as led here), and
         the ones this node's previous incarnation left open (so their WAL records are uploaded; the watcher
@@ -255,10 +277,12 @@ class Cluster:
             opened = s.state == OPENED and s.owner == target and (s.epoch > before or old is None or old.node == target)
             # served once the previous leader's WAL is replayed, after the metadata says opened: here, the partition
             # is owned; on another node, it answers a read (before, a client sent there at once got a 503). The
-            # target's address is looked up each time: a target restarted meanwhile listens on its new one
-            target_http = self.membership.address(target) if opened and target != self.node_id else None
+            # target is looked up each time: restarted meanwhile, it listens on a new address; not live, it serves
+            # nothing (a node with no HTTP listener, in the broker's own process, serves once opened)
+            there = self.membership.alive().get(target) if opened and target != self.node_id else None
             if opened and (self.parts.get(info.name, partition).owned if target == self.node_id
-                           else target_http is None or self.peers.serves(target_http.rstrip("/"), topic, partition)):
+                           else there is not None and (not there.http or self.peers.serves(there.http.rstrip("/"),
+                                                                                             topic, partition))):
                 break
             if time.monotonic() > deadline:
                 raise StorageUnavailable("cluster", None, f"{p.name} not served by node {target} after {wait_s}s")

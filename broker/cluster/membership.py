@@ -187,16 +187,13 @@ class Membership:
     def node_reads(self, node_id: int, what: str) -> bool:
         """Whether live node `node_id` announced (as of this node's last renewal) that it reads `what`; False for
         a node of an earlier release or one not seen live. A node not known at the last renewal (it joined since:
-        renewals come a fifth of a lease apart) is looked up again, at most every half second: a move to a node
-        that has just joined hands it a range of the shared WAL as to any other, rather than uploading first."""
+        renewals come a fifth of a lease apart) is looked up in the lease rows now: a move to a node that has just
+        joined hands it a range of the shared WAL as to any other, rather than uploading first."""
         reads = self._reads.get(node_id)
-        if reads is None and self.clock() - self._view[0] > 0.5:
-            try:
-                self._look()
-            except MetadataUnavailable:
-                return False
-            reads = self._reads.get(node_id)
-        return what in (reads or frozenset())
+        if reads is not None:
+            return what in reads
+        lease = self.alive(0).get(node_id)
+        return lease is not None and lease.reads(what)
 
     def reads_everywhere(self, what: str) -> bool:
         """Whether every live node (as of this node's last renewal) announced it reads `what`: a node of an
