@@ -46,9 +46,10 @@ class StreamOps(_Base):
 
     def _open_records(self, img: MetadataImage, stream_id: int, epoch: int, take_back: bool = False) -> list[Record]:
         """The records opening `stream_id` at `epoch` (none for an idempotent re-open); raises when refused.
-        take_back: the caller (this node) does not hold the stream in this incarnation, so a stream OPENED by this
-        node at a lower epoch was left open by an earlier incarnation of it: closed and opened again in the same
-        transaction (`open_streams`)."""
+        take_back: the caller (this node) does not hold the stream open now, so a stream OPENED by this node at a
+        lower epoch is one it left open (an earlier incarnation that stopped without closing it, or a close of
+        this one whose outcome was never settled): closed and opened again in the same transaction
+        (`open_streams`)."""
         s = img.stream(stream_id)
         if epoch < s.epoch:
             raise Fenced(f"open stream {stream_id}: epoch {epoch} is stale (current {s.epoch})")
@@ -79,12 +80,12 @@ class StreamOps(_Base):
         """Open several (stream id, epoch) in one transaction. Each is checked like `open_stream`; the
         ones refused are left alone and reported with their exception (None: opened).
 
-        take_back: stream ids this incarnation of the node does not hold; those an earlier incarnation left OPENED
-        (it stopped without closing them: a crash, a failed final upload) are closed and opened at the new epoch in
-        this same transaction. Closed first in a transaction of their own, another node (the target of a move, a
-        node the partition is assigned to) could open them in between, at their committed end: without what the
-        earlier incarnation acknowledged and did not upload (in this node's WAL), and it would write new records
-        at those offsets."""
+        take_back: stream ids this node does not hold open now; those the metadata shows OPENED by this node (an
+        earlier incarnation stopped without closing them: a crash, a failed final upload; or a close whose outcome
+        was never settled) are closed and opened at the new epoch in this same transaction. Closed first in a
+        transaction of their own, another node (the target of a move, a node the partition is assigned to) could
+        open them in between, at their committed end: without what the earlier incarnation acknowledged and did
+        not upload (in this node's WAL), and it would write new records at those offsets."""
         def build(img: MetadataImage) -> tuple[list[Record], dict[int, Exception | None]]:
             self._check_node(img)
             records: list[Record] = []
