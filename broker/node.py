@@ -215,7 +215,6 @@ class BrokerNode:
             # acknowledged records not yet in objects: commit them before serving (out of disk: the uploader
             # retries once space returns; the cache and the WAL hold them meanwhile)
             tolerate_out_of_disk(self.storage.force_upload, "upload of recovered records")
-        self.cluster.finish_resumed_replays()  # failovers this node began before it stopped: their last steps
         self.index, self.dispatcher = open_index(self.data_dir / "index", store_url, self.node_id, self.clock,
                                                  parts, index_config)
         limits = TopicLimits(self.meta, self.message_max_bytes)  # each topic's max.message.bytes
@@ -228,6 +227,8 @@ class BrokerNode:
             lambda: membership.reads_everywhere(TIMED_STREAM_RECORDS)
         owned = parts.owned()
         catch_up = catch_up_ranges(parts)
+        # failovers this node began before it stopped, their records restored and uploaded above: their last steps
+        self.cluster.finish_resumed_replays({(c.topic, c.partition): c.start for c in catch_up})
         tolerate_out_of_disk(lambda: parts.write_states(owned, clean=False), "state records")
         self.dispatcher.start(catch_up)
         self.cluster.start(self.index, self.dispatcher)

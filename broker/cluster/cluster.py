@@ -99,14 +99,15 @@ class Cluster:
         assert self.wal_store is not None and self.resumed is not None
         return handoff_wal.borrowed_records(self.meta, self.wal_store, streams) + self.resumed.records(streams)
 
-    def finish_resumed_replays(self) -> None:
-        """Once the restored records are uploaded: the rest of the failovers this node had begun (replay_resume.py).
-        A failure is logged and left for the next restart (the records are uploaded; the replay record stays)."""
+    def finish_resumed_replays(self, redispatched_from: dict[tuple[str, int], int]) -> None:
+        """Once the restored records are uploaded: the rest of the failovers this node had begun (replay_resume.py);
+        `redispatched_from`: where the restart's index catch-up begins, per (topic, partition). A failure is logged:
+        the records are uploaded, and a replay record left behind has the failover check take the node again."""
         if self.resumed is None:
             return
         try:
-            self.resumed.finish()
-        except Exception as exc:  # noqa: BLE001 - the node serves; the next restart finishes them
+            self.resumed.finish(redispatched_from)
+        except Exception as exc:  # noqa: BLE001 - the node serves; the failover check takes the node again
             log.error("failovers begun before this node stopped not finished", extra={
                 "error": f"{type(exc).__name__}: {exc}"})
 

@@ -168,8 +168,13 @@ class Failover:
             return {}
         if not self._still_expired(dead):
             return {}
-        # with a shared WAL, the replay under way is recorded in the fencing transaction itself (REPLAYS_PREFIX)
-        replay = ({f"{REPLAYS_PREFIX}{dead}": json.dumps({"by": self.parts.node_id})}
+        # with a shared WAL, the replay under way is recorded in the fencing transaction itself (REPLAYS_PREFIX),
+        # with the epoch the fence gives the node and the streams it takes (what a restart of this node that finds
+        # the replay unfinished puts the node's WAL records in: cluster/replay_resume.py)
+        taken = {sid for sid, st in meta.image.streams.items() if st.state == OPENED and st.owner == dead}
+        taken |= {sid for p in led for sid in (p.meta_stream, p.data_stream)}
+        replay = ({f"{REPLAYS_PREFIX}{dead}": json.dumps({"by": self.parts.node_id, "fenced_epoch": node.epoch + 1,
+                                                          "streams": sorted(taken)})}
                   if self.wal_store is not None else None)
         try:
             new_epoch, closed = meta.fence_node(dead, node.epoch, kv_put=replay)

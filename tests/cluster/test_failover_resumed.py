@@ -63,6 +63,8 @@ def test_a_survivor_stopped_in_the_middle_of_a_failover_finishes_it_at_its_resta
         (report,) = [f for f in again.failovers() if f["node"] == 1]
         assert report["finished_at_restart"] and report["partitions"] == ["t-0"] and report["replayed_records"] == 50
         assert report["by"] == 0 and report["committed_ends"] == {"t-0": 50}
+        assert report["redispatched_from"] == [["t", 0, 0]]  # where the restart re-indexes it from: no index here
+        assert sorted(m.value for m in again.find_by_key("t", "k3", 0, None, 100, None)[0]) == values[30:40]
         again.produce("t", [InMessage(b"after", key=b"k0")])
         assert again.fetch("t", 0, 50, 10)[0][0].value == b"after"
     finally:
