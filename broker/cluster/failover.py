@@ -107,7 +107,9 @@ class Failover:
         self._expire_published(set(alive))
         lead = leaders(self.parts.meta, refresh=True)
         for n in nodes:
-            if n.state != EXPIRED or n.node_id == me:
+            # a failover of it pending here (its replay interrupted) is taken up by `_resume_pending` alone: another
+            # one, begun for its index claims, took no partition, deleted its WAL and left the pending ones unserved
+            if n.state != EXPIRED or n.node_id == me or n.node_id in self._pending:
                 continue
             led = [p for p in self.parts.all() if (w := lead.get((p.topic.topic_id, p.index))) and w.node == n.node_id]
             holds = any(s.state == OPENED and s.owner == n.node_id for s in self.parts.meta.image.streams.values())

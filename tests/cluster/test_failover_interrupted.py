@@ -19,8 +19,12 @@ from storage_tier.errors import StorageUnavailable
 from tests.cluster.conftest import InProcessNodes
 
 
-def test_an_interrupted_failover_replays_the_wal_before_serving(nodes: InProcessNodes,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("failures", [1, 3])
+def test_an_interrupted_failover_replays_the_wal_before_serving(nodes: InProcessNodes, monkeypatch: pytest.MonkeyPatch,
+                                                                failures: int) -> None:
+    """failures: WAL reads that fail in a row. With more than one, a look comes while the failover is still pending:
+    it must not begin another failover of the node (for its index claims), which took no partitions, read the WAL
+    and deleted it, and left the first failover's partition unserved."""
     dead = nodes.open(1, shared_wal=True)
     dead.create_topic("t", 1)
     acked = dead.produce("t", [InMessage(b"m%02d" % i, key=b"k") for i in range(20)])
@@ -30,7 +34,7 @@ def test_an_interrupted_failover_replays_the_wal_before_serving(nodes: InProcess
     failed: list[bool] = []
 
     def read_wal_once_unavailable(*args: Any, **kw: Any) -> Any:
-        if not failed:
+        if len(failed) < failures:
             failed.append(True)
             raise StorageUnavailable("sqlite", None, "the WAL store did not answer")
         return real_read_wal(*args, **kw)
