@@ -262,6 +262,7 @@ class Failover:
         replayed = 0
         shared = self.wal_store is not None
         spans: list[tuple[int, int, str]] = []
+        spans_of: dict[int, list[tuple[int, int, str]]] = {}
         inherited: list[int] = []
         if shared:
             assert self.wal_store is not None
@@ -271,6 +272,7 @@ class Failover:
             for node in [*inherited, dead]:
                 wal_records, report, node_spans = read_wal(self.wal_store, node)
                 spans += node_spans
+                spans_of[node] = node_spans
                 records += [decode_stream_record(w.body) for w in wal_records]
                 if report.stop_reason:
                     log.error("dead node's WAL replay stopped early", extra={"node_id": node,
@@ -295,12 +297,17 @@ class Failover:
         # past the catch-up range, and the index would drop that range as already indexed
         self.parts.serve(opened)
         self.parts.write_states(opened, clean=False)
+        # a node the dead one was failing over that still leads partitions (it died before it made itself their
+        # leader) keeps its WAL and its replay record: the failover check takes that node over next and replays it
+        leading = {w.node for w in leaders(meta, refresh=True).values()} & set(inherited)
+        cleared = [n for n in [*inherited, dead] if n not in leading]
         if shared and spans:
             assert self.wal_store is not None
+            spans = [sp for n in cleared for sp in spans_of.get(n, [])]
             kept = handoff_wal.kept_objects(meta, [*inherited, dead])  # a move's next owner still reads these
             handoff_wal.keep(meta, dead, kept & {k for _, _, k in spans})  # deleted once read (sweep_kept)
             self.wal_store.delete([k for _, _, k in spans if k not in kept])
-        for node in [*inherited, dead] if shared else []:
+        for node in cleared if shared else []:
             meta.kv_delete(f"{REPLAYS_PREFIX}{node}")
         report_doc = {
             "node": dead, "fenced_epoch": new_epoch, "by": self.parts.node_id, "at_ms": now_ms(),

@@ -1,0 +1,59 @@
+"""A node that dies in the middle of failing another over (it fenced the other, recorded the replay, and died before
+it made itself the leader of the other's partitions) is failed over in turn; that failover replays both WALs into
+what it takes, and keeps the WAL and the replay record of the first dead node, which still leads its partitions:
+the next failover, of that node, replays its WAL and serves every record it acknowledged. Before, the second
+failover deleted the first dead node's WAL and record, and its acknowledged records were lost.
+
+Three nodes in this process on one SQLite metadata database, a local object store and a shared WAL in an SQLite
+blob store; a node "dies" by no longer renewing its lease nor reconciling."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import broker.cluster.failover as failover_module
+from broker.partitions.client_messages import InMessage
+from tests.cluster.conftest import InProcessNodes
+
+
+def _until(cond: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"not within {timeout}s: {what}"
+        time.sleep(0.05)
+
+
+def test_a_failover_of_a_node_that_died_failing_another_over_keeps_the_first_ones_wal(
+        nodes: InProcessNodes, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = nodes.open(2, shared_wal=True)  # dies first
+    first.create_topic("y", 1)
+    values = [b"y%02d" % i for i in range(20)]
+    first.produce("y", [InMessage(v, key=b"k") for v in values])
+    middle = nodes.open(0, shared_wal=True)  # the lowest id: fails node 2 over, dies doing it
+    middle.create_topic("x", 1)
+    if middle.partition_info("x", 0)["owned"] is False:
+        middle.reassign("x", 0, 0)
+    middle.produce("x", [InMessage(b"x", key=b"k")])
+    survivor = nodes.open(1, shared_wal=True)
+    died = threading.Event()
+    real_set_leaders = failover_module.set_leaders
+
+    def dies_before_leading(meta: Any, changes: Any) -> Any:
+        if meta.node_id == 0:
+            died.set()
+            raise RuntimeError("node 0 stops here")
+        return real_set_leaders(meta, changes)
+
+    monkeypatch.setattr(failover_module, "set_leaders", dies_before_leading)
+    nodes.dies(first)
+    assert died.wait(60), "node 0 never began the failover of node 2"
+    nodes.dies(middle)
+    _until(lambda: survivor.partition_info("y", 0)["owned"] and survivor.partition_info("x", 0)["owned"], 60,
+           "node 1 serves both dead nodes' partitions")
+    assert [m.value for m in survivor.fetch("y", 0, 0, 100)[0]] == values
+    assert [m.value for m in survivor.fetch("x", 0, 0, 100)[0]] == [b"x"]
