@@ -113,6 +113,8 @@ class Failover:
                 continue
             led = [p for p in self.parts.all() if (w := lead.get((p.topic.topic_id, p.index))) and w.node == n.node_id]
             holds = any(s.state == OPENED and s.owner == n.node_id for s in self.parts.meta.image.streams.values())
+            if not led and not holds and self._replayed_by_another(n.node_id, alive):
+                continue  # a live survivor took its partitions and replays its WAL (pending there)
             claims = (self.parts.meta.kv_get(claims_key(n.node_id), refresh=False) is not None
                       and n.node_id not in self._rescuing)
             if not led and not holds and claims and self.rescue_dir is not None:
@@ -122,6 +124,17 @@ class Failover:
                     continue
             if led or holds or (claims and self.rescue_dir is not None):
                 self.take_over(n.node_id, led, alive)
+
+    def _replayed_by_another(self, node: int, alive: list[int]) -> bool:
+        """Whether another live node recorded a replay of `node`'s WAL that it has not finished (an interrupted one
+        stays pending there and is retried by that node alone). Asked for a node that leads and holds nothing (that
+        node made itself their leader): failing it over again here, for its index claims, would take no partition
+        and delete the WAL that node still has to replay."""
+        if self.wal_store is None:
+            return False
+        value = self.parts.meta.kv_get(f"{REPLAYS_PREFIX}{node}", refresh=False)
+        by = None if value is None else json.loads(value).get("by")
+        return by is not None and by != self.parts.node_id and by in alive
 
     def _expire_published(self, alive: set[int]) -> None:
         """Retention of the files of departed nodes and of index rescues, and the merge of published files
