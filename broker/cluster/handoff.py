@@ -24,8 +24,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -37,6 +35,7 @@ from broker.partitions.dispatcher import CatchUp
 from broker.partitions.partition import Partition
 from broker.partitions.partition_map import PartitionMap, now_ms
 from broker.partitions.partition_state import PartitionState
+from broker.step_kill import kill_at_step
 
 log = logging.getLogger("mqindex.broker.cluster")
 
@@ -45,6 +44,7 @@ log = logging.getLogger("mqindex.broker.cluster")
 #: ranges is stored, the streams still open; "close": the streams are closed) or of `take_over` ("claim", "borrow",
 #: "state"), the process kills itself with SIGKILL right after that step
 KILL_AT_ENV = "MQINDEX_TEST_KILL_AT_HANDOFF_STEP"
+_kill_at = kill_at_step(KILL_AT_ENV, "hand-off")  # read once: the variable is set when the process starts
 
 
 def hand_off(parts: PartitionMap, p: Partition, target: int, sync_index: Callable[[], None],
@@ -119,9 +119,8 @@ def hand_off(parts: PartitionMap, p: Partition, target: int, sync_index: Callabl
 def _step(steps: dict[str, float], name: str, since: float) -> float:
     now = time.monotonic()
     steps[name] = round(now - since, 3)
-    if os.environ.get(KILL_AT_ENV) == name:
-        log.error("killing the process at a hand-off step", extra={"step": name, "env": KILL_AT_ENV})
-        os.kill(os.getpid(), signal.SIGKILL)
+    if _kill_at is not None:
+        _kill_at(name)
     return now
 
 

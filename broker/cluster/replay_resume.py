@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass, field
 from typing import Any
 
 from broker.cluster import handoff_wal
@@ -44,14 +45,16 @@ from storage_tier import BlobStore
 log = logging.getLogger("mqindex.broker.failover")
 
 
+@dataclass
 class _Found:
-    def __init__(self, key: str, value: str, doc: dict[str, Any], nodes: list[int], again: bool) -> None:
-        self.key, self.value, self.doc = key, value, doc
-        self.nodes = nodes  # the nodes whose WALs were read, the dead one last
-        self.again = again  # the dead node registered again since the fence
-        self.spans: dict[int, list[tuple[int, int, str]]] = {}  # node -> its WAL objects read
-        self.replayed: dict[int, int] = {}  # stream id -> records beyond its end when read
-        self.leading: set[int] = set()  # nodes of `nodes` that still lead partitions
+    key: str  # the replay record's key and value, as read
+    value: str
+    doc: dict[str, Any]
+    nodes: list[int]  # the nodes whose WALs were read, the dead one last
+    again: bool  # the dead node registered again since the fence
+    spans: dict[int, list[tuple[int, int, str]]] = field(default_factory=dict)  # node -> its WAL objects read
+    replayed: dict[int, int] = field(default_factory=dict)  # stream id -> records beyond its end when read
+    leading: set[int] = field(default_factory=set)  # nodes of `nodes` that still lead partitions
 
 
 class ResumedReplays:

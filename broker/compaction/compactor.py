@@ -4,8 +4,6 @@ objects compacted more than a grace period ago), serialized, with running totals
 from __future__ import annotations
 
 import logging
-import os
-import signal
 import threading
 import time
 
@@ -14,6 +12,7 @@ from broker.compaction.report import CompactionReport, CompactionTotals
 from broker.compaction.so_compaction import SoCompaction
 from broker.compaction.sso_compaction import SsoCompaction, Step
 from broker.metadata.client import MetadataClient
+from broker.step_kill import kill_at_step
 from storage_tier import BlobStore
 
 log = logging.getLogger("mqindex.broker.compaction")
@@ -30,16 +29,7 @@ def _now_ms() -> int:
 
 def kill_at_step_from_env() -> Step | None:
     """The on_step hook `KILL_AT_ENV` asks for, or None (the normal case)."""
-    target = os.environ.get(KILL_AT_ENV)
-    if not target:
-        return None
-
-    def on_step(name: str) -> None:
-        if name == target:
-            log.error("killing the process at a compaction step", extra={"step": name, "env": KILL_AT_ENV})
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    return on_step
+    return kill_at_step(KILL_AT_ENV, "compaction")
 
 
 class Compactor:

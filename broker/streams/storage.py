@@ -163,7 +163,7 @@ class StreamStorage:
     def open_streams(self, requests: list[tuple[int, int]]) -> dict[int, Stream | str]:
         """Open each (stream id, epoch) in one metadata transaction: a Stream, or why it was refused. A stream
         this node's previous incarnation left open is taken back in that transaction (never closed in between)."""
-        take_back = [sid for sid, _epoch in requests if sid not in self._open]
+        take_back = {sid for sid, _epoch in requests if sid not in self._open}
         results = self.meta.open_streams(requests, take_back) if requests else {}
         out: dict[int, Stream | str] = {}
         committed: dict[int, int] = {}

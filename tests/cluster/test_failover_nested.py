@@ -10,8 +10,6 @@ blob store; a node "dies" by no longer renewing its lease nor reconciling."""
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,13 +17,7 @@ import pytest
 import broker.cluster.failover as failover_module
 from broker.partitions.client_messages import InMessage
 from tests.cluster.conftest import InProcessNodes
-
-
-def _until(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"not within {timeout}s: {what}"
-        time.sleep(0.05)
+from tests.cluster.harness import wait_until
 
 
 def test_a_failover_of_a_node_that_died_failing_another_over_keeps_the_first_ones_wal(
@@ -53,7 +45,7 @@ def test_a_failover_of_a_node_that_died_failing_another_over_keeps_the_first_one
     nodes.dies(first)
     assert died.wait(60), "node 0 never began the failover of node 2"
     nodes.dies(middle)
-    _until(lambda: survivor.partition_info("y", 0)["owned"] and survivor.partition_info("x", 0)["owned"], 60,
+    wait_until(lambda: survivor.partition_info("y", 0)["owned"] and survivor.partition_info("x", 0)["owned"], 60,
            "node 1 serves both dead nodes' partitions")
     assert [m.value for m in survivor.fetch("y", 0, 0, 100)[0]] == values
     assert [m.value for m in survivor.fetch("x", 0, 0, 100)[0]] == [b"x"]

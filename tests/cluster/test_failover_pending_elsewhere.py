@@ -10,8 +10,6 @@ blob store; a node "dies" by no longer renewing its lease nor reconciling."""
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,13 +19,7 @@ from broker.cluster.failover import Failover
 from broker.partitions.client_messages import InMessage
 from storage_tier.errors import StorageUnavailable
 from tests.cluster.conftest import InProcessNodes
-
-
-def _until(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"not within {timeout}s: {what}"
-        time.sleep(0.05)
+from tests.cluster.harness import wait_until
 
 
 def test_a_failover_pending_on_one_survivor_is_left_to_it_by_a_new_failover_leader(
@@ -67,11 +59,11 @@ def test_a_failover_pending_on_one_survivor_is_left_to_it_by_a_new_failover_lead
     monkeypatch.setattr(Failover, "take_over", take_over)
     monkeypatch.setattr(Failover, "check", check)
     nodes.dies(dead)
-    _until(lambda: (1, 2) in taken and len(failed_reads) >= 2, 60, "node 1's failover of node 2 interrupted twice")
+    wait_until(lambda: (1, 2) in taken and len(failed_reads) >= 2, 60, "node 1's failover of node 2 interrupted twice")
     leader = nodes.open(0, shared_wal=True)  # the lowest id: the failover leader from now on
-    _until(lambda: len(looks_as_leader) >= 6, 60, "node 0 looked several times as the failover leader")
+    wait_until(lambda: len(looks_as_leader) >= 6, 60, "node 0 looked several times as the failover leader")
     assert (0, 2) not in taken, "node 0 failed node 2 over again while node 1's failover of it was pending"
     outage.clear()
-    _until(lambda: survivor.partition_info("t", 0)["owned"] or leader.partition_info("t", 0)["owned"], 60,
+    wait_until(lambda: survivor.partition_info("t", 0)["owned"] or leader.partition_info("t", 0)["owned"], 60,
            "the dead node's partition served")
     assert [m.value for m in survivor.fetch("t", 0, 0, 100)[0]] == values

@@ -5,21 +5,12 @@ everything first (the scale-out case: a node added, partitions moved onto it at 
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
 from broker.cluster import handoff_wal
 from broker.partitions.client_messages import InMessage
 from tests.cluster.conftest import InProcessNodes
+from tests.cluster.harness import wait_until
 
 LEASE_MS = 60_000  # renewals 12 s apart
-
-
-def _until(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"not within {timeout}s: {what}"
-        time.sleep(0.05)
 
 
 def test_a_move_to_a_node_that_has_just_joined_lends_the_unuploaded_range(nodes: InProcessNodes) -> None:
@@ -34,7 +25,7 @@ def test_a_move_to_a_node_that_has_just_joined_lends_the_unuploaded_range(nodes:
     target = nodes.open(1, lease_ms=LEASE_MS, shared_wal=True)
     answer = source.reassign("t", 0, 1)  # at once
     assert answer["to"] == 1 and not answer["unchanged"]
-    _until(lambda: target.partition_info("t", 0)["owned"], 30, "the new node serves the moved partition")
+    wait_until(lambda: target.partition_info("t", 0)["owned"], 30, "the new node serves the moved partition")
     docs = handoff_wal.docs(target.meta, refresh=True)
     assert [d["source"] for d in docs.values()] == [0], docs  # lent, not uploaded first
     assert target.meta.get_stream(data_stream).end_offset == 0
