@@ -26,11 +26,14 @@ Kafka listener, confluent-kafka (librdkafka) on both sides of each ratio, in the
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from bench.common import emit, percentile, progress, save_results, table, wait_quiet
 
@@ -101,7 +104,7 @@ def flushed_produce(server: Any, topic: str, records: int, per_flush: int) -> di
         raise RuntimeError(f"flushed produce: {len(failed)} failed ({failed[:3]})")
     out = _figures(rounds * per_flush, secs, cpu, client)
     out.update(rounds=rounds, server_cpu_ms_round=1000 * cpu / rounds, flush_p50_ms=percentile(flushes, 50) * 1000,
-               flush_p99_ms=percentile(flushes, 99) * 1000)
+               flush_p99_ms=percentile(flushes, 99) * 1000, requests=clock.requests)
     return out
 
 
@@ -133,7 +136,8 @@ def transactional_produce(server: Any, topic: str, records: int, per_txn: int) -
     cpu_txn = 1000 * cpu / txns
     out.update(transactions=txns, transactions_s=txns / secs, server_cpu_ms_txn=cpu_txn,
                cpu_ceiling_txn_s=(os.cpu_count() or 1) * 1000 / max(cpu_txn, 1e-9),
-               commit_p50_ms=percentile(commits, 50) * 1000, commit_p99_ms=percentile(commits, 99) * 1000)
+               commit_p50_ms=percentile(commits, 50) * 1000, commit_p99_ms=percentile(commits, 99) * 1000,
+               requests=clock.requests)
     return out
 
 
@@ -195,15 +199,34 @@ def concurrent_produce(server: Any, topic: str, producers: int, records_each: in
     return out
 
 
+_REQUEST_LINE = re.compile(r'^mqindex_kafka_request_seconds_(count|sum)\{api="([^"]+)"\} (\S+)$', re.M)
+
+
+def request_totals(server: Any) -> dict[str, tuple[float, float]]:
+    """API name -> (requests answered, seconds in the server) so far: mqindex_kafka_request_seconds of /metrics."""
+    out: dict[str, list[float]] = {}
+    for kind, api, value in _REQUEST_LINE.findall(httpx.get(server.url + "/metrics", timeout=30).text):
+        out.setdefault(api, [0.0, 0.0])[0 if kind == "count" else 1] = float(value)
+    return {api: (c, s) for api, (c, s) in out.items()}
+
+
 class _Clock:
-    """Wall time, the server's CPU and this process's (the clients': Python and librdkafka's threads) from now."""
+    """Wall time, the server's CPU and this process's (the clients': Python and librdkafka's threads) from now;
+    `requests` after stop(): API name -> (requests, mean ms in the server) over the same span."""
 
     def __init__(self, server: Any) -> None:
         self.server = server
+        self.requests0 = request_totals(server)
+        self.requests: dict[str, tuple[float, float]] = {}
         self.cpu0, self.client0, self.t0 = server.cpu_s(), time.process_time(), time.perf_counter()
 
     def stop(self) -> tuple[float, float, float]:
-        return (time.perf_counter() - self.t0, self.server.cpu_s() - self.cpu0, time.process_time() - self.client0)
+        out = (time.perf_counter() - self.t0, self.server.cpu_s() - self.cpu0, time.process_time() - self.client0)
+        for api, (count, secs) in request_totals(self.server).items():
+            c0, s0 = self.requests0.get(api, (0.0, 0.0))
+            if count > c0:
+                self.requests[api] = (count - c0, 1000 * (secs - s0) / (count - c0))
+        return out
 
 
 def _figures(records: int, secs: float, cpu: float, client: float) -> dict[str, Any]:
@@ -212,6 +235,21 @@ def _figures(records: int, secs: float, cpu: float, client: float) -> dict[str, 
     return {"records": records, "seconds": secs, "mb_s": mib / secs, "records_s": records / secs,
             "server_cpu_ms_mib": per_mib, "cpu_ceiling_mb_s": (os.cpu_count() or 1) * 1000 / max(per_mib, 1e-9),
             "client_cpu_ms_mib": 1000 * client / mib}
+
+
+def _round_row(name: str, r: dict[str, Any], rounds: int, per_round: int, idem_mb_s: float) -> list[Any]:
+    """One row of the round-time table: the wall time of a round split into the server's time on its critical
+    path (one request of each API it waits for in turn) and the rest, and what the rest alone would allow."""
+    wall = 1000 * r["seconds"] / rounds
+    reqs = r.get("requests", {})
+    per = {api: reqs[api][1] for api in ("AddPartitionsToTxn", "Produce", "EndTxn") if api in reqs}
+    shown = ", ".join(f"{api} {reqs[api][0] / rounds:.1f}" for api in ("AddPartitionsToTxn", "Produce", "EndTxn")
+                      if api in reqs)
+    critical = sum(per.values())
+    rest = max(wall - critical, 1e-9)
+    at_once = per_round * RECORD / MiB / (rest / 1000)
+    return [name, wall, shown, per.get("AddPartitionsToTxn", ""), per.get("Produce", ""), per.get("EndTxn", ""),
+            critical, rest, at_once, at_once / idem_mb_s]
 
 
 def marker_latency(server: Any, topic: str, partitions: int, txns: int, per_txn: int) -> dict[str, Any]:
@@ -335,6 +373,15 @@ def run(work: Path, store: str, server_type: Any, partitions: int, records: int,
                [["transactions", txn["transactions_s"], txn["server_cpu_ms_txn"], txn["cpu_ceiling_txn_s"]],
                 [f"flushes of {per_txn} records", flushed["rounds"] / flushed["seconds"],
                  flushed["server_cpu_ms_round"], cores * 1000 / max(flushed["server_cpu_ms_round"], 1e-9)]]))
+    emit(table(f"Where a round's wall time goes, one producer ({per_txn} records a round): the server's time per "
+               "request from its mqindex_kafka_request_seconds (read to answer written; a round's Produce requests "
+               "run side by side, so one counts on its critical path), the rest is the client's and the network's",
+               ["", "wall ms a round", "requests a round", "AddPartitionsToTxn ms", "Produce ms (mean)", "EndTxn ms",
+                "server ms on the critical path", "the rest ms (client, network)",
+                "MB/s with a server answering at once", "its ratio to the idempotent row"],
+               [_round_row(f"idempotent, flushed every {per_txn} records", flushed, flushed["rounds"], per_txn,
+                           idem["mb_s"]),
+                _round_row("transactional", txn, txn["transactions"], per_txn, idem["mb_s"])]))
     emit(table(f"Commit markers end to end ({lat['transactions']} transactions of 10 records over {partitions} "
                "partitions, one at a time, a read_committed consumer following)",
                ["", "p50 ms", "p99 ms"],

@@ -232,6 +232,10 @@ def run(args: argparse.Namespace) -> int:
     app = app_for_node(settings, node)
     app.state.access = access  # the same rules for HTTP (api/http/auth.py)
     app.state.metrics.registry.register(DenialCollector(access))  # mqindex_authorization_denials_total
+    if kafka is not None:  # mqindex_kafka_request_seconds{api}
+        from api.kafka.schemas import APIS
+
+        kafka.observe = app.state.metrics.kafka_observer({key: api.name for key, api in APIS.items()})
     app.state.kafka_context = kafka.ctx if kafka is not None else None  # consumer groups (api/http/group_routes.py)
     from broker.partitions.throughput import ThroughputHistory
 

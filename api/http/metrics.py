@@ -166,6 +166,12 @@ class Metrics:
                                    registry=self.registry)
         self.http_latency = Histogram("mqindex_http_latency_seconds", "HTTP request latency by route", ["route"],
                                       registry=self.registry)
+        self.kafka_latency = Histogram("mqindex_kafka_request_seconds", "Kafka request time by API, from reading "
+                                       "the request to writing its answer (a Fetch's includes its wait for "
+                                       "records; a Produce's its WAL fsync)", ["api"],
+                                       buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05,
+                                                0.1, 0.25, 0.5, 1.0, 2.5, 10.0),
+                                       registry=self.registry)
         self.corrupt_reads = Counter("mqindex_corrupt_reads", "Reads that found an object or index file damaged in "
                                      "the store", ["component"], registry=self.registry)
         for component in ("broker", "index"):
@@ -182,6 +188,19 @@ class Metrics:
         if first:
             log.error("damaged in the store", extra={"component": component, "object": obj, "check": check,
                                                      "error": error})
+
+    def kafka_observer(self, names: Mapping[int, str]) -> Callable[[int, float], None]:
+        """The Kafka listener's `observe`: (API key, seconds) into mqindex_kafka_request_seconds, labelled with
+        the API's name from `names`; each label's child is looked up once (labels() takes a lock and builds a
+        key, on every request of the listener's loop otherwise)."""
+        children: dict[int, Any] = {}
+
+        def observe(api: int, seconds: float) -> None:
+            child = children.get(api)
+            if child is None:
+                child = children[api] = self.kafka_latency.labels(names.get(api, f"api-{api}"))
+            child.observe(seconds)
+        return observe
 
     def watch_stores(self, stores: Mapping[str, BlobStore]) -> None:
         if stores:

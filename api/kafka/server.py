@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -116,6 +117,8 @@ class Pending:
     answer: bytes | memoryview | asyncio.Task[Any] | produce.ProduceAnswer | None
     size: int
     close_after: bool = False  # a failed SASL authentication: the connection closes once this is sent
+    api: int = -1  # the request's API key (-1: a frame answered without being decoded)
+    started: float = 0.0  # time.perf_counter() when its frame was read (the request's time ends at its answer)
 
 
 class InFlight:
@@ -249,6 +252,9 @@ class KafkaServer:
         self._stop: asyncio.Event | None = None
         self._error: BaseException | None = None
         self._conns: set[asyncio.Task[None]] = set()
+        #: (API key, seconds from reading a request to writing its answer), called for every answered request
+        #: on the listener's loop: mqindex_kafka_request_seconds (api/http/metrics.py)
+        self.observe: Callable[[int, float], None] | None = None
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self, timeout: float = 10.0) -> None:
@@ -370,6 +376,7 @@ class KafkaServer:
             data = await read_frame(reader, limit)
             if data is None:
                 return
+            started = time.perf_counter()
             if not authenticated and not session.raw:
                 key = peek_api(data)[0]
                 if key not in _BEFORE_AUTHENTICATION:  # refused before its body is decoded
@@ -389,14 +396,15 @@ class KafkaServer:
             api, req, correlation_id = decoded
             resp = await self._answer(session, api.key, req, req.API_VERSION)
             if isinstance(resp, produce.ProduceAnswer):
-                answers.put(Pending(correlation_id, resp, size))
+                answers.put(Pending(correlation_id, resp, size, api=api.key, started=started))
                 continue
             if isinstance(resp, Awaitable):
-                answers.put(Pending(correlation_id, asyncio.ensure_future(resp), size))
+                answers.put(Pending(correlation_id, asyncio.ensure_future(resp), size, api=api.key, started=started))
                 continue
             if resp is not None:
                 resp.with_header(correlation_id=correlation_id)
-            answers.put(Pending(correlation_id, None if resp is None else framed(resp), size, session.failed))
+            answers.put(Pending(correlation_id, None if resp is None else framed(resp), size, session.failed,
+                                api=api.key, started=started))
             if session.failed:
                 return
 
@@ -422,6 +430,7 @@ class KafkaServer:
                 finally:  # what was gathered is sent, also when an answer failed (then the connection closes)
                     if frames:
                         writer.writelines(frames)
+                        self._observe(sent)
                 if frames:
                     await writer.drain()
             finally:
@@ -429,6 +438,16 @@ class KafkaServer:
                     in_flight.release(done.size)
             if item.close_after:
                 return
+
+    def _observe(self, sent: list[Pending]) -> None:
+        """Each answered request's time, from reading it to writing its answer (handed to the socket)."""
+        observe = self.observe
+        if observe is None:
+            return
+        now = time.perf_counter()
+        for item in sent:
+            if item.api >= 0:
+                observe(item.api, now - item.started)
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()

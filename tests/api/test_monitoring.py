@@ -13,6 +13,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.api.server import ServerProcess, free_port
+from tests.kafka.wire import Wire
 
 MONITORING = Path(__file__).resolve().parents[2] / "docs" / "monitoring"
 METRIC = re.compile(r"\bmqindex_[a-z0-9_]+")
@@ -41,10 +42,13 @@ def alert_rules() -> list[dict[str, object]]:
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
     """Sample name -> label names, from a real server that has served requests, written and indexed."""
+    kafka_port = free_port()
     server = ServerProcess(tmp_path_factory.mktemp("monitoring") / "data", "--kafka-listener",
-                           f"127.0.0.1:{free_port()}").start()  # with a listener: consumer group lag
+                           f"127.0.0.1:{kafka_port}").start()  # with a listener: consumer group lag
     try:
         url = server.url
+        with Wire(kafka_port) as w:  # a Kafka request answered: mqindex_kafka_request_seconds{api}
+            w.call((3, 1), topics=[])
         assert httpx.post(f"{url}/v1/topics", json={"name": "orders", "partitions": 1}).status_code == 201
         r = httpx.post(f"{url}/v1/topics/orders/messages", json={"messages": [{"key": "k", "value": "v"}] * 5})
         assert r.status_code == 200
