@@ -24,7 +24,7 @@ from broker import overview  # the console's read-only views
 from broker.cluster.balancer import BalanceConfig, balance_settings
 from broker.cluster.cluster import Cluster
 from broker.cluster.cluster_index import index_file_rows
-from broker.cluster.failover import failover_reports
+from broker.cluster.failover import failover_reports, replayed_elsewhere
 from broker.cluster.failover_history import FAILOVER_HISTORY_PER_NODE
 from broker.cluster.key_lookup import NodeLookups
 from broker.cluster.membership import DEFAULT_LEASE_MS, TIMED_STREAM_RECORDS, Membership
@@ -207,6 +207,8 @@ class BrokerNode:
             raise
         every = parts.load_all()
         self.cluster.claim_at_open(every)
+        if self._wal_store is not None:  # a failover of the previous incarnation may still be reading this WAL
+            self.storage.holds.replay_pending = lambda: replayed_elsewhere(self.meta, self.node_id)
         restored = self.storage.restore_from_wal()
         self.recovered_records = sum(restored.get(p.data_stream, 0) for p in every)
         parts.load_states(every)

@@ -44,6 +44,7 @@ from broker.cluster.membership import Membership
 from broker.cluster.published_expiry import DEFAULT_INTERVAL_S, PublishedExpiry
 from broker.cluster.published_merge import config_from_index
 from broker.errors import Fenced
+from broker.metadata import MetadataClient
 from broker.metadata.image import OPENED
 from broker.metadata.leases import EXPIRED
 from broker.partitions.dispatcher import CatchUp
@@ -62,6 +63,14 @@ log = logging.getLogger("mqindex.broker.failover")
 # survivor that dies before it finished leaves it: whoever fails that survivor over replays both WALs, the dead
 # node's first (the survivor never served those partitions, so its own WAL holds nothing of them before it)
 REPLAYS_PREFIX = "failover_replays/"
+
+
+def replayed_elsewhere(meta: MetadataClient, node_id: int) -> bool:
+    """Whether another node's failover of `node_id` recorded its replay of that node's shared WAL and has not
+    finished it: a restart of `node_id` then keeps the records that failover takes in its WAL until they are
+    committed (StreamStorage.restore_from_wal), for the survivor has yet to read them."""
+    value = meta.kv_get(f"{REPLAYS_PREFIX}{node_id}", refresh=True)
+    return value is not None and json.loads(value).get("by") != node_id
 
 
 class Failover:
@@ -277,11 +286,17 @@ class Failover:
         spans: list[tuple[int, int, str]] = []
         spans_of: dict[int, list[tuple[int, int, str]]] = {}
         inherited: list[int] = []
+        fenced_at = {dead: new_epoch}  # each replayed node's epoch as its failover fenced it
         if shared:
             assert self.wal_store is not None
             # the WALs of nodes the dead one was failing over when it died, before its own (REPLAYS_PREFIX)
-            inherited = sorted(int(k[len(REPLAYS_PREFIX):]) for k, v in
-                               meta.kv_items(REPLAYS_PREFIX).items() if json.loads(v).get("by") == dead)
+            for k, v in meta.kv_items(REPLAYS_PREFIX).items():
+                doc = json.loads(v)
+                if doc.get("by") == dead:
+                    inherited.append(int(k[len(REPLAYS_PREFIX):]))
+                    if doc.get("fenced_epoch") is not None:
+                        fenced_at[inherited[-1]] = int(doc["fenced_epoch"])
+            inherited.sort()
             for node in [*inherited, dead]:
                 wal_records, report, node_spans = read_wal(self.wal_store, node)
                 spans += node_spans
@@ -316,7 +331,14 @@ class Failover:
         cleared = [n for n in [*inherited, dead] if n not in leading]
         if shared and spans:
             assert self.wal_store is not None
-            spans = [sp for n in cleared for sp in spans_of.get(n, [])]
+            # a node that registered again since its fence writes its WAL anew and holds the records read here
+            # until they are committed (StreamStorage.restore_from_wal): its objects, some of them the new
+            # incarnation's, are trimmed by that node, not deleted here
+            back = {n for n in cleared if self._registered_again(n, fenced_at.get(n))}
+            if back:
+                log.info("failover: the node registered again meanwhile; its WAL objects are left to it",
+                         extra={"node_id": dead, "registered_again": sorted(back)})
+            spans = [sp for n in cleared if n not in back for sp in spans_of.get(n, [])]
             kept = handoff_wal.kept_objects(meta, [*inherited, dead])  # a move's next owner still reads these
             handoff_wal.keep(meta, dead, kept & {k for _, _, k in spans})  # deleted once read (sweep_kept)
             self.wal_store.delete([k for _, _, k in spans if k not in kept])
@@ -355,6 +377,12 @@ class Failover:
             # off the watcher's thread: the hand-offs of the spread above and the next failover do not wait
             self._start_rescue(dead, new_epoch, redispatch_from, report_doc)
         return report_doc
+
+    def _registered_again(self, node: int, fenced_epoch: int | None) -> bool:
+        """Whether `node` registered an incarnation after the fence at `fenced_epoch` (unknown: a replay record of an
+        earlier release, taken as not)."""
+        n = self.parts.meta.image.nodes.get(node)
+        return fenced_epoch is not None and n is not None and n.epoch > fenced_epoch
 
     def _rescue(self, dead: int, epoch: int, redispatch_from: dict[tuple[str, int], int],
                 report_doc: dict[str, Any]) -> None:

@@ -67,6 +67,7 @@ from broker.streams.upload_loop import UploadLoop
 from broker.streams.uploader import upload_batch
 from broker.streams.wal import HEADER_SIZE as WAL_HEADER_SIZE
 from broker.streams.wal import Wal, WalRecord
+from broker.streams.wal_holds import WalHolds
 from broker.streams.wal_trim import WalSlot, WalTrimTracker
 from storage_tier import BlobStore, StorageUnavailable
 from storage_tier.disk_space import is_out_of_space
@@ -121,7 +122,7 @@ class StreamStorage:
         # moves over a shared WAL (broker/streams/moved_range.py): ranges of streams open here still being read
         # from their previous owner's WAL, and ranges of streams moved away that only this node's WAL holds
         self._borrowed: dict[int, BorrowedRange] = {}
-        self._lent: dict[int, int] = {}  # stream id -> end offset its next owner must commit before the WAL trims
+        self.holds = WalHolds(meta)  # streams moved away, or a failover replays, whose records the WAL keeps
         #: stream id -> [appends, bytes appended, reads, bytes read] since this node opened (load reports)
         self.io: dict[int, list[int]] = {}
         #: records of the streams open here that a previous owner's shared WAL holds below this node's own (a move
@@ -239,20 +240,24 @@ class StreamStorage:
         stream. Called once, after the streams of the previous incarnation are opened."""
         recovered, self._recovered = self._recovered, []
         mine = []
+        pending = self.holds.replay_pending
+        replayed_elsewhere = bool(recovered) and pending is not None and pending()
+        held: dict[int, int] = {}  # streams a failover under way elsewhere replays from this WAL -> their end here
         for w, rec in recovered:
             mine_now = rec.stream_id in self._open
-            lent = rec.stream_id in self._lent  # its next owner reads it from here until it commits it
-            self.tracker.add(WalSlot(rec.stream_id, rec.last_offset, w.next_offset, released=not mine_now and not lent,
-                                     wal_start=w.offset))
+            lent = rec.stream_id in self.holds  # its next owner reads it from here until it commits it
+            beyond = not mine_now and not lent and rec.last_offset > self.holds.committed_end(rec.stream_id)
+            hold = beyond and replayed_elsewhere
+            if hold:  # the survivor has not read it yet: trimmed now, it would serve the partition without it
+                held[rec.stream_id] = max(rec.last_offset, held.get(rec.stream_id, 0))
+            self.tracker.add(WalSlot(rec.stream_id, rec.last_offset, w.next_offset,
+                                     released=not mine_now and not lent and not hold, wal_start=w.offset))
             if mine_now:
                 mine.append(rec)
-                continue
-            if lent:
-                continue
-            with contextlib.suppress(Exception):
-                if rec.last_offset > self.meta.get_stream(rec.stream_id, refresh=False).end_offset:
-                    log.error("acknowledged WAL records of a stream this node does not own are not restored",
-                              extra={"stream": rec.stream_id, "offset": rec.base_offset})
+            elif beyond and not hold:
+                log.error("acknowledged WAL records of a stream this node does not own are not restored",
+                          extra={"stream": rec.stream_id, "offset": rec.base_offset})
+        self.holds.hold_for_replay(held)
         borrowed = self.before_restore(dict(self._open)) if self.before_restore is not None else []
         return self.restore_records([*borrowed, *mine], "WAL recovery")
 
@@ -499,30 +504,14 @@ class StreamStorage:
         """Streams just closed here whose records up to `end` may be only in this node's shared WAL: the next
         owner reads them from there, so their WAL records stay until the metadata shows the stream committed up
         to `end` (`release_lent`). Their cached copies are dropped now."""
-        for sid, end in ends.items():
-            self._lent[sid] = max(end, self._lent.get(sid, end))
+        self.holds.lend(ends)
         self.cache.mark_uploaded(dict.fromkeys(ends, _FAR))
 
-    @property
-    def lent_streams(self) -> int:
-        """Streams moved away whose next owner has not committed what it reads from this node's WAL yet."""
-        return len(self._lent)
-
-    def lent_stream_ids(self) -> set[int]:
-        """The ids of those streams."""
-        return set(self._lent)
-
     def release_lent(self) -> None:
-        """Let the WAL trim the records of lent streams the metadata shows committed (or deleted) since."""
-        done: dict[int, int] = {}
-        for sid, end in list(self._lent.items()):
-            m = self.meta.image.streams.get(sid)
-            if m is None or m.end_offset >= end:
-                done[sid] = end
+        """Let the WAL trim the records of the streams held for others that are due (broker/streams/wal_holds.py)."""
+        done = self.holds.due()
         if not done:
             return
-        for sid in done:
-            self._lent.pop(sid, None)
         self.tracker.committed(done)
         if self._upload_lock.acquire(blocking=False):  # else the upload under way trims
             try:

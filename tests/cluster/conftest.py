@@ -38,8 +38,12 @@ class InProcessNodes:
         self.store, self.meta = f"file://{tmp_path}/objects", f"sqlite:///{tmp_path}/meta.sqlite"
         self.opened: list[BrokerNode] = []
 
-    def open(self, node_id: int, lease_ms: int = 1000, shared_wal: bool = False) -> BrokerNode:
-        n = BrokerNode.open(self.tmp_path / f"node{node_id}", self.store, self.meta, node_id=node_id,
+    def open(self, node_id: int, lease_ms: int = 1000, shared_wal: bool = False, dir_name: str | None = None
+             ) -> BrokerNode:
+        """`dir_name`: the node's data directory under the test's (default node<id>); another one starts the node
+        again while its dead incarnation's object is still open, as a restart on another machine does with a shared
+        WAL."""
+        n = BrokerNode.open(self.tmp_path / (dir_name or f"node{node_id}"), self.store, self.meta, node_id=node_id,
                             lease_ms=lease_ms, upload_interval_s=3600, maintenance_interval_s=3600,
                             wal_url=f"sqlite:///{self.tmp_path}/wal.sqlite" if shared_wal else None)
         self.opened.append(n)
