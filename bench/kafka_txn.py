@@ -21,6 +21,9 @@ Kafka listener, confluent-kafka (librdkafka) on both sides of each ratio, in the
    against as many idempotent producers, all at once: the aggregate rates, where one producer's wait for its
    round trips no longer sets the pace; the server's CPU per MiB does, and on a small machine the clients' own
    CPU (printed beside it) too.
+5. the client alone: the idempotent, flushed and transactional producers of 1. against a peer that answers at
+   once and stores nothing (bench/kafka_null_peer.py, not a broker): the client's own time per round, which no
+   server removes; its transactional rate over this server's idempotent rate is the ceiling of the ratio of 1.
 """
 
 from __future__ import annotations
@@ -205,6 +208,8 @@ _REQUEST_LINE = re.compile(r'^mqindex_kafka_request_seconds_(count|sum)\{api="([
 def request_totals(server: Any) -> dict[str, tuple[float, float]]:
     """API name -> (requests answered, seconds in the server) so far: mqindex_kafka_request_seconds of /metrics."""
     out: dict[str, list[float]] = {}
+    if server.url is None:  # the null peer (bench/kafka_null_peer.py): no /metrics
+        return {}
     for kind, api, value in _REQUEST_LINE.findall(httpx.get(server.url + "/metrics", timeout=30).text):
         out.setdefault(api, [0.0, 0.0])[0 if kind == "count" else 1] = float(value)
     return {api: (c, s) for api, (c, s) in out.items()}
@@ -347,10 +352,25 @@ def run(work: Path, store: str, server_type: Any, partitions: int, records: int,
             conc["transactional"] = concurrent_produce(server, "bench-conc-txn", producers, each, per_txn)
     finally:
         server.stop()
+    # the client alone (module doc, 5.): the same producers against a peer that answers at once
+    from bench.kafka_null_peer import NullPeer
+
+    print("[bench] the client alone: the producers against the null peer", file=sys.stderr, flush=True)
+    peer = NullPeer(partitions).start()
+    try:
+        alone = {"idempotent": idempotent_produce(peer, "null", records),
+                 "flushed": flushed_produce(peer, "null", records, per_txn),
+                 "transactional": transactional_produce(peer, "null", records, per_txn)}
+        if producers:
+            alone["concurrent_transactional"] = concurrent_produce(peer, "null", producers,
+                                                                   max(per_txn, records // producers), per_txn)
+    finally:
+        peer.stop()
     load_after = os.getloadavg()
     results = {"idempotent": idem, "flushed": flushed, "transactional": txn, "markers": lat, "partitions": partitions,
                "records_per_transaction": per_txn, "load_before": load_before, "load_after": load_after,
-               "by_size": by_size, "producers": producers, "concurrent": conc, "quiet_s": quiet}
+               "by_size": by_size, "producers": producers, "concurrent": conc, "quiet_s": quiet,
+               "client_alone": alone}
     cores = os.cpu_count() or 1
     emit(f"load average (1, 5, 15 min) before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
          f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
@@ -382,6 +402,21 @@ def run(work: Path, store: str, server_type: Any, partitions: int, records: int,
                [_round_row(f"idempotent, flushed every {per_txn} records", flushed, flushed["rounds"], per_txn,
                            idem["mb_s"]),
                 _round_row("transactional", txn, txn["transactions"], per_txn, idem["mb_s"])]))
+    a_idem, a_flushed, a_txn = alone["idempotent"], alone["flushed"], alone["transactional"]
+    emit(table(f"The client alone: the same producers against a peer that answers at once and stores nothing "
+               f"(bench/kafka_null_peer.py, not a broker; {records} records, {per_txn} a round): what no server "
+               "can make faster",
+               ["", "MB/s", "ms a round", "peer CPU ms a round", "ratio to this server's idempotent row"],
+               [["idempotent (pipelined)", a_idem["mb_s"], "", "", a_idem["mb_s"] / idem["mb_s"]],
+                [f"idempotent, flushed every {per_txn} records", a_flushed["mb_s"],
+                 1000 * a_flushed["seconds"] / a_flushed["rounds"], a_flushed["server_cpu_ms_round"],
+                 a_flushed["mb_s"] / idem["mb_s"]],
+                ["transactional", a_txn["mb_s"], 1000 * a_txn["seconds"] / a_txn["transactions"],
+                 a_txn["server_cpu_ms_txn"], a_txn["mb_s"] / idem["mb_s"]]]))
+    emit(f"ceiling of the transactional ratio with this client at {per_txn} records a transaction: "
+         f"{a_txn['mb_s']:.1f} MB/s (against the null peer) / {idem['mb_s']:.1f} MB/s (this server's idempotent "
+         f"row) = {a_txn['mb_s'] / idem['mb_s']:.2f}x; measured on this server {txn['mb_s'] / idem['mb_s']:.2f}x, "
+         f"{txn['mb_s'] / a_txn['mb_s']:.2f} of the ceiling")
     emit(table(f"Commit markers end to end ({lat['transactions']} transactions of 10 records over {partitions} "
                "partitions, one at a time, a read_committed consumer following)",
                ["", "p50 ms", "p99 ms"],
@@ -399,6 +434,7 @@ def run(work: Path, store: str, server_type: Any, partitions: int, records: int,
                     for size, r in by_size.items()]))
     if conc:
         ci, ct = conc["idempotent"], conc["transactional"]
+        ca = alone["concurrent_transactional"]
         emit(table(f"{producers} producers at once, {ci['records']} (idempotent) and {ct['records']} (transactional) "
                    "records of 1 KiB in all: transactional "
                    f"({per_txn} records a transaction) against idempotent (pipelined)",
@@ -407,7 +443,10 @@ def run(work: Path, store: str, server_type: Any, partitions: int, records: int,
                    [[f"{producers} idempotent producers", ci["mb_s"], 1.0, "", ci["server_cpu_ms_mib"],
                      ci["cpu_ceiling_mb_s"], ci["client_cpu_ms_mib"]],
                     [f"{producers} transactional producers", ct["mb_s"], ct["mb_s"] / ci["mb_s"], ct["transactions_s"],
-                     ct["server_cpu_ms_mib"], ct["cpu_ceiling_mb_s"], ct["client_cpu_ms_mib"]]]))
+                     ct["server_cpu_ms_mib"], ct["cpu_ceiling_mb_s"], ct["client_cpu_ms_mib"]],
+                    [f"{producers} transactional producers against the null peer (the client alone)", ca["mb_s"],
+                     ca["mb_s"] / ci["mb_s"], ca["transactions_s"], ca["server_cpu_ms_mib"], ca["cpu_ceiling_mb_s"],
+                     ca["client_cpu_ms_mib"]]]))
     path = save_results("kafka-transactions", results)
     emit(f"raw figures: {path}")
     return results
