@@ -418,19 +418,25 @@ class KafkaServer:
                 return
             sent = [item]
             frames: list[bytes | memoryview] = []
+            answered: list[Pending] = []  # those whose answer is among `frames` (acks=0 produces have none)
             try:
                 try:
                     _add_frame(frames, item, await settled(item.answer))
+                    if frames:
+                        answered.append(item)
                     while not item.close_after and (nxt := answers.ready()) is not None:
                         item = nxt
                         sent.append(item)
                         ready = item.answer
                         made = isinstance(ready, asyncio.Task | produce.ProduceAnswer)
+                        before = len(frames)
                         _add_frame(frames, item, ready.result() if made else ready)
+                        if len(frames) > before:
+                            answered.append(item)
                 finally:  # what was gathered is sent, also when an answer failed (then the connection closes)
                     if frames:
                         writer.writelines(frames)
-                        self._observe(sent)
+                        self._observe(answered)
                 if frames:
                     await writer.drain()
             finally:
@@ -440,7 +446,9 @@ class KafkaServer:
                 return
 
     def _observe(self, sent: list[Pending]) -> None:
-        """Each answered request's time, from reading it to writing its answer (handed to the socket)."""
+        """Each answered request's time, from reading it to writing its answer (handed to the socket). Requests
+        with no answer (acks=0 produces) and frames answered undecoded (raw SASL tokens, an ApiVersions of an
+        unknown version) are not counted."""
         observe = self.observe
         if observe is None:
             return

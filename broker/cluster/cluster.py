@@ -398,10 +398,10 @@ class Cluster:
         (its target not known here) is waited for up to the bound, as before."""
         storage = self.parts.storage
         deadline = time.monotonic() + wait_s
-        while len(storage.holds) and time.monotonic() < deadline:
+        while storage.holds.lent_ids() and time.monotonic() < deadline:
             self.meta.catch_up()
             storage.release_lent()
-            waiting = storage.holds.ids()
+            waiting = storage.holds.lent_ids()
             if waiting and waiting <= lent_to.keys():
                 stay = leaving.staying(self.meta, self.membership.alive(), refresh=False)  # caught up above
                 if not any(lent_to[sid] in stay for sid in waiting):
@@ -410,10 +410,10 @@ class Cluster:
                                     "streams": len(waiting)})
                     break
             time.sleep(0.05)
-        if len(storage.holds):
+        if storage.holds.lent_ids():
             log.warning("stopping with moved records the new leaders have not committed yet; this node's WAL "
                         "objects holding them stay until they do and it returns", extra={
-                            "node_id": self.node_id, "streams": len(storage.holds)})
+                            "node_id": self.node_id, "streams": len(storage.holds.lent_ids())})
 
     def leave(self, dispatcher: Dispatcher, index: Any) -> None:
         """Clean stop: hand the partitions to the other live nodes; with others alive, upload every index file

@@ -55,6 +55,7 @@ from broker.partitions.partition_map import PartitionMap, now_ms
 from broker.partitions.retention import data_is_live
 from broker.streams.object_wal import read_wal, wal_prefix
 from broker.streams.storage import decode_stream_record
+from broker.streams.wal_holds import EVERY_STREAM
 from storage_tier import BlobStore, open_store
 
 log = logging.getLogger("mqindex.broker.failover")
@@ -65,12 +66,16 @@ log = logging.getLogger("mqindex.broker.failover")
 REPLAYS_PREFIX = "failover_replays/"
 
 
-def replayed_elsewhere(meta: MetadataClient, node_id: int) -> bool:
-    """Whether another node's failover of `node_id` recorded its replay of that node's shared WAL and has not
-    finished it: a restart of `node_id` then keeps the records that failover takes in its WAL until they are
-    committed (StreamStorage.restore_from_wal), for the survivor has yet to read them."""
+def replayed_elsewhere(meta: MetadataClient, node_id: int) -> frozenset[int] | None:
+    """The streams another node's failover of `node_id` is replaying from that node's shared WAL: it recorded the
+    replay and has not finished it (None: no such failover). A restart of `node_id` keeps their records in its WAL
+    until they are committed (broker/streams/wal_holds.py), for the survivor has yet to read them. A record of an
+    earlier release names no streams: every stream is taken (EVERY_STREAM)."""
     value = meta.kv_get(f"{REPLAYS_PREFIX}{node_id}", refresh=True)
-    return value is not None and json.loads(value).get("by") != node_id
+    doc = None if value is None else json.loads(value)
+    if doc is None or doc.get("by") == node_id:
+        return None
+    return EVERY_STREAM if doc.get("streams") is None else frozenset(int(s) for s in doc["streams"])
 
 
 class Failover:
@@ -331,9 +336,10 @@ class Failover:
         cleared = [n for n in [*inherited, dead] if n not in leading]
         if shared and spans:
             assert self.wal_store is not None
-            # a node that registered again since its fence writes its WAL anew and holds the records read here
-            # until they are committed (StreamStorage.restore_from_wal): its objects, some of them the new
-            # incarnation's, are trimmed by that node, not deleted here
+            # a node that registered again since its fence appends to the same WAL (its objects are the new
+            # incarnation's too) and keeps the records read here until they are committed
+            # (broker/streams/wal_holds.py): its objects are trimmed by that node, not deleted here. An inherited
+            # replay record of an earlier release has no fenced epoch: its node is taken as not registered again
             back = {n for n in cleared if self._registered_again(n, fenced_at.get(n))}
             if back:
                 log.info("failover: the node registered again meanwhile; its WAL objects are left to it",

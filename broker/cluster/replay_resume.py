@@ -19,8 +19,9 @@ index rescue follows as after any failover.
 Left to the failover check instead (which fences the node again and replays its WAL as any failover does): a dead
 node that still leads partitions (this node stopped before it made itself their leader), and a record of an
 earlier release (no streams named). A node the dead one was failing over that still leads partitions keeps its WAL
-and its record for the same reason. A dead node that registered again since (its epoch moved past the fenced one)
-writes its WAL anew: its records are restored, its objects are not deleted.
+and its record for the same reason. A node whose WAL is replayed that registered again since (its epoch moved past
+the fenced one) appends to the same WAL: its records are restored, its objects are not deleted (that node keeps
+the records until they are committed and trims them itself, broker/streams/wal_holds.py).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class _Found:
     value: str
     doc: dict[str, Any]
     nodes: list[int]  # the nodes whose WALs were read, the dead one last
-    again: bool  # the dead node registered again since the fence
+    again: set[int]  # nodes of `nodes` that registered again since their fence
     spans: dict[int, list[tuple[int, int, str]]] = field(default_factory=dict)  # node -> its WAL objects read
     replayed: dict[int, int] = field(default_factory=dict)  # stream id -> records beyond its end when read
     leading: set[int] = field(default_factory=set)  # nodes of `nodes` that still lead partitions
@@ -79,8 +80,12 @@ class ResumedReplays:
                 continue  # the failover check takes it again (module doc)
             wanted = set(doc["streams"])
             node = self.meta.image.nodes.get(dead)
-            again = node is not None and node.epoch != doc.get("fenced_epoch")
+            again = {dead} if node is not None and node.epoch != doc.get("fenced_epoch") else set()
             inherited = sorted(n for n, d in docs.items() if d.get("by") == dead)
+            for n in inherited:  # a record of an earlier release has no fenced epoch: taken as not registered again
+                fenced, inode = docs[n].get("fenced_epoch"), self.meta.image.nodes.get(n)
+                if fenced is not None and inode is not None and inode.epoch > int(fenced):
+                    again.add(n)
             found = _Found(*replays[dead], doc, [*inherited, dead], again)
             found.leading = leading & set(inherited)
             for n in found.nodes:
@@ -119,9 +124,9 @@ class ResumedReplays:
             if not meta.kv_set_if({found.key: found.value}, found.key, None):
                 log.info("failover taken over by another node since this one stopped", extra={"node_id": dead})
                 continue
-            cleared = [n for n in found.nodes if n not in found.leading and not (n == dead and found.again)]
+            cleared = [n for n in found.nodes if n not in found.leading]
             kept = handoff_wal.kept_objects(meta, found.nodes)  # a move's next owner still reads these
-            spans = {k for n in cleared for _, _, k in found.spans[n]}
+            spans = {k for n in cleared if n not in found.again for _, _, k in found.spans[n]}
             handoff_wal.keep(meta, dead, kept & spans)
             self.wal_store.delete(sorted(spans - kept))
             for n in cleared:

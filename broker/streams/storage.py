@@ -67,7 +67,7 @@ from broker.streams.upload_loop import UploadLoop
 from broker.streams.uploader import upload_batch
 from broker.streams.wal import HEADER_SIZE as WAL_HEADER_SIZE
 from broker.streams.wal import Wal, WalRecord
-from broker.streams.wal_holds import WalHolds
+from broker.streams.wal_holds import WalHolds, replays
 from broker.streams.wal_trim import WalSlot, WalTrimTracker
 from storage_tier import BlobStore, StorageUnavailable
 from storage_tier.disk_space import is_out_of_space
@@ -240,18 +240,18 @@ class StreamStorage:
         stream. Called once, after the streams of the previous incarnation are opened."""
         recovered, self._recovered = self._recovered, []
         mine = []
-        pending = self.holds.replay_pending
-        replayed_elsewhere = bool(recovered) and pending is not None and pending()
-        held: dict[int, int] = {}  # streams a failover under way elsewhere replays from this WAL -> their end here
+        replayed = self.holds.replayed_elsewhere() if recovered else None  # by a failover under way elsewhere
+        held: dict[int, list[WalSlot]] = {}  # its streams' records here, kept until it commits them
         for w, rec in recovered:
             mine_now = rec.stream_id in self._open
             lent = rec.stream_id in self.holds  # its next owner reads it from here until it commits it
             beyond = not mine_now and not lent and rec.last_offset > self.holds.committed_end(rec.stream_id)
-            hold = beyond and replayed_elsewhere
+            hold = beyond and replayed is not None and replays(replayed, rec.stream_id)
+            slot = WalSlot(rec.stream_id, rec.last_offset, w.next_offset,
+                           released=not mine_now and not lent and not hold, wal_start=w.offset)
+            self.tracker.add(slot)
             if hold:  # the survivor has not read it yet: trimmed now, it would serve the partition without it
-                held[rec.stream_id] = max(rec.last_offset, held.get(rec.stream_id, 0))
-            self.tracker.add(WalSlot(rec.stream_id, rec.last_offset, w.next_offset,
-                                     released=not mine_now and not lent and not hold, wal_start=w.offset))
+                held.setdefault(rec.stream_id, []).append(slot)
             if mine_now:
                 mine.append(rec)
             elif beyond and not hold:
@@ -509,10 +509,11 @@ class StreamStorage:
 
     def release_lent(self) -> None:
         """Let the WAL trim the records of the streams held for others that are due (broker/streams/wal_holds.py)."""
-        done = self.holds.due()
-        if not done:
+        done, abandoned = self.holds.due()
+        if not done and not abandoned:
             return
         self.tracker.committed(done)
+        self.tracker.release(abandoned)
         if self._upload_lock.acquire(blocking=False):  # else the upload under way trims
             try:
                 point = self.tracker.trim_point()

@@ -114,6 +114,12 @@ class WalTrimTracker:
                 if s.stream_id == stream_id:
                     s.released = True
 
+    def release(self, slots: list[WalSlot]) -> None:
+        """These slots no longer hold the trim point back (records no one will commit: see wal_holds.py)."""
+        with self._lock:
+            for s in slots:
+                s.released = True
+
     def ranges_of(self, stream_id: int, above: int) -> list[tuple[int, int]]:
         """WAL ranges [start, next) of the durable records of a stream held here that end after `above`, in order
         (what a move lends to the next owner of the stream)."""

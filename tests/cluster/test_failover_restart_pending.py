@@ -70,9 +70,13 @@ def test_a_restart_during_its_pending_failover_keeps_both_incarnations_records(
     second = [b"n%02d" % i for i in range(10)]
     assert [p.offset for p in back.produce("u", [InMessage(v, key=b"j") for v in second])] == list(range(10))
 
+    back.storage.force_upload()  # an upload trims the WAL of what no longer holds it
+    held = back.storage.holds.ids()  # the first incarnation's streams, for the survivor to replay
+    assert held and not back.storage.holds.lent_ids(), held
     replay_allowed.set()
     wait("the survivor never finished the failover of node 1's first incarnation",
          lambda: survivor.meta.kv_get(f"{failover_module.REPLAYS_PREFIX}1") is None)
+    wait("node 1 kept the records the failover has committed", lambda: not back.storage.holds.ids())
     nodes.dies(back)  # the second incarnation dies before uploading: the survivor fails it over too
     wait("the survivor never served both partitions",
          lambda: survivor.partition_info("t", 0)["owned"] and survivor.partition_info("u", 0)["owned"])
