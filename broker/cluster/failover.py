@@ -331,8 +331,12 @@ class Failover:
         self.parts.serve(opened)
         self.parts.write_states(opened, clean=False)
         # a node the dead one was failing over that still leads partitions (it died before it made itself their
-        # leader) keeps its WAL and its replay record: the failover check takes that node over next and replays it
+        # leader) keeps its WAL and its replay record: the failover check takes that node over next and replays it.
+        # Unless that node registered again since its fence: its restart took back the partitions it leads with
+        # its WAL's records, no failover of it comes, and the record, kept, held the balancer and every move of
+        # its partitions back for good (broker/cluster/handoff.py, replay_pending)
         leading = {w.node for w in leaders(meta, refresh=True).values()} & set(inherited)
+        leading = {n for n in leading if not self._registered_again(n, fenced_at.get(n))}
         cleared = [n for n in [*inherited, dead] if n not in leading]
         if shared and spans:
             assert self.wal_store is not None

@@ -87,7 +87,7 @@ class ResumedReplays:
                 if fenced is not None and inode is not None and inode.epoch > int(fenced):
                     again.add(n)
             found = _Found(*replays[dead], doc, [*inherited, dead], again)
-            found.leading = leading & set(inherited)
+            found.leading = (leading & set(inherited)) - again  # one registered again took its partitions back
             for n in found.nodes:
                 wal_records, report, spans = read_wal(self.wal_store, n)
                 found.spans[n] = spans

@@ -49,3 +49,46 @@ def test_a_failover_of_a_node_that_died_failing_another_over_keeps_the_first_one
            "node 1 serves both dead nodes' partitions")
     assert [m.value for m in survivor.fetch("y", 0, 0, 100)[0]] == values
     assert [m.value for m in survivor.fetch("x", 0, 0, 100)[0]] == [b"x"]
+
+
+def test_a_node_restarted_after_its_failover_was_begun_by_a_node_that_died_leaves_no_replay_pending(
+        nodes: InProcessNodes, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Node 0 fences node 2, records its replay and dies before it leads node 2's partition; node 2 starts again
+    and takes its partition back with its WAL's records; node 1 fails node 0 over. Node 2 is alive: no failover of
+    it comes, so node 1 drops its replay record. Before, node 1 kept it for that failover, and the record held the
+    balancer and every move of node 2's partitions back for good."""
+    first = nodes.open(2, shared_wal=True)
+    first.create_topic("y", 1)
+    values = [b"y%02d" % i for i in range(20)]
+    first.produce("y", [InMessage(v, key=b"k") for v in values])
+    middle = nodes.open(0, shared_wal=True)
+    middle.create_topic("x", 1)
+    if middle.partition_info("x", 0)["owned"] is False:
+        middle.reassign("x", 0, 0)
+    middle.produce("x", [InMessage(b"x", key=b"k")])
+    survivor = nodes.open(1, shared_wal=True)
+    died = threading.Event()
+    real_set_leaders = failover_module.set_leaders
+
+    def dies_before_leading(meta: Any, changes: Any) -> Any:
+        if meta.node_id == 0:
+            died.set()
+            raise RuntimeError("node 0 stops here")
+        return real_set_leaders(meta, changes)
+
+    monkeypatch.setattr(failover_module, "set_leaders", dies_before_leading)
+    nodes.dies(first)
+    assert died.wait(60), "node 0 never began the failover of node 2"
+    back = nodes.open(2, shared_wal=True, dir_name="node2-again")  # before node 1 fails node 0 over
+    nodes.dies(middle)
+    wait_until(lambda: survivor.partition_info("x", 0)["owned"] or back.partition_info("x", 0)["owned"], 60,
+               "node 0's partition served again")
+    assert back.partition_info("y", 0)["owned"], "node 2 did not take its partition back at its restart"
+    assert [m.value for m in back.fetch("y", 0, 0, 100)[0]] == values
+    wait_until(lambda: survivor.meta.kv_get(f"{failover_module.REPLAYS_PREFIX}2") is None, 30,
+               "node 2's replay record dropped (no failover of it will come: it is alive)")
+    assert not survivor.meta.kv_items(failover_module.REPLAYS_PREFIX)
+    moved = survivor.reassign("y", 0, 1)  # a move of node 2's partition is not held back by a stale replay
+    assert (moved["from"], moved["to"]) == (2, 1), moved
+    wait_until(lambda: survivor.partition_info("y", 0)["owned"], 30, "node 1 serves the moved partition")
+    assert [m.value for m in survivor.fetch("y", 0, 0, 100)[0]] == values
