@@ -64,6 +64,8 @@ log = logging.getLogger("mqindex.broker.failover")
 # survivor that dies before it finished leaves it: whoever fails that survivor over replays both WALs, the dead
 # node's first (the survivor never served those partitions, so its own WAL holds nothing of them before it)
 REPLAYS_PREFIX = "failover_replays/"
+RETRY_FIRST_S, RETRY_MAX_S = 0.5, 30.0  # the waits before a pending failover is tried again (Failover._retries)
+retry_clock = time.monotonic  # their clock (a test's own clock replaces it)
 
 
 def replayed_elsewhere(meta: MetadataClient, node_id: int) -> frozenset[int] | None:
@@ -104,6 +106,10 @@ class Failover:
         # dead node -> (its fenced epoch, the partitions claimed here for it, the live nodes, when it began): a
         # failover not finished yet; one interrupted before its replay finished stays (`_resume_pending`)
         self._pending: dict[int, tuple[int, list[Partition], list[int], float]] = {}
+        # dead node -> (failed tries of its pending failover, when the next may begin): the WAL is read again after
+        # RETRY_FIRST_S, doubling up to RETRY_MAX_S (at every look, a WAL that fails for good was read twice a second)
+        self._retries: dict[int, tuple[int, float]] = {}
+        self.clock: Callable[[], float] = retry_clock  # the retries' clock
 
     def check(self) -> None:
         """Called on every look of the assignment watcher; acts at most every `interval_s`."""
@@ -262,9 +268,11 @@ class Failover:
     def _resume_pending(self) -> None:
         """Take up the failovers interrupted after their partitions were opened here, before the dead node's
         acknowledged records were replayed into them (a store or metadata error on the way): those partitions
-        are served only once that is done (the watcher leaves partitions being replayed alone)."""
+        are served only once that is done (the watcher leaves partitions being replayed alone). Each is tried
+        again once its wait is over (`_retries`)."""
         for dead in list(self._pending):
-            self._try_finish(dead)
+            if self.clock() >= self._retries.get(dead, (0, 0.0))[1]:
+                self._try_finish(dead)
 
     def _try_finish(self, dead: int) -> dict[str, Any]:
         """Finish the pending failover of `dead` (its report), or leave it pending for the next check ({})."""
@@ -272,12 +280,16 @@ class Failover:
         opened = [p for p in parts if p.data is not None and p.meta is not None and not p.owned]
         try:
             report = self._finish(dead, epoch, opened, alive, started)
-        except Exception as exc:  # noqa: BLE001 - the partitions wait for the replay: retried by the next check
+        except Exception as exc:  # noqa: BLE001 - the partitions wait for the replay: retried after a wait
+            tries = self._retries.get(dead, (0, 0.0))[0] + 1
+            wait_s = min(RETRY_FIRST_S * 2 ** (tries - 1), RETRY_MAX_S)
+            self._retries[dead] = (tries, self.clock() + wait_s)
             log.error("failover interrupted: the dead node's partitions stay unserved until its WAL is replayed; "
-                      "retried", extra={"node_id": dead, "partitions": [p.name for p in opened],
-                                        "error": f"{type(exc).__name__}: {exc}"})
+                      "retried", extra={"node_id": dead, "partitions": [p.name for p in opened], "tries": tries,
+                                        "retry_in_s": wait_s, "error": f"{type(exc).__name__}: {exc}"})
             return {}
         del self._pending[dead]
+        self._retries.pop(dead, None)
         return report
 
     def _finish(self, dead: int, new_epoch: int, opened: list[Partition], alive: list[int],

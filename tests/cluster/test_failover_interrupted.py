@@ -8,6 +8,7 @@ blob store; node 1 stops renewing its lease (as a killed node does) with its rec
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -50,3 +51,54 @@ def test_an_interrupted_failover_replays_the_wal_before_serving(nodes: InProcess
     assert [m.value for m in messages] == [b"m%02d" % i for i in range(20)], \
         "the partition was served without the dead node's acknowledged records"
     assert survivor.produce("t", [InMessage(b"after")])[0].offset == 20
+
+
+def test_a_failover_that_keeps_failing_is_tried_again_less_and_less_often(
+        nodes: InProcessNodes, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replay that fails for good (here: until the test allows it) read the whole WAL again at every look, twice a
+    second, and logged an error each time. Now each try waits twice as long as the one before (0.5 s, 1 s, 2 s, ...
+    up to 30 s). The retries' clock is the test's: while it stands still, no try is made however long the looks go
+    on; moved past each wait, the next try comes."""
+    dead = nodes.open(1, shared_wal=True)
+    dead.create_topic("t", 1)
+    dead.produce("t", [InMessage(b"m%02d" % i, key=b"k") for i in range(5)])
+    nodes.dies(dead)
+    now = [1000.0]
+    monkeypatch.setattr(failover_module, "retry_clock", lambda: now[0])
+    real_read_wal = failover_module.read_wal
+    reads: list[float] = []
+    allowed = threading.Event()
+
+    def read_wal_until_allowed(*args: Any, **kw: Any) -> Any:
+        reads.append(now[0])
+        if not allowed.is_set():
+            raise StorageUnavailable("sqlite", None, "the WAL store did not answer")
+        return real_read_wal(*args, **kw)
+
+    monkeypatch.setattr(failover_module, "read_wal", read_wal_until_allowed)
+    survivor = nodes.open(0, shared_wal=True)
+
+    def tries_now(n: int) -> None:
+        deadline = time.monotonic() + 30
+        while len(reads) < n:
+            assert time.monotonic() < deadline, f"try {n} never came ({len(reads)} so far)"
+            time.sleep(0.05)
+        time.sleep(2.0)  # four looks of the watcher: none may try again before its wait is over
+        assert len(reads) == n, f"tried again before the wait was over: {len(reads)} tries, {n} expected"
+
+    tries_now(1)
+    now[0] += 0.5  # the first wait
+    tries_now(2)
+    now[0] += 0.5  # half of the second (1 s): still waiting
+    time.sleep(1.0)
+    assert len(reads) == 2
+    now[0] += 0.5
+    tries_now(3)
+    allowed.set()
+    now[0] += 2.0  # the third wait
+    wait = time.monotonic() + 30
+    while not survivor.partition_info("t", 0)["owned"]:
+        assert time.monotonic() < wait, "the survivor never served the dead node's partition"
+        time.sleep(0.05)
+    assert len(reads) == 4
+    assert [m.value for m in survivor.fetch("t", 0, 0, 100)[0]] == [b"m%02d" % i for i in range(5)]
