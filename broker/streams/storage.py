@@ -236,8 +236,10 @@ class StreamStorage:
 
     def restore_from_wal(self) -> dict[int, int]:
         """Put WAL records beyond each open stream's committed end back in the cache, re-stamped with the
-        stream's epoch; records of streams not open here stop holding the WAL. Returns records restored per
-        stream. Called once, after the streams of the previous incarnation are opened."""
+        stream's epoch; records of streams not open here stop holding the WAL, except those a move still reads
+        (lent) and those a failover of the previous incarnation, under way on another node, has yet to replay
+        (broker/streams/wal_holds.py). Returns records restored per stream. Called once, after the streams of
+        the previous incarnation are opened."""
         recovered, self._recovered = self._recovered, []
         mine = []
         replayed = self.holds.replayed_elsewhere() if recovered else None  # by a failover under way elsewhere
