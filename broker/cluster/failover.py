@@ -64,7 +64,7 @@ log = logging.getLogger("mqindex.broker.failover")
 # survivor that dies before it finished leaves it: whoever fails that survivor over replays both WALs, the dead
 # node's first (the survivor never served those partitions, so its own WAL holds nothing of them before it)
 REPLAYS_PREFIX = "failover_replays/"
-RETRY_FIRST_S, RETRY_MAX_S = 0.5, 30.0  # the waits before a pending failover is tried again (Failover._retries)
+RETRY_FIRST_S, RETRY_MAX_S = 0.5, 5.0  # the waits before a pending failover is tried again (Failover._retries)
 retry_clock = time.monotonic  # their clock (a test's own clock replaces it)
 
 
@@ -78,6 +78,18 @@ def replayed_elsewhere(meta: MetadataClient, node_id: int) -> frozenset[int] | N
     if doc is None or doc.get("by") == node_id:
         return None
     return EVERY_STREAM if doc.get("streams") is None else frozenset(int(s) for s in doc["streams"])
+
+
+def taken_back(meta: MetadataClient, node: int, doc: dict[str, Any]) -> bool:
+    """Whether nothing is left for the replay of `node` that `doc` (its replay record) records: `node` registered
+    again since that fence, and every stream the replay takes is open again or deleted. A stream is opened after
+    the fence only by a node that puts the dead node's acknowledged records in it first (its own restart, from its
+    WAL; a survivor, from the replay); a move's target waits while the record exists (handoff.replay_pending). A
+    record of an earlier release (no fenced epoch, no streams) is never taken as done."""
+    fenced, streams, n = doc.get("fenced_epoch"), doc.get("streams"), meta.image.nodes.get(node)
+    if fenced is None or streams is None or n is None or n.epoch <= int(fenced):
+        return False
+    return all((s := meta.image.streams.get(int(sid))) is None or s.state == OPENED for sid in streams)
 
 
 class Failover:
@@ -107,7 +119,8 @@ class Failover:
         # failover not finished yet; one interrupted before its replay finished stays (`_resume_pending`)
         self._pending: dict[int, tuple[int, list[Partition], list[int], float]] = {}
         # dead node -> (failed tries of its pending failover, when the next may begin): the WAL is read again after
-        # RETRY_FIRST_S, doubling up to RETRY_MAX_S (at every look, a WAL that fails for good was read twice a second)
+        # RETRY_FIRST_S, doubling up to RETRY_MAX_S, half a default lease (at every look, a WAL that fails for good
+        # was read twice a second); the partitions wait unserved meanwhile, so the cap stays short
         self._retries: dict[int, tuple[int, float]] = {}
         self.clock: Callable[[], float] = retry_clock  # the retries' clock
 
@@ -304,6 +317,7 @@ class Failover:
         spans_of: dict[int, list[tuple[int, int, str]]] = {}
         inherited: list[int] = []
         fenced_at = {dead: new_epoch}  # each replayed node's epoch as its failover fenced it
+        replay_docs: dict[int, dict[str, Any]] = {}  # the replay records of the inherited nodes
         if shared:
             assert self.wal_store is not None
             # the WALs of nodes the dead one was failing over when it died, before its own (REPLAYS_PREFIX)
@@ -311,6 +325,7 @@ class Failover:
                 doc = json.loads(v)
                 if doc.get("by") == dead:
                     inherited.append(int(k[len(REPLAYS_PREFIX):]))
+                    replay_docs[inherited[-1]] = doc
                     if doc.get("fenced_epoch") is not None:
                         fenced_at[inherited[-1]] = int(doc["fenced_epoch"])
             inherited.sort()
@@ -344,11 +359,11 @@ class Failover:
         self.parts.write_states(opened, clean=False)
         # a node the dead one was failing over that still leads partitions (it died before it made itself their
         # leader) keeps its WAL and its replay record: the failover check takes that node over next and replays it.
-        # Unless that node registered again since its fence: its restart took back the partitions it leads with
-        # its WAL's records, no failover of it comes, and the record, kept, held the balancer and every move of
-        # its partitions back for good (broker/cluster/handoff.py, replay_pending)
+        # Unless that node registered again and every stream of its replay is open again (`taken_back`: its restart
+        # put its WAL's records in the partitions it leads): no failover of it comes while it lives, and the record,
+        # kept, held the balancer and every move of its partitions back for good (handoff.replay_pending)
         leading = {w.node for w in leaders(meta, refresh=True).values()} & set(inherited)
-        leading = {n for n in leading if not self._registered_again(n, fenced_at.get(n))}
+        leading = {n for n in leading if not taken_back(meta, n, replay_docs[n])}
         cleared = [n for n in [*inherited, dead] if n not in leading]
         if shared and spans:
             assert self.wal_store is not None

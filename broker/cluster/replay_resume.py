@@ -33,7 +33,7 @@ from typing import Any
 
 from broker.cluster import handoff_wal
 from broker.cluster.assignment import leaders
-from broker.cluster.failover import REPLAYS_PREFIX
+from broker.cluster.failover import REPLAYS_PREFIX, taken_back
 from broker.cluster.failover_history import record_failover
 from broker.metadata import MetadataClient
 from broker.objects.format import StreamRecord
@@ -87,7 +87,7 @@ class ResumedReplays:
                 if fenced is not None and inode is not None and inode.epoch > int(fenced):
                     again.add(n)
             found = _Found(*replays[dead], doc, [*inherited, dead], again)
-            found.leading = (leading & set(inherited)) - again  # one registered again took its partitions back
+            found.leading = {n for n in leading & set(inherited) if not taken_back(self.meta, n, docs[n])}
             for n in found.nodes:
                 wal_records, report, spans = read_wal(self.wal_store, n)
                 found.spans[n] = spans
