@@ -26,6 +26,7 @@ from api.kafka.metadata import api_versions_body
 from api.kafka.produce import _response as produce_response
 from api.kafka.schemas import APIS, build
 from api.kafka.server import decode_request
+from broker.partitions.records import batch_slices
 
 PRODUCE, METADATA, FIND_COORDINATOR, API_VERSIONS = 0, 3, 10, 18
 INIT_PRODUCER_ID, ADD_PARTITIONS, END_TXN = 22, 24, 26
@@ -77,12 +78,7 @@ class Answers:
 
 def _records_in(records: bytes) -> int:
     """The records of the batches in a Produce request's partition data (each batch's last offset delta + 1)."""
-    n, pos, view = 0, 0, memoryview(records)
-    while pos + 61 <= len(view):
-        length = int.from_bytes(view[pos + 8:pos + 12], "big")
-        n += int.from_bytes(view[pos + 23:pos + 27], "big") + 1
-        pos += 12 + length
-    return n
+    return sum(h.last_offset_delta + 1 for _pos, h, _raw in batch_slices(records))
 
 
 async def serve(partitions: int) -> None:

@@ -29,7 +29,6 @@ Kafka listener, confluent-kafka (librdkafka) on both sides of each ratio, in the
 from __future__ import annotations
 
 import os
-import re
 import sys
 import threading
 import time
@@ -202,16 +201,19 @@ def concurrent_produce(server: Any, topic: str, producers: int, records_each: in
     return out
 
 
-_REQUEST_LINE = re.compile(r'^mqindex_kafka_request_seconds_(count|sum)\{api="([^"]+)"\} (\S+)$', re.M)
-
-
 def request_totals(server: Any) -> dict[str, tuple[float, float]]:
     """API name -> (requests answered, seconds in the server) so far: mqindex_kafka_request_seconds of /metrics."""
-    out: dict[str, list[float]] = {}
+    from prometheus_client.parser import text_string_to_metric_families
+
     if server.url is None:  # the null peer (bench/kafka_null_peer.py): no /metrics
         return {}
-    for kind, api, value in _REQUEST_LINE.findall(httpx.get(server.url + "/metrics", timeout=30).text):
-        out.setdefault(api, [0.0, 0.0])[0 if kind == "count" else 1] = float(value)
+    out: dict[str, list[float]] = {}
+    for family in text_string_to_metric_families(httpx.get(server.url + "/metrics", timeout=30).text):
+        if family.name == "mqindex_kafka_request_seconds":
+            for sample in family.samples:
+                if sample.name.endswith(("_count", "_sum")):
+                    at = 0 if sample.name.endswith("_count") else 1
+                    out.setdefault(sample.labels["api"], [0.0, 0.0])[at] = sample.value
     return {api: (c, s) for api, (c, s) in out.items()}
 
 
@@ -247,9 +249,9 @@ def _round_row(name: str, r: dict[str, Any], rounds: int, per_round: int, idem_m
     path (one request of each API it waits for in turn) and the rest, and what the rest alone would allow."""
     wall = 1000 * r["seconds"] / rounds
     reqs = r.get("requests", {})
-    per = {api: reqs[api][1] for api in ("AddPartitionsToTxn", "Produce", "EndTxn") if api in reqs}
-    shown = ", ".join(f"{api} {reqs[api][0] / rounds:.1f}" for api in ("AddPartitionsToTxn", "Produce", "EndTxn")
-                      if api in reqs)
+    seen = [api for api in ("AddPartitionsToTxn", "Produce", "EndTxn") if api in reqs]  # a round waits for each
+    per = {api: reqs[api][1] for api in seen}
+    shown = ", ".join(f"{api} {reqs[api][0] / rounds:.1f}" for api in seen)
     critical = sum(per.values())
     rest = max(wall - critical, 1e-9)
     at_once = per_round * RECORD / MiB / (rest / 1000)

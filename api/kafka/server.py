@@ -198,15 +198,17 @@ async def settled(answer: Any) -> Any:
     return answer
 
 
-def _add_frame(frames: list[bytes | memoryview], item: Pending, answer: Any) -> None:
-    """Add a pending request's answer to `frames`: its bytes, or its response object framed (None: nothing)."""
+def _add_frame(frames: list[bytes | memoryview], item: Pending, answer: Any) -> bool:
+    """Add a pending request's answer to `frames`: its bytes, or its response object framed (None: nothing; False
+    then)."""
     if answer is None:
-        return
+        return False
     if isinstance(answer, (bytes, memoryview)):
         frames.append(answer)
-        return
+        return True
     answer.with_header(correlation_id=item.correlation_id)
     frames.append(framed(answer))
+    return True
 
 
 def decode_request(data: bytes) -> tuple[Any, Any, int] | bytes:
@@ -421,17 +423,14 @@ class KafkaServer:
             answered: list[Pending] = []  # those whose answer is among `frames` (acks=0 produces have none)
             try:
                 try:
-                    _add_frame(frames, item, await settled(item.answer))
-                    if frames:
+                    if _add_frame(frames, item, await settled(item.answer)):
                         answered.append(item)
                     while not item.close_after and (nxt := answers.ready()) is not None:
                         item = nxt
                         sent.append(item)
                         ready = item.answer
                         made = isinstance(ready, asyncio.Task | produce.ProduceAnswer)
-                        before = len(frames)
-                        _add_frame(frames, item, ready.result() if made else ready)
-                        if len(frames) > before:
+                        if _add_frame(frames, item, ready.result() if made else ready):
                             answered.append(item)
                 finally:  # what was gathered is sent, also when an answer failed (then the connection closes)
                     if frames:

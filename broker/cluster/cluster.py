@@ -410,10 +410,11 @@ class Cluster:
                                     "streams": len(waiting)})
                     break
             time.sleep(0.05)
-        if storage.holds.lent_ids():
+        left = storage.holds.lent_ids()
+        if left:
             log.warning("stopping with moved records the new leaders have not committed yet; this node's WAL "
                         "objects holding them stay until they do and it returns", extra={
-                            "node_id": self.node_id, "streams": len(storage.holds.lent_ids())})
+                            "node_id": self.node_id, "streams": len(left)})
 
     def leave(self, dispatcher: Dispatcher, index: Any) -> None:
         """Clean stop: hand the partitions to the other live nodes; with others alive, upload every index file

@@ -68,13 +68,25 @@ RETRY_FIRST_S, RETRY_MAX_S = 0.5, 5.0  # the waits before a pending failover is 
 retry_clock = time.monotonic  # their clock (a test's own clock replaces it)
 
 
+def replay_record(meta: MetadataClient, node: int, refresh: bool) -> dict[str, Any] | None:
+    """The recorded replay of `node`'s shared WAL (REPLAYS_PREFIX), or None."""
+    value = meta.kv_get(f"{REPLAYS_PREFIX}{node}", refresh=refresh)
+    return None if value is None else dict(json.loads(value))
+
+
+def registered_again(meta: MetadataClient, node: int, fenced_epoch: int | None) -> bool:
+    """Whether `node` registered an incarnation after the fence that gave it `fenced_epoch` (unknown: a replay
+    record of an earlier release, taken as not)."""
+    n = meta.image.nodes.get(node)
+    return fenced_epoch is not None and n is not None and n.epoch > int(fenced_epoch)
+
+
 def replayed_elsewhere(meta: MetadataClient, node_id: int) -> frozenset[int] | None:
     """The streams another node's failover of `node_id` is replaying from that node's shared WAL: it recorded the
     replay and has not finished it (None: no such failover). A restart of `node_id` keeps their records in its WAL
     until they are committed (broker/streams/wal_holds.py), for the survivor has yet to read them. A record of an
     earlier release names no streams: every stream is taken (EVERY_STREAM)."""
-    value = meta.kv_get(f"{REPLAYS_PREFIX}{node_id}", refresh=True)
-    doc = None if value is None else json.loads(value)
+    doc = replay_record(meta, node_id, refresh=True)
     if doc is None or doc.get("by") == node_id:
         return None
     return EVERY_STREAM if doc.get("streams") is None else frozenset(int(s) for s in doc["streams"])
@@ -86,8 +98,8 @@ def taken_back(meta: MetadataClient, node: int, doc: dict[str, Any]) -> bool:
     the fence only by a node that puts the dead node's acknowledged records in it first (its own restart, from its
     WAL; a survivor, from the replay); a move's target waits while the record exists (handoff.replay_pending). A
     record of an earlier release (no fenced epoch, no streams) is never taken as done."""
-    fenced, streams, n = doc.get("fenced_epoch"), doc.get("streams"), meta.image.nodes.get(node)
-    if fenced is None or streams is None or n is None or n.epoch <= int(fenced):
+    streams = doc.get("streams")
+    if streams is None or not registered_again(meta, node, doc.get("fenced_epoch")):
         return False
     return all((s := meta.image.streams.get(int(sid))) is None or s.state == OPENED for sid in streams)
 
@@ -165,8 +177,8 @@ class Failover:
         and delete the WAL that node still has to replay."""
         if self.wal_store is None:
             return False
-        value = self.parts.meta.kv_get(f"{REPLAYS_PREFIX}{node}", refresh=False)
-        by = None if value is None else json.loads(value).get("by")
+        doc = replay_record(self.parts.meta, node, refresh=False)
+        by = None if doc is None else doc.get("by")
         return by is not None and by != self.parts.node_id and by in alive
 
     def _expire_published(self, alive: set[int]) -> None:
@@ -316,19 +328,16 @@ class Failover:
         spans: list[tuple[int, int, str]] = []
         spans_of: dict[int, list[tuple[int, int, str]]] = {}
         inherited: list[int] = []
-        fenced_at = {dead: new_epoch}  # each replayed node's epoch as its failover fenced it
-        replay_docs: dict[int, dict[str, Any]] = {}  # the replay records of the inherited nodes
+        # the replay records of the nodes the dead one was failing over when it died, and the dead one's own
+        replay_docs: dict[int, dict[str, Any]] = {dead: {"fenced_epoch": new_epoch}}
         if shared:
             assert self.wal_store is not None
             # the WALs of nodes the dead one was failing over when it died, before its own (REPLAYS_PREFIX)
             for k, v in meta.kv_items(REPLAYS_PREFIX).items():
                 doc = json.loads(v)
                 if doc.get("by") == dead:
-                    inherited.append(int(k[len(REPLAYS_PREFIX):]))
-                    replay_docs[inherited[-1]] = doc
-                    if doc.get("fenced_epoch") is not None:
-                        fenced_at[inherited[-1]] = int(doc["fenced_epoch"])
-            inherited.sort()
+                    replay_docs[int(k[len(REPLAYS_PREFIX):])] = doc
+            inherited = sorted(n for n in replay_docs if n != dead)
             for node in [*inherited, dead]:
                 wal_records, report, node_spans = read_wal(self.wal_store, node)
                 spans += node_spans
@@ -371,7 +380,7 @@ class Failover:
             # incarnation's too) and keeps the records read here until they are committed
             # (broker/streams/wal_holds.py): its objects are trimmed by that node, not deleted here. An inherited
             # replay record of an earlier release has no fenced epoch: its node is taken as not registered again
-            back = {n for n in cleared if self._registered_again(n, fenced_at.get(n))}
+            back = {n for n in cleared if registered_again(meta, n, replay_docs[n].get("fenced_epoch"))}
             if back:
                 log.info("failover: the node registered again meanwhile; its WAL objects are left to it",
                          extra={"node_id": dead, "registered_again": sorted(back)})
@@ -414,12 +423,6 @@ class Failover:
             # off the watcher's thread: the hand-offs of the spread above and the next failover do not wait
             self._start_rescue(dead, new_epoch, redispatch_from, report_doc)
         return report_doc
-
-    def _registered_again(self, node: int, fenced_epoch: int | None) -> bool:
-        """Whether `node` registered an incarnation after the fence at `fenced_epoch` (unknown: a replay record of an
-        earlier release, taken as not)."""
-        n = self.parts.meta.image.nodes.get(node)
-        return fenced_epoch is not None and n is not None and n.epoch > fenced_epoch
 
     def _rescue(self, dead: int, epoch: int, redispatch_from: dict[tuple[str, int], int],
                 report_doc: dict[str, Any]) -> None:

@@ -33,7 +33,7 @@ from typing import Any
 
 from broker.cluster import handoff_wal
 from broker.cluster.assignment import leaders
-from broker.cluster.failover import REPLAYS_PREFIX, taken_back
+from broker.cluster.failover import REPLAYS_PREFIX, registered_again, taken_back
 from broker.cluster.failover_history import record_failover
 from broker.metadata import MetadataClient
 from broker.objects.format import StreamRecord
@@ -79,13 +79,8 @@ class ResumedReplays:
             if dead in leading or "streams" not in doc:
                 continue  # the failover check takes it again (module doc)
             wanted = set(doc["streams"])
-            node = self.meta.image.nodes.get(dead)
-            again = {dead} if node is not None and node.epoch != doc.get("fenced_epoch") else set()
             inherited = sorted(n for n, d in docs.items() if d.get("by") == dead)
-            for n in inherited:  # a record of an earlier release has no fenced epoch: taken as not registered again
-                fenced, inode = docs[n].get("fenced_epoch"), self.meta.image.nodes.get(n)
-                if fenced is not None and inode is not None and inode.epoch > int(fenced):
-                    again.add(n)
+            again = {n for n in [*inherited, dead] if registered_again(self.meta, n, docs[n].get("fenced_epoch"))}
             found = _Found(*replays[dead], doc, [*inherited, dead], again)
             found.leading = {n for n in leading & set(inherited) if not taken_back(self.meta, n, docs[n])}
             for n in found.nodes:

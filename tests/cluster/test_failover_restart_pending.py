@@ -15,8 +15,6 @@ WAL (uploads wait for the test)."""
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -26,13 +24,7 @@ from broker.node import BrokerNode
 from broker.partitions.client_messages import InMessage
 from storage_tier.errors import StorageUnavailable
 from tests.cluster.conftest import InProcessNodes
-
-
-def wait(what: str, check: Callable[[], bool], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
+from tests.cluster.harness import wait_until
 
 
 def values(node: BrokerNode, topic: str) -> list[bytes]:
@@ -60,8 +52,8 @@ def test_a_restart_during_its_pending_failover_keeps_both_incarnations_records(
 
     monkeypatch.setattr(failover_module, "read_wal", read_wal_when_allowed)
     survivor = nodes.open(0, shared_wal=True)
-    wait("the survivor's failover of node 1 never began its replay",
-         lambda: bool(refused) and survivor.meta.kv_get(f"{failover_module.REPLAYS_PREFIX}1") is not None)
+    wait_until(lambda: bool(refused) and survivor.meta.kv_get(f"{failover_module.REPLAYS_PREFIX}1") is not None, 60,
+               "the survivor's failover of node 1 begins its replay")
 
     # node 1 starts again (its data directory elsewhere: the shared WAL is all it needs) while the survivor
     # still has to read its WAL, then acknowledges records of a partition of its own, only in its WAL
@@ -74,11 +66,11 @@ def test_a_restart_during_its_pending_failover_keeps_both_incarnations_records(
     held = back.storage.holds.ids()  # the first incarnation's streams, for the survivor to replay
     assert held and not back.storage.holds.lent_ids(), held
     replay_allowed.set()
-    wait("the survivor never finished the failover of node 1's first incarnation",
-         lambda: survivor.meta.kv_get(f"{failover_module.REPLAYS_PREFIX}1") is None)
-    wait("node 1 kept the records the failover has committed", lambda: not back.storage.holds.ids())
+    wait_until(lambda: survivor.meta.kv_get(f"{failover_module.REPLAYS_PREFIX}1") is None, 60,
+               "the survivor finishes the failover of node 1's first incarnation")
+    wait_until(lambda: not back.storage.holds.ids(), 60, "node 1 lets go of the records the failover committed")
     nodes.dies(back)  # the second incarnation dies before uploading: the survivor fails it over too
-    wait("the survivor never served both partitions",
-         lambda: survivor.partition_info("t", 0)["owned"] and survivor.partition_info("u", 0)["owned"])
+    wait_until(lambda: survivor.partition_info("t", 0)["owned"] and survivor.partition_info("u", 0)["owned"], 60,
+               "the survivor serves both partitions")
     assert values(survivor, "t") == first, "the first incarnation's acknowledged records were lost"
     assert values(survivor, "u") == second, "the second incarnation's acknowledged records were lost"
